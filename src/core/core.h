@@ -1,0 +1,44 @@
+/*
+ * Internal helpers shared by every part of the library: error recording,
+ * logging and the bookkeeping allocator. Not installed.
+ */
+#ifndef GPUMEM_SRC_CORE_CORE_H
+#define GPUMEM_SRC_CORE_CORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gpumem/gpumem.h"
+
+/*
+ * Record an error for the calling thread and return `status`, so that a
+ * failing path reads `return gm__error(GM_ERR_X, "fn: what %d", v);`.
+ * The message should start with the public call's name. Also logged at
+ * debug level.
+ */
+gm_status gm__error(gm_status status, const char *fmt, ...) GM_PRINTF_LIKE(2, 3);
+
+/* Log through the hook if `level` passes the threshold. */
+void gm__log(gm_log_level level, const char *fmt, ...) GM_PRINTF_LIKE(2, 3);
+
+/* Whether a message at `level` would be delivered (to skip costly formatting). */
+int gm__log_enabled(gm_log_level level);
+
+/* The bookkeeping allocator (gm_set_host_allocator). */
+void *gm__malloc(size_t size);
+void *gm__calloc(size_t count, size_t size);
+void *gm__realloc(void *ptr, size_t size);
+void gm__free(void *ptr);
+
+/* Checked int64 arithmetic: return nonzero on overflow. */
+static inline int gm__mul_overflow(int64_t a, int64_t b, int64_t *out)
+{
+    return __builtin_mul_overflow(a, b, out);
+}
+
+static inline int gm__add_overflow(int64_t a, int64_t b, int64_t *out)
+{
+    return __builtin_add_overflow(a, b, out);
+}
+
+#endif /* GPUMEM_SRC_CORE_CORE_H */

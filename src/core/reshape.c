@@ -1,0 +1,1 @@
+#include "ndview_internal.h"

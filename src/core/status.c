@@ -1,0 +1,198 @@
+/*
+ * The status list's strings, the per-thread error detail, the log hook and
+ * the bookkeeping allocator.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <pthread.h>
+
+#include "core.h"
+
+#define GM__ERROR_MESSAGE_MAX 1024
+#define GM__LOG_MESSAGE_MAX 1024
+#define GM__LOG_LEVEL_UNSET (-1)
+
+static _Thread_local gm_status tls_last_status = GM_OK;
+static _Thread_local char tls_last_message[GM__ERROR_MESSAGE_MAX];
+
+static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
+static gm_log_fn log_hook = NULL;
+static void *log_user = NULL;
+static _Atomic int log_level = GM__LOG_LEVEL_UNSET;
+
+static gm_host_allocator host_allocator = {malloc, calloc, realloc, free};
+
+const char *gm_status_string(gm_status status)
+{
+    switch (status) {
+#define GM__STATUS_STRING(name, value, text)                                                      \
+    case GM_##name:                                                                                \
+        return text;
+        GM_STATUS_LIST(GM__STATUS_STRING)
+#undef GM__STATUS_STRING
+    }
+    return "unknown status";
+}
+
+const char *gm_status_name(gm_status status)
+{
+    switch (status) {
+#define GM__STATUS_NAME(name, value, text)                                                        \
+    case GM_##name:                                                                                \
+        return #name;
+        GM_STATUS_LIST(GM__STATUS_NAME)
+#undef GM__STATUS_NAME
+    }
+    return "UNKNOWN";
+}
+
+const char *gm_last_error_message(void)
+{
+    return tls_last_message;
+}
+
+gm_status gm_last_error(void)
+{
+    return tls_last_status;
+}
+
+void gm_clear_error(void)
+{
+    tls_last_status = GM_OK;
+    tls_last_message[0] = '\0';
+}
+
+gm_status gm__error(gm_status status, const char *fmt, ...)
+{
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(tls_last_message, sizeof(tls_last_message), fmt, ap);
+    va_end(ap);
+    tls_last_status = status;
+    gm__log(GM_LOG_DEBUG, "%s (%s)", tls_last_message, gm_status_name(status));
+    return status;
+}
+
+/* Parse GM_LOG_LEVEL: a level name or a digit 0-5; anything else is "warn". */
+static int parse_log_level(const char *text)
+{
+    static const char *const names[] = {"off", "error", "warn", "info", "debug", "trace"};
+    int level = GM_LOG_WARN;
+
+    if (text == NULL || text[0] == '\0')
+        return level;
+    if (text[0] >= '0' && text[0] <= '5' && text[1] == '\0')
+        return text[0] - '0';
+    for (int i = 0; i < (int)(sizeof(names) / sizeof(names[0])); i++) {
+        if (strcasecmp(text, names[i]) == 0)
+            level = i;
+    }
+    return level;
+}
+
+static int current_log_level(void)
+{
+    int level = log_level;
+
+    if (level == GM__LOG_LEVEL_UNSET) {
+        level = parse_log_level(getenv("GM_LOG_LEVEL"));
+        log_level = level;
+    }
+    return level;
+}
+
+void gm_set_log_hook(gm_log_fn hook, void *user)
+{
+    pthread_mutex_lock(&log_lock);
+    log_hook = hook;
+    log_user = user;
+    pthread_mutex_unlock(&log_lock);
+}
+
+void gm_set_log_level(gm_log_level level)
+{
+    if (level < GM_LOG_OFF)
+        level = GM_LOG_OFF;
+    if (level > GM_LOG_TRACE)
+        level = GM_LOG_TRACE;
+    log_level = (int)level;
+}
+
+gm_log_level gm_get_log_level(void)
+{
+    return (gm_log_level)current_log_level();
+}
+
+int gm__log_enabled(gm_log_level level)
+{
+    return level != GM_LOG_OFF && (int)level <= current_log_level();
+}
+
+void gm__log(gm_log_level level, const char *fmt, ...)
+{
+    char message[GM__LOG_MESSAGE_MAX];
+    gm_log_fn hook = NULL;
+    void *user = NULL;
+    va_list ap;
+
+    if (!gm__log_enabled(level))
+        return;
+    pthread_mutex_lock(&log_lock);
+    hook = log_hook;
+    user = log_user;
+    pthread_mutex_unlock(&log_lock);
+    if (hook == NULL)
+        return;
+    va_start(ap, fmt);
+    vsnprintf(message, sizeof(message), fmt, ap);
+    va_end(ap);
+    hook(level, message, user);
+}
+
+void gm_log_stderr(gm_log_level level, const char *message, void *user)
+{
+    static const char *const names[] = {"off", "error", "warn", "info", "debug", "trace"};
+    const char *name = (level >= GM_LOG_OFF && level <= GM_LOG_TRACE) ? names[level] : "?";
+
+    (void)user;
+    fprintf(stderr, "gpumem[%s]: %s\n", name, message);
+}
+
+gm_status gm_set_host_allocator(const gm_host_allocator *allocator)
+{
+    if (allocator == NULL) {
+        host_allocator = (gm_host_allocator){malloc, calloc, realloc, free};
+        return GM_OK;
+    }
+    if (allocator->malloc_fn == NULL || allocator->calloc_fn == NULL ||
+        allocator->realloc_fn == NULL || allocator->free_fn == NULL)
+        return gm__error(GM_ERR_INVALID_ARG,
+                         "gm_set_host_allocator: every function pointer must be non-NULL");
+    host_allocator = *allocator;
+    return GM_OK;
+}
+
+void *gm__malloc(size_t size)
+{
+    return host_allocator.malloc_fn(size);
+}
+
+void *gm__calloc(size_t count, size_t size)
+{
+    return host_allocator.calloc_fn(count, size);
+}
+
+void *gm__realloc(void *ptr, size_t size)
+{
+    return host_allocator.realloc_fn(ptr, size);
+}
+
+void gm__free(void *ptr)
+{
+    if (ptr != NULL)
+        host_allocator.free_fn(ptr);
+}
