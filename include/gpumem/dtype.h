@@ -36,22 +36,28 @@ typedef struct gm_dtype {
     uint16_t lanes; /**< lanes per element, 1 for scalars */
 } gm_dtype;
 
-/** Constants for the supported scalar types. */
-#define GM_DTYPE_INIT(c, b) {(uint8_t)(c), (uint8_t)(b), 1}
-#define GM_BOOL ((gm_dtype)GM_DTYPE_INIT(GM_DTYPE_BOOL, 8))
-#define GM_INT8 ((gm_dtype)GM_DTYPE_INIT(GM_DTYPE_INT, 8))
-#define GM_INT16 ((gm_dtype)GM_DTYPE_INIT(GM_DTYPE_INT, 16))
-#define GM_INT32 ((gm_dtype)GM_DTYPE_INIT(GM_DTYPE_INT, 32))
-#define GM_INT64 ((gm_dtype)GM_DTYPE_INIT(GM_DTYPE_INT, 64))
-#define GM_UINT8 ((gm_dtype)GM_DTYPE_INIT(GM_DTYPE_UINT, 8))
-#define GM_UINT16 ((gm_dtype)GM_DTYPE_INIT(GM_DTYPE_UINT, 16))
-#define GM_UINT32 ((gm_dtype)GM_DTYPE_INIT(GM_DTYPE_UINT, 32))
-#define GM_UINT64 ((gm_dtype)GM_DTYPE_INIT(GM_DTYPE_UINT, 64))
-#define GM_FLOAT16 ((gm_dtype)GM_DTYPE_INIT(GM_DTYPE_FLOAT, 16))
-#define GM_BFLOAT16 ((gm_dtype)GM_DTYPE_INIT(GM_DTYPE_BFLOAT, 16))
-#define GM_FLOAT32 ((gm_dtype)GM_DTYPE_INIT(GM_DTYPE_FLOAT, 32))
-#define GM_FLOAT64 ((gm_dtype)GM_DTYPE_INIT(GM_DTYPE_FLOAT, 64))
-#define GM_COMPLEX64 ((gm_dtype)GM_DTYPE_INIT(GM_DTYPE_COMPLEX, 64))
+/**
+ * Constants for the supported scalar types (compound literals: in a static
+ * initializer write GM_DTYPE_INIT(GM_DTYPE_FLOAT, 32) instead).
+ */
+#define GM_DTYPE_INIT(c, b)           \
+    {                                 \
+        (uint8_t)(c), (uint8_t)(b), 1 \
+    }
+#define GM_BOOL       ((gm_dtype)GM_DTYPE_INIT(GM_DTYPE_BOOL, 8))
+#define GM_INT8       ((gm_dtype)GM_DTYPE_INIT(GM_DTYPE_INT, 8))
+#define GM_INT16      ((gm_dtype)GM_DTYPE_INIT(GM_DTYPE_INT, 16))
+#define GM_INT32      ((gm_dtype)GM_DTYPE_INIT(GM_DTYPE_INT, 32))
+#define GM_INT64      ((gm_dtype)GM_DTYPE_INIT(GM_DTYPE_INT, 64))
+#define GM_UINT8      ((gm_dtype)GM_DTYPE_INIT(GM_DTYPE_UINT, 8))
+#define GM_UINT16     ((gm_dtype)GM_DTYPE_INIT(GM_DTYPE_UINT, 16))
+#define GM_UINT32     ((gm_dtype)GM_DTYPE_INIT(GM_DTYPE_UINT, 32))
+#define GM_UINT64     ((gm_dtype)GM_DTYPE_INIT(GM_DTYPE_UINT, 64))
+#define GM_FLOAT16    ((gm_dtype)GM_DTYPE_INIT(GM_DTYPE_FLOAT, 16))
+#define GM_BFLOAT16   ((gm_dtype)GM_DTYPE_INIT(GM_DTYPE_BFLOAT, 16))
+#define GM_FLOAT32    ((gm_dtype)GM_DTYPE_INIT(GM_DTYPE_FLOAT, 32))
+#define GM_FLOAT64    ((gm_dtype)GM_DTYPE_INIT(GM_DTYPE_FLOAT, 64))
+#define GM_COMPLEX64  ((gm_dtype)GM_DTYPE_INIT(GM_DTYPE_COMPLEX, 64))
 #define GM_COMPLEX128 ((gm_dtype)GM_DTYPE_INIT(GM_DTYPE_COMPLEX, 128))
 
 /** Longest name gm_dtype_name() writes, terminator included. */

@@ -10,6 +10,7 @@
 #include "export.h"
 #include "ndview.h"
 #include "status.h"
+#include "runtime.h"
 #include "version.h"
 
 #ifdef __cplusplus

@@ -37,11 +37,11 @@ extern "C" {
 
 /** Where the bytes of an array live. */
 typedef enum gm_memory_kind {
-    GM_MEMORY_HOST = 0,    /**< ordinary (pageable) host memory */
-    GM_MEMORY_DEVICE = 1,  /**< device memory of device `device_id` */
-    GM_MEMORY_PINNED = 2,  /**< page-locked host memory */
-    GM_MEMORY_MAPPED = 3,  /**< page-locked host memory mapped into the device */
-    GM_MEMORY_MANAGED = 4  /**< unified / managed memory */
+    GM_MEMORY_HOST = 0,   /**< ordinary (pageable) host memory */
+    GM_MEMORY_DEVICE = 1, /**< device memory of device `device_id` */
+    GM_MEMORY_PINNED = 2, /**< page-locked host memory */
+    GM_MEMORY_MAPPED = 3, /**< page-locked host memory mapped into the device */
+    GM_MEMORY_MANAGED = 4 /**< unified / managed memory */
 } gm_memory_kind;
 
 /** Memory order of a new array or of a reshape / ravel. */
@@ -57,13 +57,13 @@ typedef enum gm_order {
  * hand (then check it with gm_ndview_validate()).
  */
 typedef struct gm_ndview {
-    void *data;       /**< base pointer (of the allocation, or any base) */
-    int64_t offset;   /**< bytes from data to element (0, ..., 0) */
-    gm_dtype dtype;   /**< element type */
-    int32_t ndim;     /**< number of dimensions, 0 ..= GM_MAX_DIMS */
-    int32_t memory;   /**< a gm_memory_kind */
-    int32_t device_id;/**< device ordinal for device/mapped/managed memory, else -1 */
-    int32_t reserved; /**< zero */
+    void *data;                   /**< base pointer (of the allocation, or any base) */
+    int64_t offset;               /**< bytes from data to element (0, ..., 0) */
+    gm_dtype dtype;               /**< element type */
+    int32_t ndim;                 /**< number of dimensions, 0 ..= GM_MAX_DIMS */
+    int32_t memory;               /**< a gm_memory_kind */
+    int32_t device_id;            /**< device ordinal for device/mapped/managed memory, else -1 */
+    int32_t reserved;             /**< zero */
     int64_t shape[GM_MAX_DIMS];   /**< extents; entries past ndim are ignored */
     int64_t strides[GM_MAX_DIMS]; /**< byte strides; entries past ndim are ignored */
 } gm_ndview;
@@ -157,8 +157,7 @@ GM_API gm_status gm_ndview_permute(const gm_ndview *view, int naxes, const int *
                                    gm_ndview *out_p);
 
 /** @brief Swap two axes (negative axes wrap). */
-GM_API gm_status gm_ndview_swapaxes(const gm_ndview *view, int axis1, int axis2,
-                                    gm_ndview *out_p);
+GM_API gm_status gm_ndview_swapaxes(const gm_ndview *view, int axis1, int axis2, gm_ndview *out_p);
 
 /** "Not given" for a slice bound (Python's None). */
 #define GM_NONE INT64_MIN
@@ -172,23 +171,21 @@ typedef struct gm_slice {
 
 /** Slice helpers: GM_SLICE(a, b, s); GM_SLICE_ALL is ":". */
 #define GM_SLICE(a, b, s) ((gm_slice){(a), (b), (s)})
-#define GM_SLICE_ALL GM_SLICE(GM_NONE, GM_NONE, GM_NONE)
+#define GM_SLICE_ALL      GM_SLICE(GM_NONE, GM_NONE, GM_NONE)
 
 /**
  * @brief Slice one axis like Python: bounds are clamped, negative bounds
  *        wrap once, negative steps walk backwards.
  * @return GM_OK, GM_ERR_OUT_OF_RANGE (axis), GM_ERR_INVALID_ARG (step 0).
  */
-GM_API gm_status gm_ndview_slice(const gm_ndview *view, int axis, gm_slice slice,
-                                 gm_ndview *out_p);
+GM_API gm_status gm_ndview_slice(const gm_ndview *view, int axis, gm_slice slice, gm_ndview *out_p);
 
 /**
  * @brief Integer-index one axis, dropping it (a[..., i, ...]). Negative
  *        indices wrap once.
  * @return GM_OK, GM_ERR_OUT_OF_RANGE (axis or index).
  */
-GM_API gm_status gm_ndview_index(const gm_ndview *view, int axis, int64_t index,
-                                 gm_ndview *out_p);
+GM_API gm_status gm_ndview_index(const gm_ndview *view, int axis, int64_t index, gm_ndview *out_p);
 
 /** Kinds of items in a multi-axis index expression. */
 typedef enum gm_index_kind {
@@ -205,11 +202,11 @@ typedef struct gm_index_item {
     gm_slice slice; /**< for GM_INDEX_SLICE */
 } gm_index_item;
 
-#define GM_IDX_INT(i) ((gm_index_item){GM_INDEX_INT, (i), GM_SLICE_ALL})
+#define GM_IDX_INT(i)         ((gm_index_item){GM_INDEX_INT, (i), GM_SLICE_ALL})
 #define GM_IDX_SLICE(a, b, s) ((gm_index_item){GM_INDEX_SLICE, 0, GM_SLICE((a), (b), (s))})
-#define GM_IDX_ALL ((gm_index_item){GM_INDEX_SLICE, 0, GM_SLICE_ALL})
-#define GM_IDX_NEWAXIS ((gm_index_item){GM_INDEX_NEWAXIS, 0, GM_SLICE_ALL})
-#define GM_IDX_ELLIPSIS ((gm_index_item){GM_INDEX_ELLIPSIS, 0, GM_SLICE_ALL})
+#define GM_IDX_ALL            ((gm_index_item){GM_INDEX_SLICE, 0, GM_SLICE_ALL})
+#define GM_IDX_NEWAXIS        ((gm_index_item){GM_INDEX_NEWAXIS, 0, GM_SLICE_ALL})
+#define GM_IDX_ELLIPSIS       ((gm_index_item){GM_INDEX_ELLIPSIS, 0, GM_SLICE_ALL})
 
 /**
  * @brief numpy basic indexing: a[items...]. Missing trailing items mean ":".

@@ -26,31 +26,31 @@ extern "C" {
  * X-macro list of every status: X(NAME, value, description).
  * Generates enum gm_status, gm_status_name() and gm_status_string().
  */
-#define GM_STATUS_LIST(X)                                                                      \
-    X(OK, 0, "success")                                                                        \
-    X(ERR_INVALID_ARG, -1, "invalid argument")                                                 \
-    X(ERR_NULL_POINTER, -2, "a required pointer argument is NULL")                             \
-    X(ERR_OUT_OF_RANGE, -3, "index or axis out of range")                                      \
-    X(ERR_OVERFLOW, -4, "size or byte count overflows")                                        \
-    X(ERR_TOO_MANY_DIMS, -5, "more dimensions than GM_MAX_DIMS")                               \
-    X(ERR_SHAPE_MISMATCH, -6, "shapes or sizes do not match")                                  \
-    X(ERR_NEEDS_COPY, -7, "the operation would require a copy; no view is possible")           \
-    X(ERR_DTYPE, -8, "unknown or incompatible dtype")                                          \
-    X(ERR_NO_MEMORY, -9, "out of host memory")                                                 \
-    X(ERR_OUT_OF_DEVICE_MEMORY, -10, "out of device memory")                                   \
-    X(ERR_UNSUPPORTED, -11, "operation not supported by this backend")                         \
-    X(ERR_NO_DRIVER, -12, "GPU driver library not found")                                      \
-    X(ERR_NO_DEVICE, -13, "no usable GPU device")                                              \
-    X(ERR_DRIVER, -14, "the GPU driver reported an error")                                     \
-    X(ERR_NOT_READY, -15, "work is still pending")                                             \
-    X(ERR_INVALID_HANDLE, -16, "invalid, released or foreign handle")                          \
-    X(ERR_WRONG_CONTEXT, -17, "object belongs to another context")                             \
-    X(ERR_NOT_FOUND, -18, "not found")                                                         \
-    X(ERR_VERSION_MISMATCH, -19, "interface version mismatch")                                 \
-    X(ERR_BARRIER_DIVERGENCE, -20, "a barrier was not reached by every thread of a block")     \
-    X(ERR_LAUNCH, -21, "kernel launch failed")                                                 \
-    X(ERR_STATE, -22, "call not valid in the current state")                                   \
-    X(ERR_PERMISSION, -23, "permission denied or resource limit reached")                      \
+#define GM_STATUS_LIST(X)                                                                  \
+    X(OK, 0, "success")                                                                    \
+    X(ERR_INVALID_ARG, -1, "invalid argument")                                             \
+    X(ERR_NULL_POINTER, -2, "a required pointer argument is NULL")                         \
+    X(ERR_OUT_OF_RANGE, -3, "index or axis out of range")                                  \
+    X(ERR_OVERFLOW, -4, "size or byte count overflows")                                    \
+    X(ERR_TOO_MANY_DIMS, -5, "more dimensions than GM_MAX_DIMS")                           \
+    X(ERR_SHAPE_MISMATCH, -6, "shapes or sizes do not match")                              \
+    X(ERR_NEEDS_COPY, -7, "the operation would require a copy; no view is possible")       \
+    X(ERR_DTYPE, -8, "unknown or incompatible dtype")                                      \
+    X(ERR_NO_MEMORY, -9, "out of host memory")                                             \
+    X(ERR_OUT_OF_DEVICE_MEMORY, -10, "out of device memory")                               \
+    X(ERR_UNSUPPORTED, -11, "operation not supported by this backend")                     \
+    X(ERR_NO_DRIVER, -12, "GPU driver library not found")                                  \
+    X(ERR_NO_DEVICE, -13, "no usable GPU device")                                          \
+    X(ERR_DRIVER, -14, "the GPU driver reported an error")                                 \
+    X(ERR_NOT_READY, -15, "work is still pending")                                         \
+    X(ERR_INVALID_HANDLE, -16, "invalid, released or foreign handle")                      \
+    X(ERR_WRONG_CONTEXT, -17, "object belongs to another context")                         \
+    X(ERR_NOT_FOUND, -18, "not found")                                                     \
+    X(ERR_VERSION_MISMATCH, -19, "interface version mismatch")                             \
+    X(ERR_BARRIER_DIVERGENCE, -20, "a barrier was not reached by every thread of a block") \
+    X(ERR_LAUNCH, -21, "kernel launch failed")                                             \
+    X(ERR_STATE, -22, "call not valid in the current state")                               \
+    X(ERR_PERMISSION, -23, "permission denied or resource limit reached")                  \
     X(ERR_INTERNAL, -24, "internal error")
 
 /** Status returned by every fallible gpumem call. */

@@ -21,6 +21,9 @@ gm_status gm__error(gm_status status, const char *fmt, ...) GM_PRINTF_LIKE(2, 3)
 /* Log through the hook if `level` passes the threshold. */
 void gm__log(gm_log_level level, const char *fmt, ...) GM_PRINTF_LIKE(2, 3);
 
+/* Parse a GM_LOG_LEVEL value: a level name or 0-5; anything else gives GM_LOG_WARN. */
+int gm__parse_log_level(const char *text);
+
 /* Whether a message at `level` would be delivered (to skip costly formatting). */
 int gm__log_enabled(gm_log_level level);
 

@@ -13,13 +13,20 @@ typedef struct dtype_row {
 } dtype_row;
 
 static const dtype_row dtype_rows[] = {
-    {GM_DTYPE_BOOL, 8, "bool", 'b'},          {GM_DTYPE_INT, 8, "int8", 'i'},
-    {GM_DTYPE_INT, 16, "int16", 'i'},         {GM_DTYPE_INT, 32, "int32", 'i'},
-    {GM_DTYPE_INT, 64, "int64", 'i'},         {GM_DTYPE_UINT, 8, "uint8", 'u'},
-    {GM_DTYPE_UINT, 16, "uint16", 'u'},       {GM_DTYPE_UINT, 32, "uint32", 'u'},
-    {GM_DTYPE_UINT, 64, "uint64", 'u'},       {GM_DTYPE_FLOAT, 16, "float16", 'f'},
-    {GM_DTYPE_BFLOAT, 16, "bfloat16", 0},     {GM_DTYPE_FLOAT, 32, "float32", 'f'},
-    {GM_DTYPE_FLOAT, 64, "float64", 'f'},     {GM_DTYPE_COMPLEX, 64, "complex64", 'c'},
+    {GM_DTYPE_BOOL, 8, "bool", 'b'},
+    {GM_DTYPE_INT, 8, "int8", 'i'},
+    {GM_DTYPE_INT, 16, "int16", 'i'},
+    {GM_DTYPE_INT, 32, "int32", 'i'},
+    {GM_DTYPE_INT, 64, "int64", 'i'},
+    {GM_DTYPE_UINT, 8, "uint8", 'u'},
+    {GM_DTYPE_UINT, 16, "uint16", 'u'},
+    {GM_DTYPE_UINT, 32, "uint32", 'u'},
+    {GM_DTYPE_UINT, 64, "uint64", 'u'},
+    {GM_DTYPE_FLOAT, 16, "float16", 'f'},
+    {GM_DTYPE_BFLOAT, 16, "bfloat16", 0},
+    {GM_DTYPE_FLOAT, 32, "float32", 'f'},
+    {GM_DTYPE_FLOAT, 64, "float64", 'f'},
+    {GM_DTYPE_COMPLEX, 64, "complex64", 'c'},
     {GM_DTYPE_COMPLEX, 128, "complex128", 'c'},
 };
 
@@ -30,13 +37,33 @@ static const struct {
     const char *alias;
     const char *name;
 } dtype_aliases[] = {
-    {"?", "bool"},      {"bool_", "bool"},       {"b", "int8"},        {"B", "uint8"},
-    {"h", "int16"},     {"H", "uint16"},         {"i", "int32"},       {"I", "uint32"},
-    {"q", "int64"},     {"Q", "uint64"},         {"e", "float16"},     {"f", "float32"},
-    {"d", "float64"},   {"F", "complex64"},      {"D", "complex128"},  {"half", "float16"},
-    {"single", "float32"}, {"double", "float64"}, {"csingle", "complex64"},
-    {"cdouble", "complex128"}, {"byte", "int8"}, {"ubyte", "uint8"},   {"short", "int16"},
-    {"ushort", "uint16"}, {"intc", "int32"},     {"uintc", "uint32"},  {"longlong", "int64"},
+    {"?", "bool"},
+    {"bool_", "bool"},
+    {"b", "int8"},
+    {"B", "uint8"},
+    {"h", "int16"},
+    {"H", "uint16"},
+    {"i", "int32"},
+    {"I", "uint32"},
+    {"q", "int64"},
+    {"Q", "uint64"},
+    {"e", "float16"},
+    {"f", "float32"},
+    {"d", "float64"},
+    {"F", "complex64"},
+    {"D", "complex128"},
+    {"half", "float16"},
+    {"single", "float32"},
+    {"double", "float64"},
+    {"csingle", "complex64"},
+    {"cdouble", "complex128"},
+    {"byte", "int8"},
+    {"ubyte", "uint8"},
+    {"short", "int16"},
+    {"ushort", "uint16"},
+    {"intc", "int32"},
+    {"uintc", "uint32"},
+    {"longlong", "int64"},
     {"ulonglong", "uint64"},
 };
 
@@ -127,8 +154,8 @@ static gm_status write_name(const char *fn, char *buf, size_t size, const char *
     if (size == 0 || strlen(text) >= size) {
         if (size > 0)
             buf[0] = '\0';
-        return gm__error(GM_ERR_INVALID_ARG, "%s: buffer of %zu bytes is too small for \"%s\"",
-                         fn, size, text);
+        return gm__error(GM_ERR_INVALID_ARG, "%s: buffer of %zu bytes is too small for \"%s\"", fn,
+                         size, text);
     }
     memcpy(buf, text, strlen(text) + 1);
     return GM_OK;

@@ -172,8 +172,8 @@ gm_status gm_ndview_init(void *data, gm_dtype dtype, int ndim, const int64_t *sh
         if (ndim > 0)
             memcpy(v.strides, strides, (size_t)ndim * sizeof(int64_t));
     } else {
-        status = gm_contiguous_strides(ndim, shape, (int64_t)gm_dtype_itemsize(dtype), order,
-                                       v.strides);
+        status =
+            gm_contiguous_strides(ndim, shape, (int64_t)gm_dtype_itemsize(dtype), order, v.strides);
         if (status != GM_OK)
             return status;
     }

@@ -12,8 +12,8 @@
 #include "core.h"
 
 #define GM__ERROR_MESSAGE_MAX 1024
-#define GM__LOG_MESSAGE_MAX 1024
-#define GM__LOG_LEVEL_UNSET (-1)
+#define GM__LOG_MESSAGE_MAX   1024
+#define GM__LOG_LEVEL_UNSET   (-1)
 
 static _Thread_local gm_status tls_last_status = GM_OK;
 static _Thread_local char tls_last_message[GM__ERROR_MESSAGE_MAX];
@@ -28,8 +28,8 @@ static gm_host_allocator host_allocator = {malloc, calloc, realloc, free};
 const char *gm_status_string(gm_status status)
 {
     switch (status) {
-#define GM__STATUS_STRING(name, value, text)                                                      \
-    case GM_##name:                                                                                \
+#define GM__STATUS_STRING(name, value, text) \
+    case GM_##name:                          \
         return text;
         GM_STATUS_LIST(GM__STATUS_STRING)
 #undef GM__STATUS_STRING
@@ -40,8 +40,8 @@ const char *gm_status_string(gm_status status)
 const char *gm_status_name(gm_status status)
 {
     switch (status) {
-#define GM__STATUS_NAME(name, value, text)                                                        \
-    case GM_##name:                                                                                \
+#define GM__STATUS_NAME(name, value, text) \
+    case GM_##name:                        \
         return #name;
         GM_STATUS_LIST(GM__STATUS_NAME)
 #undef GM__STATUS_NAME
@@ -78,7 +78,7 @@ gm_status gm__error(gm_status status, const char *fmt, ...)
 }
 
 /* Parse GM_LOG_LEVEL: a level name or a digit 0-5; anything else is "warn". */
-static int parse_log_level(const char *text)
+int gm__parse_log_level(const char *text)
 {
     static const char *const names[] = {"off", "error", "warn", "info", "debug", "trace"};
     int level = GM_LOG_WARN;
@@ -99,7 +99,7 @@ static int current_log_level(void)
     int level = log_level;
 
     if (level == GM__LOG_LEVEL_UNSET) {
-        level = parse_log_level(getenv("GM_LOG_LEVEL"));
+        level = gm__parse_log_level(getenv("GM_LOG_LEVEL"));
         log_level = level;
     }
     return level;

@@ -2,7 +2,7 @@
 #include "core.h"
 
 #define GM__STR2(x) #x
-#define GM__STR(x) GM__STR2(x)
+#define GM__STR(x)  GM__STR2(x)
 
 int gm_version(void)
 {

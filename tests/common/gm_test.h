@@ -19,7 +19,7 @@ int gm_test_use_cmocka_allocator(void **state);
 int gm_test_restore_allocator(void **state);
 
 /* Fail the test unless `expr` returns `expected`, printing both names and the message. */
-#define assert_status(expr, expected)                                                              \
+#define assert_status(expr, expected) \
     gm_test_check_status((expr), (expected), #expr, __FILE__, __LINE__)
 #define assert_ok(expr) assert_status((expr), GM_OK)
 
@@ -28,6 +28,7 @@ void gm_test_check_status(gm_status got, gm_status expected, const char *text, c
 
 /* Assert the calling thread's last error message contains `needle`. */
 void gm_test_assert_message_contains(const char *needle, const char *file, int line);
-#define assert_message_contains(needle) gm_test_assert_message_contains((needle), __FILE__, __LINE__)
+#define assert_message_contains(needle) \
+    gm_test_assert_message_contains((needle), __FILE__, __LINE__)
 
 #endif

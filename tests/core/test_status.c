@@ -1,12 +1,181 @@
+/* The status list, the per-thread error detail, the log hook, the version. */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core.h"
 #include "gm_test.h"
 
-static void placeholder(void **state)
+/* Every status has a distinct name and string; OK is 0 and errors are negative. */
+static void test_status_names_and_strings(void **state)
+{
+    static const gm_status all[] = {
+#define GM__ALL(name, value, text) GM_##name,
+        GM_STATUS_LIST(GM__ALL)
+#undef GM__ALL
+    };
+    size_t n = sizeof(all) / sizeof(all[0]);
+
+    (void)state;
+    assert_int_equal(GM_OK, 0);
+    assert_string_equal(gm_status_name(GM_OK), "OK");
+    assert_string_equal(gm_status_name(GM_ERR_NEEDS_COPY), "ERR_NEEDS_COPY");
+    assert_string_equal(gm_status_string(GM_ERR_OUT_OF_DEVICE_MEMORY), "out of device memory");
+    for (size_t i = 0; i < n; i++) {
+        if (i > 0)
+            assert_true(all[i] < 0);
+        for (size_t j = i + 1; j < n; j++) {
+            assert_int_not_equal(all[i], all[j]);
+            assert_string_not_equal(gm_status_name(all[i]), gm_status_name(all[j]));
+            assert_string_not_equal(gm_status_string(all[i]), gm_status_string(all[j]));
+        }
+    }
+    assert_string_equal(gm_status_name((gm_status)-999), "UNKNOWN");
+    assert_string_equal(gm_status_string((gm_status)7), "unknown status");
+}
+
+static void test_error_message_is_recorded(void **state)
 {
     (void)state;
+    gm_clear_error();
+    assert_int_equal(gm_last_error(), GM_OK);
+    assert_string_equal(gm_last_error_message(), "");
+    assert_int_equal(gm__error(GM_ERR_OUT_OF_RANGE, "gm_x: index %d", 42), GM_ERR_OUT_OF_RANGE);
+    assert_int_equal(gm_last_error(), GM_ERR_OUT_OF_RANGE);
+    assert_string_equal(gm_last_error_message(), "gm_x: index 42");
+    gm_clear_error();
+    assert_string_equal(gm_last_error_message(), "");
+}
+
+static void *raise_error_in_thread(void *arg)
+{
+    (void)arg;
+    gm__error(GM_ERR_DTYPE, "thread-local message");
+    return NULL;
+}
+
+/* Errors on another thread do not touch this thread's detail. */
+static void test_error_message_is_thread_local(void **state)
+{
+    pthread_t thread;
+
+    (void)state;
+    gm__error(GM_ERR_INVALID_ARG, "main thread message");
+    assert_int_equal(pthread_create(&thread, NULL, raise_error_in_thread, NULL), 0);
+    assert_int_equal(pthread_join(thread, NULL), 0);
+    assert_string_equal(gm_last_error_message(), "main thread message");
+    assert_int_equal(gm_last_error(), GM_ERR_INVALID_ARG);
+}
+
+static void test_long_message_is_truncated(void **state)
+{
+    char big[4096];
+
+    (void)state;
+    memset(big, 'x', sizeof(big) - 1);
+    big[sizeof(big) - 1] = '\0';
+    gm__error(GM_ERR_INVALID_ARG, "%s", big);
+    assert_true(strlen(gm_last_error_message()) > 100);
+    assert_true(strlen(gm_last_error_message()) < sizeof(big) - 1);
+}
+
+typedef struct captured_log {
+    int count;
+    gm_log_level level;
+    char text[256];
+} captured_log;
+
+static void capture_hook(gm_log_level level, const char *message, void *user)
+{
+    captured_log *log = user;
+
+    log->count++;
+    log->level = level;
+    strncpy(log->text, message, sizeof(log->text) - 1);
+}
+
+/* The hook receives messages at or above the threshold only; no hook, no output. */
+static void test_log_hook_and_threshold(void **state)
+{
+    captured_log log = {0, GM_LOG_OFF, ""};
+
+    (void)state;
+    gm_set_log_hook(capture_hook, &log);
+    gm_set_log_level(GM_LOG_WARN);
+    gm__log(GM_LOG_INFO, "dropped %d", 1);
+    assert_int_equal(log.count, 0);
+    gm__log(GM_LOG_WARN, "kept %d", 2);
+    assert_int_equal(log.count, 1);
+    assert_int_equal(log.level, GM_LOG_WARN);
+    assert_string_equal(log.text, "kept 2");
+    gm_set_log_level(GM_LOG_DEBUG);
+    gm__error(GM_ERR_DTYPE, "gm_y: bad");
+    assert_int_equal(log.count, 2);
+    assert_non_null(strstr(log.text, "gm_y: bad"));
+    assert_non_null(strstr(log.text, "ERR_DTYPE"));
+    gm_set_log_level(GM_LOG_OFF);
+    gm__log(GM_LOG_ERROR, "dropped when off");
+    assert_int_equal(log.count, 2);
+    gm_set_log_hook(NULL, NULL);
+    gm_set_log_level(GM_LOG_TRACE);
+    gm__log(GM_LOG_ERROR, "no hook, nowhere to go");
+    assert_int_equal(log.count, 2);
+    assert_int_equal(gm_get_log_level(), GM_LOG_TRACE);
+    gm_set_log_level((gm_log_level)99);
+    assert_int_equal(gm_get_log_level(), GM_LOG_TRACE);
+    gm_set_log_level(GM_LOG_WARN);
+}
+
+/* GM_LOG_LEVEL accepts names (any case) and digits; junk falls back to warn. */
+static void test_log_level_parsing(void **state)
+{
+    (void)state;
+    assert_int_equal(gm__parse_log_level("debug"), GM_LOG_DEBUG);
+    assert_int_equal(gm__parse_log_level("TRACE"), GM_LOG_TRACE);
+    assert_int_equal(gm__parse_log_level("off"), GM_LOG_OFF);
+    assert_int_equal(gm__parse_log_level("1"), GM_LOG_ERROR);
+    assert_int_equal(gm__parse_log_level("5"), GM_LOG_TRACE);
+    assert_int_equal(gm__parse_log_level("9"), GM_LOG_WARN);
+    assert_int_equal(gm__parse_log_level("loud"), GM_LOG_WARN);
+    assert_int_equal(gm__parse_log_level(""), GM_LOG_WARN);
+    assert_int_equal(gm__parse_log_level(NULL), GM_LOG_WARN);
+}
+
+/* The library's run-time version matches the header it was built from. */
+static void test_version_matches_header(void **state)
+{
+    char expected[32];
+
+    (void)state;
+    assert_int_equal(gm_version(), GM_VERSION);
+    snprintf(expected, sizeof(expected), "%d.%d.%d", GM_VERSION_MAJOR, GM_VERSION_MINOR,
+             GM_VERSION_PATCH);
+    assert_string_equal(gm_version_string(), expected);
+    assert_int_equal(GM_VERSION_ENCODE(1, 2, 3), 10203);
+}
+
+static void test_allocator_rejects_partial_table(void **state)
+{
+    gm_host_allocator partial = {malloc, calloc, NULL, free};
+
+    (void)state;
+    assert_status(gm_set_host_allocator(&partial), GM_ERR_INVALID_ARG);
+    assert_message_contains("gm_set_host_allocator");
+    assert_ok(gm_set_host_allocator(NULL));
 }
 
 int main(void)
 {
-    const struct CMUnitTest tests[] = {cmocka_unit_test(placeholder)};
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_status_names_and_strings),
+        cmocka_unit_test(test_error_message_is_recorded),
+        cmocka_unit_test(test_error_message_is_thread_local),
+        cmocka_unit_test(test_long_message_is_truncated),
+        cmocka_unit_test(test_log_hook_and_threshold),
+        cmocka_unit_test(test_log_level_parsing),
+        cmocka_unit_test(test_version_matches_header),
+        cmocka_unit_test(test_allocator_rejects_partial_table),
+    };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,403 @@
+/**
+ * @file gpumem/runtime.h
+ * @brief Contexts, device arrays, transfers, host memory, streams, events and
+ *        the deallocation queue (Numba's numba.cuda / numba.roc memory API).
+ *
+ * Ownership in one paragraph: every object is created by a gm_*_create-like
+ * call that returns it through an `_p` output and released by the matching
+ * destroy/release call, which takes `T **`, accepts NULL and sets it to NULL.
+ * gm_array is reference counted (gm_array_retain / gm_array_release); views
+ * made from an array hold a reference to the same buffer. Releasing the last
+ * reference does not free memory inline: the buffer goes to the context's
+ * deallocation queue, which frees it when the queue's limits are exceeded,
+ * when an allocation runs out of memory, on gm_deallocations_flush(), or when
+ * the context is destroyed (Numba's semantics). Every call is thread-safe.
+ */
+#ifndef GPUMEM_RUNTIME_H
+#define GPUMEM_RUNTIME_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "dtype.h"
+#include "export.h"
+#include "ndview.h"
+#include "status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct gm_context gm_context;
+typedef struct gm_stream gm_stream;
+typedef struct gm_event gm_event;
+typedef struct gm_array gm_array;
+typedef struct gm_memory_manager gm_memory_manager;
+
+/** Which driver runs a context. */
+typedef enum gm_backend_kind {
+    GM_BACKEND_DEFAULT = 0, /**< GM_BACKEND env var, else the build's -Dgpu_backend */
+    GM_BACKEND_HOST = 1,    /**< the host simulator (always available) */
+    GM_BACKEND_CUDA = 2,    /**< NVIDIA, CUDA driver API */
+    GM_BACKEND_HSA = 3,     /**< AMD, ROCm HSA runtime */
+    GM_BACKEND_AUTO = 4     /**< the build's GPU backend, falling back to host (logged) */
+} gm_backend_kind;
+
+/** Context options; fill with gm_context_options_default() then override. */
+typedef struct gm_context_options {
+    uint32_t struct_size;    /**< sizeof(gm_context_options), set by the defaults function */
+    gm_backend_kind backend; /**< see gm_backend_kind */
+    int32_t device_id;       /**< device ordinal, default 0 */
+    /** Flush the queue when more than this many deallocations are pending
+     *  (default: GM_MAX_PENDING_DEALLOCS_COUNT env var, else 10). */
+    int64_t max_pending_count;
+    /** Flush when pending device bytes exceed this fraction of total device
+     *  memory (default: GM_MAX_PENDING_DEALLOCS_RATIO env var, else 0.2). */
+    double max_pending_ratio;
+    /** Flush when pending pinned/mapped host bytes exceed this many bytes
+     *  (default: GM_MAX_PENDING_PINNED_BYTES env var, else 256 MiB). */
+    int64_t max_pending_pinned_bytes;
+    /** External memory manager (NULL: GM_MEMORY_MANAGER env var, else built-in). */
+    const gm_memory_manager *memory_manager;
+    void *memory_manager_user; /**< passed to the memory manager's calls */
+    gm_log_fn log_hook;        /**< if set, installed as the process log hook */
+    void *log_user;            /**< passed to log_hook */
+    int32_t host_warp_size;    /**< host simulator only: 32 (CUDA) or 64 (HSA); default 32 */
+    uint8_t reserved[60];      /**< zero; room for ABI growth */
+} gm_context_options;
+
+/** @brief Fill `options` with the defaults described on each field. */
+GM_API void gm_context_options_default(gm_context_options *options);
+
+/**
+ * @brief Create a context on one device.
+ * @param options NULL for the defaults.
+ * @param ctx_p   receives the context; release with gm_context_destroy().
+ * @return GM_OK; GM_ERR_NO_DRIVER / GM_ERR_NO_DEVICE when the GPU backend
+ *         cannot run (never a silent fallback, except GM_BACKEND_AUTO);
+ *         GM_ERR_INVALID_ARG; GM_ERR_VERSION_MISMATCH (memory manager).
+ */
+GM_API gm_status gm_context_create(const gm_context_options *options, gm_context **ctx_p);
+
+/**
+ * @brief Destroy a context: synchronizes its streams, flushes every queue,
+ *        and logs (warn) the arrays still alive with their count and bytes;
+ *        their memory is freed with the context, so such arrays must not be
+ *        used afterwards. NULL and *ctx_p == NULL are accepted.
+ */
+GM_API void gm_context_destroy(gm_context **ctx_p);
+
+/** Device properties. */
+typedef struct gm_device_info {
+    char name[256];
+    gm_backend_kind backend;
+    int32_t device_id;
+    int64_t total_memory;            /**< bytes */
+    int32_t warp_size;               /**< warp (CUDA) or wavefront (HSA) size */
+    int32_t max_threads_per_block;
+    int64_t shared_memory_per_block; /**< bytes */
+    int32_t multiprocessor_count;    /**< SMs or compute units */
+    int32_t max_block_dim[3];
+    int32_t max_grid_dim[3];
+    uint8_t reserved[64];
+} gm_device_info;
+
+/** @brief Properties of the context's device. */
+GM_API gm_status gm_context_device_info(gm_context *ctx, gm_device_info *info_p);
+
+/** @brief Free and total device memory in bytes (Numba's get_memory_info). */
+GM_API gm_status gm_context_memory_info(gm_context *ctx, int64_t *free_p, int64_t *total_p);
+
+/** @brief The backend actually running the context. */
+GM_API gm_backend_kind gm_context_backend(const gm_context *ctx);
+
+/** @brief Name of a backend kind ("host", "cuda", "hsa"). */
+GM_API const char *gm_backend_name(gm_backend_kind kind);
+
+/* ---------------------------------------------------------------- arrays */
+
+/**
+ * @brief Allocate a device array (Numba's device_array). Contents undefined.
+ *        A size-0 array allocates nothing.
+ * @param order GM_ORDER_C or GM_ORDER_F.
+ */
+GM_API gm_status gm_device_array(gm_context *ctx, int ndim, const int64_t *shape, gm_dtype dtype,
+                                 gm_order order, gm_array **array_p);
+
+/**
+ * @brief Allocate a device array with given byte strides; the allocation
+ *        covers the strides' extent (strides may be negative).
+ */
+GM_API gm_status gm_device_array_strided(gm_context *ctx, int ndim, const int64_t *shape,
+                                         const int64_t *strides, gm_dtype dtype,
+                                         gm_array **array_p);
+
+/**
+ * @brief Device array with the shape, dtype and axis order of `like`
+ *        (Numba's device_array_like; layout from gm_ndview_like()).
+ */
+GM_API gm_status gm_device_array_like(gm_context *ctx, const gm_ndview *like, gm_array **array_p);
+
+/**
+ * @brief Copy a host array to a new device array (Numba's to_device). The
+ *        device array has the layout gm_ndview_like() gives (so a
+ *        non-contiguous host array is packed). With a stream the copy is
+ *        asynchronous and `host` must stay valid until the stream reaches it.
+ */
+GM_API gm_status gm_to_device(gm_context *ctx, const gm_ndview *host, gm_stream *stream,
+                              gm_array **array_p);
+
+/** @brief The array's descriptor (valid while the array is alive). */
+GM_API const gm_ndview *gm_array_view(const gm_array *array);
+
+/** @brief The array's context. */
+GM_API gm_context *gm_array_context(const gm_array *array);
+
+/** @brief Add a reference. */
+GM_API gm_array *gm_array_retain(gm_array *array);
+
+/**
+ * @brief Drop a reference and set *array_p to NULL. The last reference to a
+ *        buffer hands it to the deallocation queue. NULL is accepted.
+ */
+GM_API void gm_array_release(gm_array **array_p);
+
+/**
+ * @brief A new array sharing `array`'s buffer with descriptor `view`, which
+ *        must address bytes inside the buffer (e.g. the result of any
+ *        gm_ndview_* operation on gm_array_view(array)).
+ * @return GM_OK, GM_ERR_OUT_OF_RANGE if the view leaves the buffer.
+ */
+GM_API gm_status gm_array_derive(gm_array *array, const gm_ndview *view, gm_array **array_p);
+
+/** @brief gm_ndview_reshape + gm_array_derive (Numba's DeviceNDArray.reshape). */
+GM_API gm_status gm_array_reshape(gm_array *array, int ndim, const int64_t *shape,
+                                  gm_order order, gm_array **array_p);
+
+/** @brief gm_ndview_ravel + gm_array_derive. */
+GM_API gm_status gm_array_ravel(gm_array *array, gm_order order, gm_array **array_p);
+
+/** @brief gm_ndview_getitem + gm_array_derive (a[items...]). */
+GM_API gm_status gm_array_getitem(gm_array *array, int nitems, const gm_index_item *items,
+                                  gm_array **array_p);
+
+/** @brief gm_ndview_transpose + gm_array_derive. */
+GM_API gm_status gm_array_transpose(gm_array *array, gm_array **array_p);
+
+/**
+ * @brief Copy between any two descriptors of equal shape and dtype, host or
+ *        device on either side, any layouts (overlap is not allowed).
+ * @param stream NULL: synchronous (Numba's default). Otherwise ordered on
+ *        the stream; host memory must stay valid until it completes.
+ * @return GM_ERR_SHAPE_MISMATCH / GM_ERR_DTYPE naming both sides.
+ */
+GM_API gm_status gm_copy(gm_context *ctx, const gm_ndview *dst, const gm_ndview *src,
+                         gm_stream *stream);
+
+/** @brief Numba's copy_to_host(ary): device array into an existing host descriptor. */
+GM_API gm_status gm_array_copy_to_host(gm_array *array, const gm_ndview *host, gm_stream *stream);
+
+/**
+ * @brief Numba's copy_to_host() without a destination: a new host array
+ *        (GM_MEMORY_HOST, allocated by gpumem, freed when released) with the
+ *        layout of gm_ndview_like().
+ */
+GM_API gm_status gm_array_copy_to_host_new(gm_array *array, gm_stream *stream,
+                                           gm_array **host_p);
+
+/** @brief Numba's copy_to_device(ary): fill a device array from host or device data. */
+GM_API gm_status gm_array_copy_to_device(gm_array *array, const gm_ndview *src,
+                                         gm_stream *stream);
+
+/** @brief Set every element to *value (itemsize bytes). */
+GM_API gm_status gm_array_fill(gm_array *array, const void *value, gm_stream *stream);
+
+/** @brief Set every byte of the array's elements to `byte`. */
+GM_API gm_status gm_array_memset(gm_array *array, int byte, gm_stream *stream);
+
+/* ----------------------------------------------------------- host memory */
+
+/** Flags for mapped / pinned host memory. */
+typedef enum gm_host_flags {
+    GM_HOST_PORTABLE = 1u << 0,      /**< usable from every context */
+    GM_HOST_WRITECOMBINED = 1u << 1, /**< write-combined: fast to write, slow to read on host */
+    GM_HOST_MAPPED = 1u << 2         /**< mapped into the device address space */
+} gm_host_flags;
+
+/** @brief Page-locked host array (Numba's pinned_array). */
+GM_API gm_status gm_pinned_array(gm_context *ctx, int ndim, const int64_t *shape, gm_dtype dtype,
+                                 gm_order order, gm_array **array_p);
+
+/** @brief Pinned array with the layout of `like` (pinned_array_like). */
+GM_API gm_status gm_pinned_array_like(gm_context *ctx, const gm_ndview *like, gm_array **array_p);
+
+/**
+ * @brief Mapped host array (Numba's mapped_array): page-locked host memory
+ *        the device can address; gm_array_device_view() gives its device side.
+ * @param flags GM_HOST_PORTABLE and/or GM_HOST_WRITECOMBINED.
+ */
+GM_API gm_status gm_mapped_array(gm_context *ctx, int ndim, const int64_t *shape, gm_dtype dtype,
+                                 gm_order order, unsigned flags, gm_array **array_p);
+
+/** @brief Mapped array with the layout of `like` (mapped_array_like). */
+GM_API gm_status gm_mapped_array_like(gm_context *ctx, const gm_ndview *like, unsigned flags,
+                                      gm_array **array_p);
+
+/**
+ * @brief Device-side descriptor of mapped (or registered-mapped) host memory:
+ *        same shape and strides, device address, GM_MEMORY_MAPPED.
+ */
+GM_API gm_status gm_array_device_view(gm_array *array, gm_ndview *view_p);
+
+/** Scoped host registration: gm_pin / gm_map / gm_register return one. */
+typedef struct gm_host_scope gm_host_scope;
+
+/**
+ * @brief Numba's `with pinned(*arrays)`: page-lock the bytes of each host
+ *        descriptor until gm_host_scope_end(). Overlapping arrays are pinned once.
+ */
+GM_API gm_status gm_pin(gm_context *ctx, int narrays, const gm_ndview *arrays,
+                        gm_host_scope **scope_p);
+
+/**
+ * @brief Numba's `with mapped(*arrays)`: page-lock and map; the device views
+ *        are written to device_views (narrays entries, may be NULL).
+ */
+GM_API gm_status gm_map(gm_context *ctx, int narrays, const gm_ndview *arrays,
+                        gm_ndview *device_views, gm_host_scope **scope_p);
+
+/**
+ * @brief ROC's `register(*arrays)` (hsa_amd_memory_lock): same as gm_pin;
+ *        end the scope with gm_deregister() (or gm_host_scope_end()).
+ */
+GM_API gm_status gm_register(gm_context *ctx, int narrays, const gm_ndview *arrays,
+                             gm_host_scope **scope_p);
+
+/** @brief ROC's deregister(*arrays): same as gm_host_scope_end(). */
+GM_API gm_status gm_deregister(gm_host_scope **scope_p);
+
+/**
+ * @brief Undo a gm_pin / gm_map / gm_register immediately (not deferred, so
+ *        the same memory can be pinned again at once). NULL is accepted.
+ */
+GM_API gm_status gm_host_scope_end(gm_host_scope **scope_p);
+
+/* --------------------------------------------------------------- streams */
+
+/** Stream creation flags. */
+typedef enum gm_stream_flags {
+    GM_STREAM_DEFAULT = 0,
+    GM_STREAM_NON_BLOCKING = 1 /**< does not synchronize with the legacy default stream */
+} gm_stream_flags;
+
+/** @brief Create a stream (Numba's cuda.stream()). */
+GM_API gm_status gm_stream_create(gm_context *ctx, unsigned flags, gm_stream **stream_p);
+
+/**
+ * @brief Destroy a created or wrapped stream after its pending work (the
+ *        native handle goes through the deallocation queue; wrapped external
+ *        streams are never destroyed). Built-in streams are ignored.
+ */
+GM_API void gm_stream_destroy(gm_stream **stream_p);
+
+/** @brief The context's default stream (Numba's cuda.default_stream()); owned by the context. */
+GM_API gm_stream *gm_default_stream(gm_context *ctx);
+
+/** @brief The legacy default stream (CU_STREAM_LEGACY); owned by the context. */
+GM_API gm_stream *gm_legacy_default_stream(gm_context *ctx);
+
+/** @brief The calling OS thread's per-thread default stream; owned by the context. */
+GM_API gm_stream *gm_per_thread_default_stream(gm_context *ctx);
+
+/**
+ * @brief Wrap a native stream (CUstream, an HSA stream made by gpumem, or a
+ *        host-backend gm stream handle) without taking ownership
+ *        (Numba's external_stream).
+ */
+GM_API gm_status gm_stream_wrap_external(gm_context *ctx, void *native, gm_stream **stream_p);
+
+/** @brief The backend's native handle of a stream. */
+GM_API void *gm_stream_native(gm_stream *stream);
+
+/** @brief Block until all work on the stream is done; returns the first error of that work. */
+GM_API gm_status gm_stream_synchronize(gm_stream *stream);
+
+/** @brief GM_OK if all work is done, GM_ERR_NOT_READY if not. */
+GM_API gm_status gm_stream_query(gm_stream *stream);
+
+/**
+ * @brief Call fn(stream, status, user) once the work queued so far is done
+ *        (Numba's add_callback). It runs on a driver or worker thread and
+ *        must not call gpumem stream-ordered functions on that stream.
+ */
+typedef void (*gm_stream_callback)(gm_stream *stream, gm_status status, void *user);
+GM_API gm_status gm_stream_add_callback(gm_stream *stream, gm_stream_callback fn, void *user);
+
+/**
+ * @brief Numba's `with stream.auto_synchronize()`: begin/end a scope; end
+ *        synchronizes the stream and returns its status. Scopes nest.
+ */
+GM_API gm_status gm_stream_auto_synchronize_begin(gm_stream *stream);
+GM_API gm_status gm_stream_auto_synchronize_end(gm_stream *stream);
+
+/* ---------------------------------------------------------------- events */
+
+/** @brief Create an event (Numba's cuda.event(timing)). */
+GM_API gm_status gm_event_create(gm_context *ctx, bool timing, gm_event **event_p);
+
+/** @brief Destroy an event (through the deallocation queue). NULL is accepted. */
+GM_API void gm_event_destroy(gm_event **event_p);
+
+/** @brief Record the event on a stream (NULL: the default stream). */
+GM_API gm_status gm_event_record(gm_event *event, gm_stream *stream);
+
+/** @brief Make future work on `stream` wait for the event. */
+GM_API gm_status gm_stream_wait_event(gm_stream *stream, gm_event *event);
+
+/** @brief GM_OK if the event has completed, GM_ERR_NOT_READY if not. */
+GM_API gm_status gm_event_query(gm_event *event);
+
+/** @brief Block until the event completes. */
+GM_API gm_status gm_event_synchronize(gm_event *event);
+
+/**
+ * @brief Milliseconds between two completed timing events (Numba's
+ *        event_elapsed_time).
+ */
+GM_API gm_status gm_event_elapsed_ms(gm_event *start, gm_event *end, float *ms_p);
+
+/* ---------------------------------------------------- deallocation queue */
+
+/** Statistics of a context's deallocation queue. */
+typedef struct gm_dealloc_stats {
+    int64_t pending_count;        /**< entries queued now */
+    int64_t pending_device_bytes; /**< device bytes queued now */
+    int64_t pending_pinned_bytes; /**< pinned / mapped host bytes queued now */
+    int64_t flushes;              /**< flushes so far */
+    int64_t peak_pending_bytes;   /**< highest device + pinned bytes pending at once */
+    int64_t freed_count;          /**< entries freed so far */
+    int64_t defer_depth;          /**< nesting depth of defer_cleanup scopes */
+} gm_dealloc_stats;
+
+/** @brief Numba's `with defer_cleanup()`: no deallocation happens inside. Scopes nest. */
+GM_API gm_status gm_defer_cleanup_begin(gm_context *ctx);
+
+/** @brief End a defer_cleanup scope; at depth 0 the limits apply again. */
+GM_API gm_status gm_defer_cleanup_end(gm_context *ctx);
+
+/**
+ * @brief Free everything pending now (unless inside defer_cleanup). Stops at
+ *        the first failing deallocation, returns its status and keeps the
+ *        rest (that one included) queued.
+ */
+GM_API gm_status gm_deallocations_flush(gm_context *ctx);
+
+/** @brief Queue statistics. */
+GM_API gm_status gm_deallocations_stats(gm_context *ctx, gm_dealloc_stats *stats_p);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* GPUMEM_RUNTIME_H */
