@@ -96,10 +96,11 @@ GM_API gm_status gm_ndview_validate(const gm_ndview *view);
 GM_API gm_status gm_contiguous_strides(int ndim, const int64_t *shape, int64_t itemsize,
                                        gm_order order, int64_t *strides_out);
 
-/** @brief Number of elements (product of the shape; 1 for 0-d). */
+/** @brief Number of elements (product of the shape; 1 for 0-d); -1 for NULL or an
+ *         invalid descriptor (negative extent, overflow). */
 GM_API int64_t gm_ndview_size(const gm_ndview *view);
 
-/** @brief size * itemsize. */
+/** @brief size * itemsize; -1 for NULL or an invalid descriptor. */
 GM_API int64_t gm_ndview_nbytes(const gm_ndview *view);
 
 /** @brief Bytes per element. */
@@ -129,7 +130,8 @@ GM_API gm_status gm_ndview_extent(const gm_ndview *view, int64_t *lo_p, int64_t 
  * @brief Reshape, with numpy's semantics: a view whenever numpy's
  *        ndarray.reshape would return a view (including numpy's no-copy
  *        reshape of non-contiguous sources), otherwise GM_ERR_NEEDS_COPY.
- * @param shape  new extents; one may be -1 (inferred).
+ * @param shape  new extents; one may be -1 (inferred). Unlike numpy 1.x,
+ *               only -1 means "unknown": -2 is an error.
  * @param order  C, F or A: the index order used to read and write elements.
  * @return GM_OK; GM_ERR_NEEDS_COPY; GM_ERR_SHAPE_MISMATCH (wrong total size,
  *         or -1 cannot be inferred); GM_ERR_INVALID_ARG (two -1, other
@@ -141,7 +143,12 @@ GM_API gm_status gm_ndview_reshape(const gm_ndview *view, int ndim, const int64_
 
 /**
  * @brief Flatten to 1-D: numpy's ravel(order) when that returns a view
- *        (C, F, A or K), otherwise GM_ERR_NEEDS_COPY.
+ *        (C, F, A or K), otherwise GM_ERR_NEEDS_COPY. Like numpy, ravel never
+ *        tries the no-copy reshape: a[::2].ravel() needs a copy even though
+ *        reshape(-1) of it is a view.
+ * @return GM_OK, GM_ERR_NEEDS_COPY, GM_ERR_INVALID_ARG (order),
+ *         GM_ERR_NULL_POINTER, or a validation error of the input
+ *         (GM_ERR_DTYPE, GM_ERR_TOO_MANY_DIMS, GM_ERR_OVERFLOW).
  */
 GM_API gm_status gm_ndview_ravel(const gm_ndview *view, gm_order order, gm_ndview *out_p);
 

@@ -8,6 +8,7 @@
 #include "core.h"
 #include "ndview_internal.h"
 
+/* "(2, 3)", "(5,)" or "()" into buf; "..." replaces the end when it does not fit. */
 char *gm_format_shape(int ndim, const int64_t *shape, char *buf, size_t size)
 {
     size_t used = 0;
@@ -15,7 +16,7 @@ char *gm_format_shape(int ndim, const int64_t *shape, char *buf, size_t size)
     if (buf == NULL || size == 0)
         return buf;
     buf[0] = '\0';
-    if (shape == NULL || ndim < 0 || ndim > GM_MAX_DIMS)
+    if ((shape == NULL && ndim > 0) || ndim < 0 || ndim > GM_MAX_DIMS)
         return buf;
     used += (size_t)snprintf(buf, size, "(");
     for (int i = 0; i < ndim && used < size; i++)
@@ -28,6 +29,7 @@ char *gm_format_shape(int ndim, const int64_t *shape, char *buf, size_t size)
     return buf;
 }
 
+/* ndim in [0, GM_MAX_DIMS], or the status and message naming `fn`. */
 gm_status gm__check_ndim(const char *fn, int ndim)
 {
     if (ndim < 0)
@@ -38,6 +40,25 @@ gm_status gm__check_ndim(const char *fn, int ndim)
     return GM_OK;
 }
 
+/* Product of a shape without recording errors: nonzero for a negative
+ * extent or an overflow (numpy rejects overflow even when an extent is 0). */
+static int gm__shape_size_quiet(int ndim, const int64_t *shape, int64_t *size_p)
+{
+    int64_t size = 1;
+    int has_zero = 0;
+
+    for (int i = 0; i < ndim; i++) {
+        if (shape[i] < 0)
+            return -1;
+        has_zero |= shape[i] == 0;
+        if (shape[i] != 0 && gm__mul_overflow(size, shape[i], &size))
+            return -1;
+    }
+    *size_p = has_zero ? 0 : size;
+    return 0;
+}
+
+/* Element count of a shape (0 if an extent is 0); rejects negative extents and overflow. */
 gm_status gm__shape_size(const char *fn, int ndim, const int64_t *shape, int64_t *size_p)
 {
     int64_t size = 1;
@@ -58,18 +79,18 @@ gm_status gm__shape_size(const char *fn, int ndim, const int64_t *shape, int64_t
     return GM_OK;
 }
 
-gm_status gm_contiguous_strides(int ndim, const int64_t *shape, int64_t itemsize, gm_order order,
-                                int64_t *strides_out)
+/*
+ * Contiguous strides in `order` (numpy's _array_fill_strides: extents of 0
+ * and 1 count as 1 in the running product). Errors name `fn`.
+ */
+static gm_status fill_contiguous_strides(const char *fn, int ndim, const int64_t *shape,
+                                         int64_t itemsize, gm_order order, int64_t *strides_out)
 {
-    static const char fn[] = "gm_contiguous_strides";
+    int64_t strides[GM_MAX_DIMS];
     int64_t stride = itemsize;
     int64_t size = 0;
-    gm_status status = gm__check_ndim(fn, ndim);
+    gm_status status = GM_OK;
 
-    if (status != GM_OK)
-        return status;
-    if ((shape == NULL && ndim > 0) || (strides_out == NULL && ndim > 0))
-        return gm__error(GM_ERR_NULL_POINTER, "%s: shape and strides_out must not be NULL", fn);
     if (order != GM_ORDER_C && order != GM_ORDER_F)
         return gm__error(GM_ERR_INVALID_ARG, "%s: order must be 'C' or 'F', got %d", fn,
                          (int)order);
@@ -83,11 +104,27 @@ gm_status gm_contiguous_strides(int ndim, const int64_t *shape, int64_t itemsize
         int i = order == GM_ORDER_C ? ndim - 1 - k : k;
         int64_t extent = shape[i] > 1 ? shape[i] : 1;
 
-        strides_out[i] = stride;
+        strides[i] = stride;
         if (gm__mul_overflow(stride, extent, &stride))
             return gm__error(GM_ERR_OVERFLOW, "%s: the byte size of the shape overflows", fn);
     }
+    if (ndim > 0) /* written only on success */
+        memcpy(strides_out, strides, (size_t)ndim * sizeof(int64_t));
     return GM_OK;
+}
+
+/* Public wrapper: argument checks, then fill_contiguous_strides(). */
+gm_status gm_contiguous_strides(int ndim, const int64_t *shape, int64_t itemsize, gm_order order,
+                                int64_t *strides_out)
+{
+    static const char fn[] = "gm_contiguous_strides";
+    gm_status status = gm__check_ndim(fn, ndim);
+
+    if (status != GM_OK)
+        return status;
+    if ((shape == NULL && ndim > 0) || (strides_out == NULL && ndim > 0))
+        return gm__error(GM_ERR_NULL_POINTER, "%s: shape and strides_out must not be NULL", fn);
+    return fill_contiguous_strides(fn, ndim, shape, itemsize, order, strides_out);
 }
 
 /* The byte extent of a view relative to data, and its overflow check. */
@@ -119,9 +156,11 @@ static gm_status view_extent(const char *fn, const gm_ndview *v, int64_t *lo_p, 
     return GM_OK;
 }
 
+/* The checks of gm_ndview_validate, with messages naming `fn`. */
 gm_status gm__validate(const char *fn, const gm_ndview *v)
 {
     int64_t size = 0, lo = 0, hi = 0, nbytes = 0;
+    char text[64];
     gm_status status = GM_OK;
 
     if (v == NULL)
@@ -135,16 +174,23 @@ gm_status gm__validate(const char *fn, const gm_ndview *v)
     status = gm__shape_size(fn, v->ndim, v->shape, &size);
     if (status != GM_OK)
         return status;
-    if (gm__mul_overflow(size, (int64_t)gm_dtype_itemsize(v->dtype), &nbytes))
-        return gm__error(GM_ERR_OVERFLOW, "%s: the byte size overflows", fn);
+    /* Like numpy, the nonzero extents times the itemsize must fit even when the size is 0. */
+    nbytes = (int64_t)gm_dtype_itemsize(v->dtype);
+    for (int i = 0; i < v->ndim; i++) {
+        if (v->shape[i] != 0 && gm__mul_overflow(nbytes, v->shape[i], &nbytes))
+            return gm__error(GM_ERR_OVERFLOW, "%s: the byte size of shape %s overflows", fn,
+                             gm_format_shape(v->ndim, v->shape, text, sizeof(text)));
+    }
     return view_extent(fn, v, &lo, &hi);
 }
 
+/* Public form of gm__validate. */
 gm_status gm_ndview_validate(const gm_ndview *view)
 {
     return gm__validate("gm_ndview_validate", view);
 }
 
+/* Fill a descriptor (host memory, device -1, offset 0), then validate it as a whole. */
 gm_status gm_ndview_init(void *data, gm_dtype dtype, int ndim, const int64_t *shape,
                          const int64_t *strides, gm_order order, gm_ndview *out_p)
 {
@@ -172,8 +218,8 @@ gm_status gm_ndview_init(void *data, gm_dtype dtype, int ndim, const int64_t *sh
         if (ndim > 0)
             memcpy(v.strides, strides, (size_t)ndim * sizeof(int64_t));
     } else {
-        status =
-            gm_contiguous_strides(ndim, shape, (int64_t)gm_dtype_itemsize(dtype), order, v.strides);
+        status = fill_contiguous_strides(fn, ndim, shape, (int64_t)gm_dtype_itemsize(dtype), order,
+                                         v.strides);
         if (status != GM_OK)
             return status;
     }
@@ -183,25 +229,33 @@ gm_status gm_ndview_init(void *data, gm_dtype dtype, int ndim, const int64_t *sh
     return status;
 }
 
+/* Product of the extents; 0 for NULL. */
 int64_t gm_ndview_size(const gm_ndview *view)
 {
-    int64_t size = 1;
+    int64_t size = 0;
 
-    if (view == NULL)
-        return 0;
-    for (int i = 0; i < view->ndim && i < GM_MAX_DIMS; i++)
-        size *= view->shape[i];
+    if (view == NULL || view->ndim < 0 || view->ndim > GM_MAX_DIMS)
+        return -1;
+    if (gm__shape_size_quiet(view->ndim, view->shape, &size) != 0)
+        return -1;
     return size;
 }
 
+/* Bytes per element; 0 for NULL. */
 int64_t gm_ndview_itemsize(const gm_ndview *view)
 {
     return view == NULL ? 0 : (int64_t)gm_dtype_itemsize(view->dtype);
 }
 
+/* size * itemsize; 0 for NULL. */
 int64_t gm_ndview_nbytes(const gm_ndview *view)
 {
-    return gm_ndview_size(view) * gm_ndview_itemsize(view);
+    int64_t size = gm_ndview_size(view);
+    int64_t nbytes = 0;
+
+    if (size < 0 || gm__mul_overflow(size, gm_ndview_itemsize(view), &nbytes))
+        return -1;
+    return nbytes;
 }
 
 /* numpy's relaxed contiguity: walk axes in `order`, ignoring extents of 1. */
@@ -227,21 +281,25 @@ static bool is_contiguous(const gm_ndview *v, gm_order order)
     return true;
 }
 
+/* Relaxed C-contiguity (numpy's NPY_ARRAY_C_CONTIGUOUS flag). */
 bool gm_ndview_is_c_contiguous(const gm_ndview *view)
 {
     return view != NULL && is_contiguous(view, GM_ORDER_C);
 }
 
+/* Relaxed F-contiguity (numpy's NPY_ARRAY_F_CONTIGUOUS flag). */
 bool gm_ndview_is_f_contiguous(const gm_ndview *view)
 {
     return view != NULL && is_contiguous(view, GM_ORDER_F);
 }
 
+/* Either relaxed C- or F-contiguity. */
 bool gm_ndview_is_contiguous(const gm_ndview *view)
 {
     return gm_ndview_is_c_contiguous(view) || gm_ndview_is_f_contiguous(view);
 }
 
+/* Validate, then the byte range [lo, hi) relative to data; outputs set only on success. */
 gm_status gm_ndview_extent(const gm_ndview *view, int64_t *lo_p, int64_t *hi_p)
 {
     static const char fn[] = "gm_ndview_extent";
