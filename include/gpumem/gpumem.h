@@ -11,6 +11,7 @@
 #include "ndview.h"
 #include "status.h"
 #include "runtime.h"
+#include "launch.h"
 #include "version.h"
 
 #ifdef __cplusplus

@@ -58,7 +58,10 @@ typedef struct gm_context_options {
     /** Flush when pending pinned/mapped host bytes exceed this many bytes
      *  (default: GM_MAX_PENDING_PINNED_BYTES env var, else 256 MiB). */
     int64_t max_pending_pinned_bytes;
-    /** External memory manager (NULL: GM_MEMORY_MANAGER env var, else built-in). */
+    /** External memory manager (NULL: GM_MEMORY_MANAGER env var, else built-in).
+     *  Not implemented yet: a non-NULL value, or GM_MEMORY_MANAGER set to anything
+     *  but "" / "default" / "builtin", makes gm_context_create() fail with
+     *  GM_ERR_UNSUPPORTED. */
     const gm_memory_manager *memory_manager;
     void *memory_manager_user; /**< passed to the memory manager's calls */
     gm_log_fn log_hook;        /**< if set, installed as the process log hook */
@@ -67,24 +70,39 @@ typedef struct gm_context_options {
     uint8_t reserved[60];      /**< zero; room for ABI growth */
 } gm_context_options;
 
-/** @brief Fill `options` with the defaults described on each field. */
+/**
+ * @brief Fill `options` with the defaults described on each field. Malformed
+ *        GM_MAX_PENDING_* values are ignored with a warning in the log;
+ *        GM_MAX_PENDING_PINNED_BYTES accepts K/M/G/T suffixes (powers of 1024).
+ */
 GM_API void gm_context_options_default(gm_context_options *options);
 
 /**
  * @brief Create a context on one device.
- * @param options NULL for the defaults.
+ * @param options NULL for the defaults. options->backend GM_BACKEND_DEFAULT
+ *        reads the GM_BACKEND variable (host, cuda, hsa, auto), else takes the
+ *        build's -Dgpu_backend; any other value ignores GM_BACKEND.
  * @param ctx_p   receives the context; release with gm_context_destroy().
  * @return GM_OK; GM_ERR_NO_DRIVER / GM_ERR_NO_DEVICE when the GPU backend
- *         cannot run (never a silent fallback, except GM_BACKEND_AUTO);
- *         GM_ERR_INVALID_ARG; GM_ERR_VERSION_MISMATCH (memory manager).
+ *         cannot run, or is not compiled into this build (never a silent
+ *         fallback, except GM_BACKEND_AUTO, which logs at info level when it
+ *         falls back to the host simulator); GM_ERR_INVALID_ARG (struct_size
+ *         not set by gm_context_options_default(), nonzero reserved bytes,
+ *         negative bounds, unknown GM_BACKEND value, host_warp_size not 32/64);
+ *         GM_ERR_UNSUPPORTED (memory manager); GM_ERR_VERSION_MISMATCH.
  */
 GM_API gm_status gm_context_create(const gm_context_options *options, gm_context **ctx_p);
 
 /**
- * @brief Destroy a context: synchronizes its streams, flushes every queue,
- *        and logs (warn) the arrays still alive with their count and bytes;
- *        their memory is freed with the context, so such arrays must not be
- *        used afterwards. NULL and *ctx_p == NULL are accepted.
+ * @brief Destroy a context: ends the host registration scopes still open
+ *        (warn), synchronizes its streams, logs (warn) the arrays still alive
+ *        with their count and bytes, destroys the events and streams still
+ *        alive, flushes the deallocation queue (ignoring defer_cleanup;
+ *        failing deallocations are logged at error level and dropped), and
+ *        shuts the backend down. Arrays, streams, events and scopes still
+ *        alive are freed with the context: their handles become invalid and
+ *        must not be used afterwards, not even released. NULL and
+ *        *ctx_p == NULL are accepted.
  */
 GM_API void gm_context_destroy(gm_context **ctx_p);
 
@@ -106,7 +124,7 @@ typedef struct gm_device_info {
 /** @brief Properties of the context's device. */
 GM_API gm_status gm_context_device_info(gm_context *ctx, gm_device_info *info_p);
 
-/** @brief Free and total device memory in bytes (Numba's get_memory_info). */
+/** @brief Free and total device memory in bytes (Numba's get_memory_info); both outputs required. */
 GM_API gm_status gm_context_memory_info(gm_context *ctx, int64_t *free_p, int64_t *total_p);
 
 /** @brief The backend actually running the context. */
@@ -144,6 +162,7 @@ GM_API gm_status gm_device_array_like(gm_context *ctx, const gm_ndview *like, gm
  *        device array has the layout gm_ndview_like() gives (so a
  *        non-contiguous host array is packed). With a stream the copy is
  *        asynchronous and `host` must stay valid until the stream reaches it.
+ *        A device descriptor is accepted too (a device-to-device copy).
  */
 GM_API gm_status gm_to_device(gm_context *ctx, const gm_ndview *host, gm_stream *stream,
                               gm_array **array_p);
@@ -188,9 +207,23 @@ GM_API gm_status gm_array_transpose(gm_array *array, gm_array **array_p);
 /**
  * @brief Copy between any two descriptors of equal shape and dtype, host or
  *        device on either side, any layouts (overlap is not allowed).
+ *
+ * GM_MEMORY_DEVICE and GM_MEMORY_MANAGED descriptors are device addresses;
+ * GM_MEMORY_HOST, GM_MEMORY_PINNED and GM_MEMORY_MAPPED ones are host
+ * addresses (use gm_array_device_view() for the device side of mapped
+ * memory). Strides of any sign are accepted on both sides. The copy is one
+ * 1-D/2-D/3-D pitched driver copy when the layouts allow it; otherwise the
+ * backend's strided copy when it has one; otherwise a few pitched copies;
+ * otherwise it is staged through packed host temporaries that mirror each
+ * device side, with the rearrangement done on the host. Host-to-host copies
+ * run on the host.
  * @param stream NULL: synchronous (Numba's default). Otherwise ordered on
- *        the stream; host memory must stay valid until it completes.
- * @return GM_ERR_SHAPE_MISMATCH / GM_ERR_DTYPE naming both sides.
+ *        the stream (host-side steps included); host memory must stay valid
+ *        until it completes. Temporaries are then released in stream order
+ *        through the deallocation queue.
+ * @return GM_ERR_SHAPE_MISMATCH / GM_ERR_DTYPE naming both sides;
+ *         GM_ERR_WRONG_CONTEXT for a stream of another context or a device
+ *         descriptor of another device.
  */
 GM_API gm_status gm_copy(gm_context *ctx, const gm_ndview *dst, const gm_ndview *src,
                          gm_stream *stream);
@@ -200,8 +233,9 @@ GM_API gm_status gm_array_copy_to_host(gm_array *array, const gm_ndview *host, g
 
 /**
  * @brief Numba's copy_to_host() without a destination: a new host array
- *        (GM_MEMORY_HOST, allocated by gpumem, freed when released) with the
- *        layout of gm_ndview_like().
+ *        (GM_MEMORY_HOST, allocated with the bookkeeping allocator, released
+ *        like any array: through the deallocation queue, counting toward its
+ *        count bound only) with the layout of gm_ndview_like().
  */
 GM_API gm_status gm_array_copy_to_host_new(gm_array *array, gm_stream *stream,
                                            gm_array **host_p);
@@ -210,10 +244,15 @@ GM_API gm_status gm_array_copy_to_host_new(gm_array *array, gm_stream *stream,
 GM_API gm_status gm_array_copy_to_device(gm_array *array, const gm_ndview *src,
                                          gm_stream *stream);
 
-/** @brief Set every element to *value (itemsize bytes). */
+/**
+ * @brief Set every element to *value (itemsize bytes). Contiguous device
+ *        arrays of 1, 2, 4 or 8-byte items use the driver's memset; other
+ *        arrays are filled through a patterned host image (host-side memory
+ *        is filled on the host, in stream order with a stream).
+ */
 GM_API gm_status gm_array_fill(gm_array *array, const void *value, gm_stream *stream);
 
-/** @brief Set every byte of the array's elements to `byte`. */
+/** @brief Set every byte of the array's elements to `byte` (0..255, else GM_ERR_INVALID_ARG). */
 GM_API gm_status gm_array_memset(gm_array *array, int byte, gm_stream *stream);
 
 /* ----------------------------------------------------------- host memory */
@@ -245,8 +284,11 @@ GM_API gm_status gm_mapped_array_like(gm_context *ctx, const gm_ndview *like, un
                                       gm_array **array_p);
 
 /**
- * @brief Device-side descriptor of mapped (or registered-mapped) host memory:
- *        same shape and strides, device address, GM_MEMORY_MAPPED.
+ * @brief Device-side descriptor of mapped host memory: same shape, strides
+ *        and offset, the device address, memory GM_MEMORY_DEVICE (so that
+ *        gm_copy() and kernels treat it as device memory). A device or
+ *        managed array gives its own descriptor; other memory is
+ *        GM_ERR_INVALID_ARG.
  */
 GM_API gm_status gm_array_device_view(gm_array *array, gm_ndview *view_p);
 
@@ -255,14 +297,22 @@ typedef struct gm_host_scope gm_host_scope;
 
 /**
  * @brief Numba's `with pinned(*arrays)`: page-lock the bytes of each host
- *        descriptor until gm_host_scope_end(). Overlapping arrays are pinned once.
+ *        descriptor until gm_host_scope_end(). The byte extents of the
+ *        arrays are merged, so overlapping or duplicate arrays are registered
+ *        once. Pinned and mapped arrays are already page-locked and skipped,
+ *        as are empty ones; device memory is GM_ERR_INVALID_ARG. Memory that
+ *        another open scope registered cannot be registered again (the host
+ *        simulator returns GM_ERR_STATE, as CUDA does). On failure nothing
+ *        stays registered.
  */
 GM_API gm_status gm_pin(gm_context *ctx, int narrays, const gm_ndview *arrays,
                         gm_host_scope **scope_p);
 
 /**
  * @brief Numba's `with mapped(*arrays)`: page-lock and map; the device views
- *        are written to device_views (narrays entries, may be NULL).
+ *        (memory GM_MEMORY_DEVICE, as gm_array_device_view() gives) are
+ *        written to device_views (narrays entries, may be NULL). Pinned but
+ *        unmapped arrays are GM_ERR_INVALID_ARG; mapped ones are used as they are.
  */
 GM_API gm_status gm_map(gm_context *ctx, int narrays, const gm_ndview *arrays,
                         gm_ndview *device_views, gm_host_scope **scope_p);
@@ -279,7 +329,9 @@ GM_API gm_status gm_deregister(gm_host_scope **scope_p);
 
 /**
  * @brief Undo a gm_pin / gm_map / gm_register immediately (not deferred, so
- *        the same memory can be pinned again at once). NULL is accepted.
+ *        the same memory can be pinned again at once: numba#3508). NULL is
+ *        accepted. Every range is unregistered even if one fails; the first
+ *        failure is returned and the scope is freed either way.
  */
 GM_API gm_status gm_host_scope_end(gm_host_scope **scope_p);
 
@@ -297,11 +349,16 @@ GM_API gm_status gm_stream_create(gm_context *ctx, unsigned flags, gm_stream **s
 /**
  * @brief Destroy a created or wrapped stream after its pending work (the
  *        native handle goes through the deallocation queue; wrapped external
- *        streams are never destroyed). Built-in streams are ignored.
+ *        streams are never destroyed, only their wrapper is freed, at once).
+ *        Built-in streams are ignored (*stream_p is left as it is); otherwise
+ *        *stream_p is set to NULL. NULL is accepted.
  */
 GM_API void gm_stream_destroy(gm_stream **stream_p);
 
-/** @brief The context's default stream (Numba's cuda.default_stream()); owned by the context. */
+/**
+ * @brief The context's default stream (Numba's cuda.default_stream()); owned
+ *        by the context. NULL (error recorded) if ctx is NULL or the backend fails.
+ */
 GM_API gm_stream *gm_default_stream(gm_context *ctx);
 
 /** @brief The legacy default stream (CU_STREAM_LEGACY); owned by the context. */
@@ -329,14 +386,19 @@ GM_API gm_status gm_stream_query(gm_stream *stream);
 /**
  * @brief Call fn(stream, status, user) once the work queued so far is done
  *        (Numba's add_callback). It runs on a driver or worker thread and
- *        must not call gpumem stream-ordered functions on that stream.
+ *        must not call gpumem stream-ordered functions on that stream, nor
+ *        anything that waits for streams. It may release arrays, streams and
+ *        events: their deallocation is only queued there (no flush runs on
+ *        that thread; gm_deallocations_flush() returns GM_ERR_STATE).
  */
 typedef void (*gm_stream_callback)(gm_stream *stream, gm_status status, void *user);
 GM_API gm_status gm_stream_add_callback(gm_stream *stream, gm_stream_callback fn, void *user);
 
 /**
- * @brief Numba's `with stream.auto_synchronize()`: begin/end a scope; end
- *        synchronizes the stream and returns its status. Scopes nest.
+ * @brief Numba's `with stream.auto_synchronize()`: begin/end a scope. Scopes
+ *        nest (a counter per stream); ending the outermost one synchronizes
+ *        the stream and returns its status; ending an inner one returns GM_OK;
+ *        ending with no scope open is GM_ERR_STATE.
  */
 GM_API gm_status gm_stream_auto_synchronize_begin(gm_stream *stream);
 GM_API gm_status gm_stream_auto_synchronize_end(gm_stream *stream);
@@ -363,7 +425,9 @@ GM_API gm_status gm_event_synchronize(gm_event *event);
 
 /**
  * @brief Milliseconds between two completed timing events (Numba's
- *        event_elapsed_time).
+ *        event_elapsed_time). GM_ERR_INVALID_ARG if either was created
+ *        without timing, GM_ERR_WRONG_CONTEXT if they belong to different
+ *        contexts.
  */
 GM_API gm_status gm_event_elapsed_ms(gm_event *start, gm_event *end, float *ms_p);
 
@@ -380,16 +444,28 @@ typedef struct gm_dealloc_stats {
     int64_t defer_depth;          /**< nesting depth of defer_cleanup scopes */
 } gm_dealloc_stats;
 
-/** @brief Numba's `with defer_cleanup()`: no deallocation happens inside. Scopes nest. */
+/**
+ * @brief Numba's `with defer_cleanup()`: no deallocation happens inside, not
+ *        even the flush-and-retry of an allocation that runs out of memory
+ *        (Numba behaves the same way; the allocation then fails). Scopes nest;
+ *        the scope belongs to the context, not to the calling thread.
+ */
 GM_API gm_status gm_defer_cleanup_begin(gm_context *ctx);
 
-/** @brief End a defer_cleanup scope; at depth 0 the limits apply again. */
+/**
+ * @brief End a defer_cleanup scope; at depth 0 the limits apply again (a
+ *        flush runs at once if one is exceeded; its failure is logged).
+ * @return GM_OK, GM_ERR_STATE if no scope is open.
+ */
 GM_API gm_status gm_defer_cleanup_end(gm_context *ctx);
 
 /**
- * @brief Free everything pending now (unless inside defer_cleanup). Stops at
- *        the first failing deallocation, returns its status and keeps the
- *        rest (that one included) queued.
+ * @brief Free everything pending now (unless inside defer_cleanup: then
+ *        nothing is freed and GM_OK is returned). Stops at the first failing
+ *        deallocation, returns its status (the message names the resource and
+ *        carries the driver's detail) and keeps the rest (that one included)
+ *        queued, with the statistics counting exactly what is still pending.
+ *        Automatic flushes (bounds exceeded) log such a failure instead.
  */
 GM_API gm_status gm_deallocations_flush(gm_context *ctx);
 

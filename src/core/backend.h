@@ -123,7 +123,10 @@ typedef gm_status (*gm_op_stream_synchronize)(gm_backend_ctx *bctx, gm_backend_s
 typedef gm_status (*gm_op_stream_query)(gm_backend_ctx *bctx, gm_backend_stream *stream);
 typedef gm_status (*gm_op_stream_add_callback)(gm_backend_ctx *bctx, gm_backend_stream *stream,
                                                gm_backend_callback_fn fn, void *user);
-/* Run fn(user) in stream order on a host thread; its status becomes the stream's error. */
+/* Run fn(user) in stream order on a host thread; its status becomes the stream's error.
+ * cleanup (may be NULL) runs after fn, whatever fn returned. If the op fails (nothing
+ * queued) cleanup is not called and the caller keeps `user` (the core relies on this).
+ * stream_add_callback's fn is likewise never called when that op fails. */
 typedef gm_status (*gm_op_stream_enqueue_host)(gm_backend_ctx *bctx, gm_backend_stream *stream,
                                                gm_backend_host_work_fn fn, void *user,
                                                void (*cleanup)(void *user));
@@ -148,7 +151,61 @@ typedef gm_status (*gm_op_ipc_open)(gm_backend_ctx *bctx, const void *handle, si
                                     gm_devptr *ptr_p);
 typedef gm_status (*gm_op_ipc_close)(gm_backend_ctx *bctx, gm_devptr ptr);
 
-/* Modules and launches are added by the kernels work (issue 4). */
+/* ---- modules and launches (MANDATORY) ---- */
+typedef struct gm_backend_module gm_backend_module; /* a loaded code image */
+typedef struct gm_backend_kernel gm_backend_kernel; /* a kernel inside a module */
+
+/* Which image format a module_load call is given. */
+typedef enum gm_image_kind {
+    GM_IMAGE_HOST = 0,   /* a gm_host_table (gpumem/launch.h); bytes = sizeof(gm_host_table) */
+    GM_IMAGE_CUDA = 1,   /* fatbin, cubin or PTX text (cuModuleLoadData) */
+    GM_IMAGE_AMDGPU = 2  /* AMDGPU ELF code object */
+} gm_image_kind;
+
+/* Attributes of a kernel, read from the image / driver. */
+typedef struct gm_kernel_attrs {
+    size_t static_shared_bytes;  /* group / shared segment declared by the kernel */
+    size_t private_bytes;        /* per-thread local / private segment */
+    size_t kernarg_bytes;        /* size of the argument block (HSA: kernarg segment) */
+    size_t kernarg_align;
+    int32_t max_threads_per_block;
+    /* The parameters, when the image describes them (host tables, AMDGPU metadata,
+     * cuFuncGetParamInfo); param_count -1 otherwise. Owned by the backend kernel. */
+    int32_t param_count;
+    const size_t *param_sizes;       /* param_count sizes, or NULL */
+    const char *const *param_decls;  /* "type name" per parameter, or NULL */
+} gm_kernel_attrs;
+
+/* One launch: grid in blocks, block in threads (CUDA's model; HSA backends
+ * convert the grid to work-items). */
+typedef struct gm_launch_config {
+    uint32_t grid[3];
+    uint32_t block[3];
+    size_t dynamic_shared_bytes;
+} gm_launch_config;
+
+/* Load an image; images are not copied unless the driver does so. */
+typedef gm_status (*gm_op_module_load)(gm_backend_ctx *bctx, gm_image_kind kind, const void *image,
+                                       size_t bytes, gm_backend_module **module_p);
+typedef gm_status (*gm_op_module_unload)(gm_backend_ctx *bctx, gm_backend_module *module);
+/* GM_ERR_NOT_FOUND naming the kernel when absent. */
+typedef gm_status (*gm_op_module_get_kernel)(gm_backend_ctx *bctx, gm_backend_module *module,
+                                             const char *name, gm_backend_kernel **kernel_p);
+/* Device address and size of a global (constant memory) variable. */
+typedef gm_status (*gm_op_module_get_global)(gm_backend_ctx *bctx, gm_backend_module *module,
+                                             const char *name, gm_devptr *ptr_p, size_t *bytes_p);
+typedef gm_status (*gm_op_kernel_attrs)(gm_backend_ctx *bctx, gm_backend_kernel *kernel,
+                                        gm_kernel_attrs *attrs_p);
+/* OPTIONAL. Copy `bytes` host bytes to the start of a module global, synchronously and
+ * after the work queued on the legacy stream. Absent (the gm__unsupported stub), the core
+ * uses module_get_global and copy. */
+typedef gm_status (*gm_op_module_set_global)(gm_backend_ctx *bctx, gm_backend_module *module,
+                                             const char *name, const void *data, size_t bytes);
+/* Launch with cuLaunchKernel's argument convention: args[i] points at argument i's value,
+ * arg_sizes[i] is its size; the core has already checked arity and sizes. */
+typedef gm_status (*gm_op_launch)(gm_backend_ctx *bctx, gm_backend_kernel *kernel,
+                                  const gm_launch_config *config, void **args,
+                                  const size_t *arg_sizes, int nargs, gm_backend_stream *stream);
 
 typedef struct gm_backend_ops {
     size_t size;          /* sizeof(gm_backend_ops) the backend was built with */
@@ -188,6 +245,13 @@ typedef struct gm_backend_ops {
     gm_op_event_query event_query;
     gm_op_event_synchronize event_synchronize;
     gm_op_event_elapsed event_elapsed;
+    gm_op_module_load module_load;
+    gm_op_module_unload module_unload;
+    gm_op_module_get_kernel module_get_kernel;
+    gm_op_module_get_global module_get_global;
+    gm_op_kernel_attrs kernel_attrs;
+    gm_op_launch launch;
+    gm_op_module_set_global module_set_global;
     gm_op_ipc_get_handle ipc_get_handle;
     gm_op_ipc_open ipc_open;
     gm_op_ipc_close ipc_close;
@@ -204,9 +268,19 @@ gm_status gm__unsupported_ipc_get_handle(gm_backend_ctx *bctx, gm_devptr ptr, vo
 gm_status gm__unsupported_ipc_open(gm_backend_ctx *bctx, const void *handle, size_t handle_bytes,
                                    gm_devptr *ptr_p);
 gm_status gm__unsupported_ipc_close(gm_backend_ctx *bctx, gm_devptr ptr);
+/* (defined in src/core/module.c) */
+gm_status gm__unsupported_module_set_global(gm_backend_ctx *bctx, gm_backend_module *module,
+                                            const char *name, const void *data, size_t bytes);
 
 /* The backends compiled in. gm__host_backend always exists. */
 extern const gm_backend_ops gm__host_backend;
+#ifdef GM_HAVE_HSA
+extern const gm_backend_ops gm__hsa_backend; /* src/hsa: ROCm HSA runtime, dlopen'ed */
+#endif
+#ifdef GM_HAVE_CUDA
+/* The CUDA driver API backend (src/cuda/), libcuda.so.1 loaded at init. */
+extern const gm_backend_ops gm__cuda_backend;
+#endif
 
 /*
  * The shared strided host copy engine (src/core/hostcopy.c): copy between two
@@ -215,5 +289,13 @@ extern const gm_backend_ops gm__host_backend;
  * Used by the host backend for every copy and by GPU backends for staging.
  */
 gm_status gm__host_copy_strided(const gm_ndview *dst, const gm_ndview *src);
+
+/*
+ * The checks gm__host_copy_strided makes, without copying: both descriptors
+ * valid, equal dtype (GM_ERR_DTYPE) and shape (GM_ERR_SHAPE_MISMATCH, naming
+ * both), data pointers present when there are elements, no zero-stride
+ * (broadcast) destination axis. Lets an asynchronous copy fail at enqueue time.
+ */
+gm_status gm__host_copy_check(const gm_ndview *dst, const gm_ndview *src);
 
 #endif /* GPUMEM_SRC_CORE_BACKEND_H */

@@ -1,1 +1,439 @@
-#include "backend.h"
+/*
+ * The per-context deallocation queue (DESIGN.md "Deallocation queue",
+ * Numba's "Deallocation Behavior"): a FIFO of {kind, handle, bytes}.
+ *
+ * Releasing a resource appends its (preallocated) entry. The queue is
+ * flushed when more than max_count entries are pending, when pending device
+ * bytes exceed max_device_bytes (ratio x total device memory), when pending
+ * pinned/mapped host bytes exceed max_pinned_bytes, when an allocation runs
+ * out of memory (then the allocation is retried once), on
+ * gm_deallocations_flush() and at context teardown. Streams, events,
+ * modules and gpumem's own host buffers count toward the count bound only.
+ *
+ * Inside gm_defer_cleanup_begin/end nothing is freed, not even to satisfy an
+ * out-of-memory retry (Numba's defer_cleanup behaves the same way).
+ *
+ * A flush frees entries in FIFO order and stops at the first failing
+ * deallocation: that entry and all after it stay queued, and the counters
+ * keep describing exactly what is still pending. The queue lock is never held
+ * across a backend call; one flush runs at a time (flush_lock). Automatic
+ * flushes only try the flush lock: if another thread is flushing, it drains
+ * the entry just added as well.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "runtime_internal.h"
+
+#define GM__MESSAGE_COPY_MAX 512
+
+/* How a drain treats failures: stop there (normal) or log and drop (teardown). */
+typedef enum drain_mode { DRAIN_NORMAL = 0, DRAIN_TEARDOWN = 1 } drain_mode;
+
+/* Name of an entry kind for messages. */
+static const char *kind_name(gm__dealloc_kind kind)
+{
+    static const char *const names[] = {"device memory",
+                                        "pinned host memory",
+                                        "mapped host memory",
+                                        "managed memory",
+                                        "stream",
+                                        "event",
+                                        "module",
+                                        "host buffer"};
+
+    if ((int)kind < 0 || (size_t)kind >= sizeof(names) / sizeof(names[0]))
+        return "resource";
+    return names[kind];
+}
+
+/* Whether an entry's bytes count as device bytes. */
+static bool counts_device(gm__dealloc_kind kind)
+{
+    return kind == GM__DEALLOC_DEVICE || kind == GM__DEALLOC_MANAGED;
+}
+
+/* Whether an entry's bytes count as pinned host bytes. */
+static bool counts_pinned(gm__dealloc_kind kind)
+{
+    return kind == GM__DEALLOC_PINNED || kind == GM__DEALLOC_MAPPED;
+}
+
+/* An empty queue with its bounds and locks. */
+gm_status gm__dealloc_queue_init(gm__dealloc_queue *queue, int64_t max_count,
+                                 int64_t max_device_bytes, int64_t max_pinned_bytes)
+{
+    memset(queue, 0, sizeof(*queue));
+    if (pthread_mutex_init(&queue->lock, NULL) != 0)
+        return gm__error(GM_ERR_NO_MEMORY, "gm_context_create: cannot create the queue lock");
+    if (pthread_mutex_init(&queue->flush_lock, NULL) != 0) {
+        pthread_mutex_destroy(&queue->lock);
+        return gm__error(GM_ERR_NO_MEMORY, "gm_context_create: cannot create the flush lock");
+    }
+    queue->max_count = max_count;
+    queue->max_device_bytes = max_device_bytes;
+    queue->max_pinned_bytes = max_pinned_bytes;
+    return GM_OK;
+}
+
+/* A zeroed entry, allocated up front so that releasing never needs memory. */
+gm_status gm__dealloc_entry_create(const char *fn, gm__dealloc_kind kind,
+                                   gm__dealloc_entry **entry_p)
+{
+    gm__dealloc_entry *entry = gm__calloc(1, sizeof(*entry));
+
+    if (entry == NULL)
+        return gm__error(GM_ERR_NO_MEMORY, "%s: out of host memory for a queue entry", fn);
+    entry->kind = kind;
+    *entry_p = entry;
+    return GM_OK;
+}
+
+/* Free an entry that never reached the queue. */
+void gm__dealloc_entry_discard(gm__dealloc_entry *entry)
+{
+    gm__free(entry);
+}
+
+/* Whether any bound is exceeded (queue lock held). */
+static bool over_bounds(const gm__dealloc_queue *q)
+{
+    return q->count > q->max_count || q->device_bytes > q->max_device_bytes ||
+           q->pinned_bytes > q->max_pinned_bytes;
+}
+
+/* Add or remove an entry's weight from the counters (queue lock held). */
+static void account(gm__dealloc_queue *q, const gm__dealloc_entry *entry, int64_t sign)
+{
+    q->count += sign;
+    if (counts_device(entry->kind))
+        q->device_bytes += sign * entry->bytes;
+    if (counts_pinned(entry->kind))
+        q->pinned_bytes += sign * entry->bytes;
+    if (q->device_bytes + q->pinned_bytes > q->peak_bytes)
+        q->peak_bytes = q->device_bytes + q->pinned_bytes;
+}
+
+/* Append an entry; return whether an automatic flush is due. */
+static bool push(gm__dealloc_queue *q, gm__dealloc_entry *entry)
+{
+    bool due = false;
+
+    entry->next = NULL;
+    pthread_mutex_lock(&q->lock);
+    if (q->tail == NULL)
+        q->head = entry;
+    else
+        q->tail->next = entry;
+    q->tail = entry;
+    account(q, entry, 1);
+    due = q->defer_depth == 0 && over_bounds(q);
+    pthread_mutex_unlock(&q->lock);
+    return due;
+}
+
+/* Release the resource an entry describes. */
+static gm_status release(gm_context *ctx, gm__dealloc_entry *entry)
+{
+    const gm_backend_ops *ops = ctx->ops;
+
+    switch (entry->kind) {
+    case GM__DEALLOC_DEVICE:
+    case GM__DEALLOC_MANAGED:
+        return ops->mem_free(ctx->bctx, entry->device);
+    case GM__DEALLOC_PINNED:
+    case GM__DEALLOC_MAPPED:
+        return ops->host_free(ctx->bctx, entry->handle);
+    case GM__DEALLOC_STREAM:
+        return ops->stream_destroy(ctx->bctx, entry->handle);
+    case GM__DEALLOC_EVENT:
+        return ops->event_destroy(ctx->bctx, entry->handle);
+    case GM__DEALLOC_MODULE:
+        return entry->unload != NULL ? entry->unload(ctx, entry->handle) : GM_OK;
+    case GM__DEALLOC_HOST_COPY:
+        gm__free(entry->handle);
+        return GM_OK;
+    }
+    return gm__error(GM_ERR_INTERNAL, "deallocation queue: unknown entry kind %d",
+                     (int)entry->kind);
+}
+
+/* Record a failed deallocation with the backend's detail appended. */
+static gm_status report_failure(const char *fn, gm_status status, const gm__dealloc_entry *entry)
+{
+    char detail[GM__MESSAGE_COPY_MAX];
+
+    snprintf(detail, sizeof(detail), "%s", gm_last_error_message());
+    if (entry->kind == GM__DEALLOC_DEVICE || entry->kind == GM__DEALLOC_MANAGED)
+        return gm__error(status, "%s: freeing %s at 0x%" PRIx64 " (%" PRId64 " bytes) failed: %s",
+                         fn, kind_name(entry->kind), (uint64_t)entry->device, entry->bytes, detail);
+    return gm__error(status, "%s: freeing %s %p (%" PRId64 " bytes) failed: %s", fn,
+                     kind_name(entry->kind), entry->handle, entry->bytes, detail);
+}
+
+/* Remove the head (which is `entry`) after its deallocation; queue lock held. */
+static void pop_head(gm__dealloc_queue *q, gm__dealloc_entry *entry, bool freed)
+{
+    q->head = entry->next;
+    if (q->head == NULL)
+        q->tail = NULL;
+    account(q, entry, -1);
+    if (freed)
+        q->freed++;
+}
+
+/*
+ * Free entries from the head until the queue is empty, a defer scope opens
+ * (normal mode), or a deallocation fails (normal mode: stop, keep it queued).
+ * flush_lock is held by the caller.
+ */
+static gm_status drain(gm_context *ctx, const char *fn, drain_mode mode)
+{
+    gm__dealloc_queue *q = &ctx->queue;
+    gm_status status = GM_OK;
+
+    pthread_mutex_lock(&q->lock);
+    if (q->head != NULL && (mode == DRAIN_TEARDOWN || q->defer_depth == 0))
+        q->flushes++;
+    while (q->head != NULL && (mode == DRAIN_TEARDOWN || q->defer_depth == 0)) {
+        gm__dealloc_entry *entry = q->head;
+        gm_status freed = GM_OK;
+
+        pthread_mutex_unlock(&q->lock);
+        freed = release(ctx, entry);
+        if (freed != GM_OK) {
+            status = report_failure(fn, freed, entry);
+            if (mode == DRAIN_NORMAL) {
+                pthread_mutex_lock(&q->lock);
+                break;
+            }
+            gm__log(GM_LOG_ERROR, "%s", gm_last_error_message());
+        }
+        pthread_mutex_lock(&q->lock);
+        pop_head(q, entry, freed == GM_OK);
+        pthread_mutex_unlock(&q->lock);
+        gm__free(entry->bookkeeping);
+        gm__free(entry);
+        pthread_mutex_lock(&q->lock);
+    }
+    pthread_mutex_unlock(&q->lock);
+    return status;
+}
+
+/* A flush triggered by a bound: skipped if another thread is flushing. */
+static void auto_flush(gm_context *ctx)
+{
+    gm_status status = GM_OK;
+
+    if (pthread_mutex_trylock(&ctx->queue.flush_lock) != 0)
+        return;
+    status = drain(ctx, "deallocation queue", DRAIN_NORMAL);
+    pthread_mutex_unlock(&ctx->queue.flush_lock);
+    if (status != GM_OK)
+        gm__log(GM_LOG_WARN, "automatic flush stopped: %s", gm_last_error_message());
+}
+
+/* Append an entry and flush if a bound is now exceeded (outside defer_cleanup). */
+void gm__dealloc_enqueue(gm_context *ctx, gm__dealloc_entry *entry)
+{
+    if (push(&ctx->queue, entry) && !gm__in_stream_callback())
+        auto_flush(ctx);
+}
+
+/* Append an entry; safe on backend worker threads (frees nothing). */
+void gm__dealloc_enqueue_no_flush(gm_context *ctx, gm__dealloc_entry *entry)
+{
+    (void)push(&ctx->queue, entry);
+}
+
+/* Wait for the flush lock and drain (a no-op inside defer_cleanup). */
+gm_status gm__dealloc_flush(gm_context *ctx, const char *fn)
+{
+    gm_status status = GM_OK;
+
+    pthread_mutex_lock(&ctx->queue.flush_lock);
+    status = drain(ctx, fn, DRAIN_NORMAL);
+    pthread_mutex_unlock(&ctx->queue.flush_lock);
+    return status;
+}
+
+/* Drain everything, ignoring defer_cleanup and logging failures, then destroy the locks. */
+void gm__dealloc_queue_teardown(gm_context *ctx)
+{
+    gm__dealloc_queue *q = &ctx->queue;
+
+    pthread_mutex_lock(&q->flush_lock);
+    (void)drain(ctx, "gm_context_destroy", DRAIN_TEARDOWN);
+    pthread_mutex_unlock(&q->flush_lock);
+    pthread_mutex_destroy(&q->flush_lock);
+    pthread_mutex_destroy(&q->lock);
+}
+
+/* ------------------------------------------------ allocation with retry */
+
+/* One allocation attempt; `args` is the caller's request. */
+typedef gm_status (*alloc_attempt_fn)(gm_context *ctx, void *args);
+
+/* Whether a status means "out of memory" (the retry rule applies). */
+static bool is_oom(gm_status status)
+{
+    return status == GM_ERR_OUT_OF_DEVICE_MEMORY || status == GM_ERR_NO_MEMORY;
+}
+
+/* Run an allocation; on OOM outside defer_cleanup, flush and retry once. */
+static gm_status alloc_with_retry(gm_context *ctx, alloc_attempt_fn attempt, void *args)
+{
+    gm_status status = attempt(ctx, args);
+    int64_t depth = 0;
+
+    if (!is_oom(status) || gm__in_stream_callback())
+        return status;
+    pthread_mutex_lock(&ctx->queue.lock);
+    depth = ctx->queue.defer_depth;
+    pthread_mutex_unlock(&ctx->queue.lock);
+    if (depth > 0) {
+        gm__log(GM_LOG_DEBUG, "allocation failed inside defer_cleanup; nothing flushed");
+        return status;
+    }
+    if (gm__dealloc_flush(ctx, "out-of-memory flush") != GM_OK)
+        gm__log(GM_LOG_WARN, "out-of-memory flush stopped: %s", gm_last_error_message());
+    return attempt(ctx, args);
+}
+
+typedef struct device_request {
+    size_t bytes;
+    gm_devptr ptr;
+    bool managed;
+} device_request;
+
+/* Attempt a device (or managed) allocation. */
+static gm_status attempt_device(gm_context *ctx, void *args)
+{
+    device_request *req = args;
+
+    if (req->managed)
+        return ctx->ops->managed_alloc(ctx->bctx, req->bytes, &req->ptr);
+    return ctx->ops->mem_alloc(ctx->bctx, req->bytes, &req->ptr);
+}
+
+typedef struct host_request {
+    size_t bytes;
+    unsigned flags;
+    void *ptr;
+} host_request;
+
+/* Attempt a pinned / mapped host allocation. */
+static gm_status attempt_host(gm_context *ctx, void *args)
+{
+    host_request *req = args;
+
+    return ctx->ops->host_alloc(ctx->bctx, req->bytes, req->flags, &req->ptr);
+}
+
+/* Device memory with the out-of-memory flush-and-retry rule. */
+gm_status gm__alloc_device(gm_context *ctx, size_t bytes, gm_devptr *ptr_p)
+{
+    device_request req = {bytes, 0, false};
+    gm_status status = alloc_with_retry(ctx, attempt_device, &req);
+
+    if (status == GM_OK)
+        *ptr_p = req.ptr;
+    return status;
+}
+
+/* Managed memory with the out-of-memory flush-and-retry rule. */
+gm_status gm__alloc_managed(gm_context *ctx, size_t bytes, gm_devptr *ptr_p)
+{
+    device_request req = {bytes, 0, true};
+    gm_status status = alloc_with_retry(ctx, attempt_device, &req);
+
+    if (status == GM_OK)
+        *ptr_p = req.ptr;
+    return status;
+}
+
+/* Pinned / mapped host memory with the out-of-memory flush-and-retry rule. */
+gm_status gm__alloc_host(gm_context *ctx, size_t bytes, unsigned flags, void **ptr_p)
+{
+    host_request req = {bytes, flags, NULL};
+    gm_status status = alloc_with_retry(ctx, attempt_host, &req);
+
+    if (status == GM_OK)
+        *ptr_p = req.ptr;
+    return status;
+}
+
+/* ------------------------------------------------------------ public API */
+
+/* Open a defer_cleanup scope (a per-context nesting counter). */
+gm_status gm_defer_cleanup_begin(gm_context *ctx)
+{
+    gm_status status = gm__check_context("gm_defer_cleanup_begin", ctx);
+
+    if (status != GM_OK)
+        return status;
+    pthread_mutex_lock(&ctx->queue.lock);
+    ctx->queue.defer_depth++;
+    pthread_mutex_unlock(&ctx->queue.lock);
+    return GM_OK;
+}
+
+/* Close a scope; the last one re-applies the bounds (and flushes if they are exceeded). */
+gm_status gm_defer_cleanup_end(gm_context *ctx)
+{
+    static const char fn[] = "gm_defer_cleanup_end";
+    gm_status status = gm__check_context(fn, ctx);
+    bool due = false;
+
+    if (status != GM_OK)
+        return status;
+    pthread_mutex_lock(&ctx->queue.lock);
+    if (ctx->queue.defer_depth == 0) {
+        status = gm__error(GM_ERR_STATE, "%s: no defer_cleanup scope is open", fn);
+    } else {
+        ctx->queue.defer_depth--;
+        due = ctx->queue.defer_depth == 0 && over_bounds(&ctx->queue);
+    }
+    pthread_mutex_unlock(&ctx->queue.lock);
+    if (due)
+        auto_flush(ctx);
+    return status;
+}
+
+/* Explicit flush; returns the first deallocation failure. */
+gm_status gm_deallocations_flush(gm_context *ctx)
+{
+    static const char fn[] = "gm_deallocations_flush";
+    gm_status status = gm__check_context(fn, ctx);
+
+    if (status != GM_OK)
+        return status;
+    if (gm__in_stream_callback())
+        return gm__error(GM_ERR_STATE, "%s: not allowed inside a stream callback", fn);
+    return gm__dealloc_flush(ctx, fn);
+}
+
+/* A consistent snapshot of the counters. */
+gm_status gm_deallocations_stats(gm_context *ctx, gm_dealloc_stats *stats_p)
+{
+    static const char fn[] = "gm_deallocations_stats";
+    gm_status status = gm__check_context(fn, ctx);
+    gm__dealloc_queue *q = NULL;
+
+    if (status != GM_OK)
+        return status;
+    if (stats_p == NULL)
+        return gm__error(GM_ERR_NULL_POINTER, "%s: stats_p is NULL", fn);
+    q = &ctx->queue;
+    pthread_mutex_lock(&q->lock);
+    stats_p->pending_count = q->count;
+    stats_p->pending_device_bytes = q->device_bytes;
+    stats_p->pending_pinned_bytes = q->pinned_bytes;
+    stats_p->flushes = q->flushes;
+    stats_p->peak_pending_bytes = q->peak_bytes;
+    stats_p->freed_count = q->freed;
+    stats_p->defer_depth = q->defer_depth;
+    pthread_mutex_unlock(&q->lock);
+    return GM_OK;
+}

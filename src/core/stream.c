@@ -1,1 +1,356 @@
-#include "backend.h"
+/*
+ * Streams: created streams (destroyed through the deallocation queue), the
+ * context's built-in streams (default, legacy default, per-thread default;
+ * wrappers owned by the context and created on first use), wrapped external
+ * streams (never destroyed), and the stream operations.
+ */
+#include <inttypes.h>
+
+#include "runtime_internal.h"
+
+/* A gm_stream_callback and its arguments, carried through the backend callback. */
+typedef struct callback_trampoline {
+    gm_context *ctx;   /* not read through `stream`: a wrapper may be gone by then */
+    gm_stream *stream; /* only passed on to fn */
+    gm_stream_callback fn;
+    void *user;
+    gm__dealloc_entry *entry; /* frees this trampoline through the queue */
+} callback_trampoline;
+
+/* Set while this thread runs a user's stream callback. */
+static _Thread_local bool tls_in_callback = false;
+
+/* Whether this thread is inside a gm_stream_callback. */
+bool gm__in_stream_callback(void)
+{
+    return tls_in_callback;
+}
+
+/* Map an optional stream argument to its backend stream. */
+gm_status gm__stream_backend(const char *fn, const gm_context *ctx, const gm_stream *stream,
+                             gm_backend_stream **bstream_p)
+{
+    if (stream == NULL) {
+        *bstream_p = NULL;
+        return GM_OK;
+    }
+    if (stream->ctx != ctx)
+        return gm__error(GM_ERR_WRONG_CONTEXT, "%s: the stream belongs to another context", fn);
+    *bstream_p = stream->bstream;
+    return GM_OK;
+}
+
+/* A stream argument that must not be NULL. */
+static gm_status check_stream(const char *fn, const gm_stream *stream)
+{
+    if (stream == NULL)
+        return gm__error(GM_ERR_NULL_POINTER, "%s: stream is NULL", fn);
+    return GM_OK;
+}
+
+/* Allocate a wrapper for a backend stream and list it in the context. */
+static gm_status wrapper_create(gm_context *ctx, const char *fn, gm__stream_kind kind,
+                                gm_backend_stream *bstream, gm_stream **stream_p)
+{
+    gm_stream *stream = gm__calloc(1, sizeof(*stream));
+
+    if (stream == NULL)
+        return gm__error(GM_ERR_NO_MEMORY, "%s: out of host memory", fn);
+    stream->ctx = ctx;
+    stream->bstream = bstream;
+    stream->kind = kind;
+    atomic_init(&stream->auto_sync_depth, 0);
+    *stream_p = stream;
+    return GM_OK;
+}
+
+/* List a finished wrapper in its context. */
+static void wrapper_publish(gm_stream *stream)
+{
+    pthread_mutex_lock(&stream->ctx->lock);
+    gm__list_push(&stream->ctx->streams, &stream->link);
+    pthread_mutex_unlock(&stream->ctx->lock);
+}
+
+/* A new stream with a preallocated queue entry for its destruction. */
+gm_status gm_stream_create(gm_context *ctx, unsigned flags, gm_stream **stream_p)
+{
+    static const char fn[] = "gm_stream_create";
+    gm_backend_stream *bstream = NULL;
+    gm_stream *stream = NULL;
+    gm_status status = gm__check_context(fn, ctx);
+
+    if (status == GM_OK && stream_p == NULL)
+        status = gm__error(GM_ERR_NULL_POINTER, "%s: stream_p is NULL", fn);
+    if (status == GM_OK && (flags & ~(unsigned)GM_STREAM_NON_BLOCKING) != 0)
+        status = gm__error(GM_ERR_INVALID_ARG, "%s: unknown flags %#x", fn, flags);
+    if (status == GM_OK)
+        status = wrapper_create(ctx, fn, GM__STREAM_CREATED, NULL, &stream);
+    if (status != GM_OK)
+        return status;
+    status = gm__dealloc_entry_create(fn, GM__DEALLOC_STREAM, &stream->entry);
+    if (status != GM_OK)
+        goto fail_wrapper;
+    status = ctx->ops->stream_create(ctx->bctx, flags, &bstream);
+    if (status != GM_OK)
+        goto fail_entry;
+    stream->bstream = bstream;
+    wrapper_publish(stream);
+    *stream_p = stream;
+    return GM_OK;
+fail_entry:
+    gm__dealloc_entry_discard(stream->entry);
+fail_wrapper:
+    gm__free(stream);
+    return status;
+}
+
+/* Queue a created stream's destruction; the wrapper is freed with it. */
+static void queue_destroy(gm_stream *stream)
+{
+    gm__dealloc_entry *entry = stream->entry;
+
+    entry->handle = stream->bstream;
+    entry->bookkeeping = stream;
+    stream->entry = NULL;
+    gm__dealloc_enqueue(stream->ctx, entry);
+}
+
+/* Built-in streams: ignored; wrapped: unwrapped now; created: queued. */
+void gm_stream_destroy(gm_stream **stream_p)
+{
+    gm_stream *stream = NULL;
+
+    if (stream_p == NULL || *stream_p == NULL)
+        return;
+    stream = *stream_p;
+    if (stream->kind == GM__STREAM_BUILTIN)
+        return;
+    *stream_p = NULL;
+    pthread_mutex_lock(&stream->ctx->lock);
+    gm__list_remove(&stream->link);
+    pthread_mutex_unlock(&stream->ctx->lock);
+    if (stream->kind == GM__STREAM_EXTERNAL) {
+        stream->ctx->ops->stream_unwrap(stream->ctx->bctx, stream->bstream);
+        gm__free(stream);
+        return;
+    }
+    queue_destroy(stream);
+}
+
+/* The wrapper of a built-in stream, made on first use (ctx->lock held). */
+static gm_stream *builtin_locked(gm_context *ctx, const char *fn, gm_builtin_stream which)
+{
+    gm_backend_stream *bstream = NULL;
+    gm_stream *stream = NULL;
+
+    if (ctx->ops->stream_builtin(ctx->bctx, which, &bstream) != GM_OK)
+        return NULL;
+    for (gm__link *l = ctx->streams.next; l != &ctx->streams; l = l->next) {
+        gm_stream *s = GM__CONTAINER_OF(l, gm_stream, link);
+
+        if (s->kind == GM__STREAM_BUILTIN && s->builtin == which && s->bstream == bstream)
+            return s;
+    }
+    if (wrapper_create(ctx, fn, GM__STREAM_BUILTIN, bstream, &stream) != GM_OK)
+        return NULL;
+    stream->builtin = which;
+    gm__list_push(&ctx->streams, &stream->link);
+    return stream;
+}
+
+/* The wrapper of a built-in stream; NULL (error recorded) on failure. */
+static gm_stream *builtin_stream(gm_context *ctx, const char *fn, gm_builtin_stream which)
+{
+    gm_stream *stream = NULL;
+
+    if (gm__check_context(fn, ctx) != GM_OK)
+        return NULL;
+    pthread_mutex_lock(&ctx->lock);
+    stream = builtin_locked(ctx, fn, which);
+    pthread_mutex_unlock(&ctx->lock);
+    return stream;
+}
+
+/* The context's default stream wrapper. */
+gm_stream *gm_default_stream(gm_context *ctx)
+{
+    return builtin_stream(ctx, "gm_default_stream", GM_BUILTIN_STREAM_DEFAULT);
+}
+
+/* The context's legacy default stream wrapper. */
+gm_stream *gm_legacy_default_stream(gm_context *ctx)
+{
+    return builtin_stream(ctx, "gm_legacy_default_stream", GM_BUILTIN_STREAM_LEGACY);
+}
+
+/* The calling thread's default stream wrapper. */
+gm_stream *gm_per_thread_default_stream(gm_context *ctx)
+{
+    return builtin_stream(ctx, "gm_per_thread_default_stream", GM_BUILTIN_STREAM_PER_THREAD);
+}
+
+/* Wrap a native stream without taking ownership. */
+gm_status gm_stream_wrap_external(gm_context *ctx, void *native, gm_stream **stream_p)
+{
+    static const char fn[] = "gm_stream_wrap_external";
+    gm_backend_stream *bstream = NULL;
+    gm_stream *stream = NULL;
+    gm_status status = gm__check_context(fn, ctx);
+
+    if (status == GM_OK && (native == NULL || stream_p == NULL))
+        status = gm__error(GM_ERR_NULL_POINTER, "%s: %s is NULL", fn,
+                           native == NULL ? "native" : "stream_p");
+    if (status == GM_OK)
+        status = ctx->ops->stream_wrap(ctx->bctx, native, &bstream);
+    if (status != GM_OK)
+        return status;
+    status = wrapper_create(ctx, fn, GM__STREAM_EXTERNAL, bstream, &stream);
+    if (status != GM_OK) {
+        ctx->ops->stream_unwrap(ctx->bctx, bstream);
+        return status;
+    }
+    wrapper_publish(stream);
+    *stream_p = stream;
+    return GM_OK;
+}
+
+/* The backend's native handle; NULL for NULL. */
+void *gm_stream_native(gm_stream *stream)
+{
+    if (stream == NULL)
+        return NULL;
+    return stream->ctx->ops->stream_native(stream->ctx->bctx, stream->bstream);
+}
+
+/* Wait for the stream; returns (and clears) its first error. */
+gm_status gm_stream_synchronize(gm_stream *stream)
+{
+    gm_status status = check_stream("gm_stream_synchronize", stream);
+
+    if (status != GM_OK)
+        return status;
+    return stream->ctx->ops->stream_synchronize(stream->ctx->bctx, stream->bstream);
+}
+
+/* GM_OK when idle, GM_ERR_NOT_READY otherwise. */
+gm_status gm_stream_query(gm_stream *stream)
+{
+    gm_status status = check_stream("gm_stream_query", stream);
+
+    if (status != GM_OK)
+        return status;
+    return stream->ctx->ops->stream_query(stream->ctx->bctx, stream->bstream);
+}
+
+/* Backend callback: call the user's function, then queue the trampoline's release. */
+static void trampoline_cb(gm_status status, void *user)
+{
+    callback_trampoline *t = user;
+    gm_context *ctx = t->ctx;
+    gm__dealloc_entry *entry = t->entry;
+
+    tls_in_callback = true;
+    t->fn(t->stream, status, t->user);
+    tls_in_callback = false;
+    gm__dealloc_enqueue_no_flush(ctx, entry);
+}
+
+/* Queue a user callback through a trampoline that the queue frees later. */
+gm_status gm_stream_add_callback(gm_stream *stream, gm_stream_callback fn, void *user)
+{
+    static const char name[] = "gm_stream_add_callback";
+    callback_trampoline *t = NULL;
+    gm_status status = check_stream(name, stream);
+
+    if (status == GM_OK && fn == NULL)
+        status = gm__error(GM_ERR_NULL_POINTER, "%s: fn is NULL", name);
+    if (status != GM_OK)
+        return status;
+    t = gm__calloc(1, sizeof(*t));
+    if (t == NULL)
+        return gm__error(GM_ERR_NO_MEMORY, "%s: out of host memory", name);
+    status = gm__dealloc_entry_create(name, GM__DEALLOC_HOST_COPY, &t->entry);
+    if (status != GM_OK)
+        goto fail_trampoline;
+    *t = (callback_trampoline){stream->ctx, stream, fn, user, t->entry};
+    t->entry->handle = t;
+    status =
+        stream->ctx->ops->stream_add_callback(stream->ctx->bctx, stream->bstream, trampoline_cb, t);
+    if (status != GM_OK)
+        goto fail_entry;
+    return GM_OK;
+fail_entry:
+    gm__dealloc_entry_discard(t->entry);
+fail_trampoline:
+    gm__free(t);
+    return status;
+}
+
+/* Open an auto_synchronize scope (atomic nesting counter). */
+gm_status gm_stream_auto_synchronize_begin(gm_stream *stream)
+{
+    gm_status status = check_stream("gm_stream_auto_synchronize_begin", stream);
+
+    if (status == GM_OK)
+        atomic_fetch_add(&stream->auto_sync_depth, 1);
+    return status;
+}
+
+/* Close a scope; closing the outermost synchronizes. */
+gm_status gm_stream_auto_synchronize_end(gm_stream *stream)
+{
+    static const char fn[] = "gm_stream_auto_synchronize_end";
+    int64_t depth = 0;
+    gm_status status = check_stream(fn, stream);
+
+    if (status != GM_OK)
+        return status;
+    depth = atomic_load(&stream->auto_sync_depth);
+    do {
+        if (depth == 0)
+            return gm__error(GM_ERR_STATE, "%s: no auto_synchronize scope is open", fn);
+    } while (!atomic_compare_exchange_weak(&stream->auto_sync_depth, &depth, depth - 1));
+    if (depth != 1)
+        return GM_OK;
+    return stream->ctx->ops->stream_synchronize(stream->ctx->bctx, stream->bstream);
+}
+
+/* ------------------------------------------------------------- teardown */
+
+/* Wait for every stream of the context, logging errors. */
+void gm__streams_synchronize_all(gm_context *ctx)
+{
+    /* Without ctx->lock: teardown owns the context, and a stream callback that
+     * releases an array takes that lock while we wait for it. */
+    for (gm__link *l = ctx->streams.next; l != &ctx->streams; l = l->next) {
+        gm_stream *s = GM__CONTAINER_OF(l, gm_stream, link);
+
+        if (ctx->ops->stream_synchronize(ctx->bctx, s->bstream) != GM_OK)
+            gm__log(GM_LOG_WARN, "gm_context_destroy: a stream reported: %s",
+                    gm_last_error_message());
+    }
+}
+
+/* Queue created streams, unwrap external ones, free built-in wrappers. */
+void gm__streams_teardown(gm_context *ctx)
+{
+    int64_t created = 0;
+
+    while (!gm__list_empty(&ctx->streams)) {
+        gm_stream *s = GM__CONTAINER_OF(ctx->streams.next, gm_stream, link);
+
+        gm__list_remove(&s->link);
+        if (s->kind == GM__STREAM_CREATED) {
+            created++;
+            queue_destroy(s);
+        } else {
+            if (s->kind == GM__STREAM_EXTERNAL)
+                ctx->ops->stream_unwrap(ctx->bctx, s->bstream);
+            gm__free(s);
+        }
+    }
+    if (created > 0)
+        gm__log(GM_LOG_INFO, "gm_context_destroy: destroying %" PRId64 " streams still alive",
+                created);
+}

@@ -1,1 +1,1030 @@
-#include "backend.h"
+/*
+ * The host simulator backend: lifecycle, device properties, memory and
+ * copies. Streams and events are in host_stream.c.
+ *
+ * Memory model:
+ *   - "Device" and managed memory is ordinary host memory, 256-byte aligned,
+ *     held apart from user memory and charged against a simulated capacity
+ *     (GM_HOST_DEVICE_MEMORY, default half the physical RAM), so running out
+ *     of device memory can be tested. A device address is the host address.
+ *   - Pinned memory (host_alloc) is page-aligned, page-rounded and mlock'ed,
+ *     charged against GM_HOST_PINNED_MEMORY (default device memory / 4).
+ *     When mlock fails (RLIMIT_MEMLOCK) or GM_HOST_MLOCK=0, the allocation
+ *     still succeeds; an info-level log line says it is not page-locked and
+ *     gm__host_is_locked() reports it. MAPPED memory's device pointer is its
+ *     host pointer (so is any pinned memory's: unified addressing).
+ *     WRITECOMBINED is accepted and has no effect on a CPU.
+ *   - host_register mlocks the page-rounded range with the same honesty; it
+ *     is not charged against the pinned capacity (it is the user's memory,
+ *     bounded by RLIMIT_MEMLOCK). Registering a range that overlaps anything
+ *     registered or allocated here fails with GM_ERR_STATE (CUDA's
+ *     CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED). Unregistering is immediate
+ *     and keeps pages shared with another locked range locked.
+ *   - Every allocation and registration is in a sorted registry (binary
+ *     search under mem_lock), which answers pointer_kind and checks that the
+ *     device side of every copy and memset lies inside memory of this
+ *     context (any kind: the simulator's address space is unified).
+ *
+ * Copies run through the strided host copy engine (src/core/hostcopy.c).
+ * With a stream they are queued on its worker; without one they run on the
+ * caller after waiting as legacy-stream work would (see host_stream.c).
+ * Overlapping source and destination give undefined results.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include "host_backend.h"
+#include "host_launch.h"
+
+/* ------------------------------------------------------------ helpers */
+
+/* The system page size. */
+static size_t page_size(void)
+{
+    long size = sysconf(_SC_PAGESIZE);
+
+    return size > 0 ? (size_t)size : 4096u;
+}
+
+/* x rounded up to a multiple of `align` (a power of two); false on overflow. */
+static bool round_up(size_t x, size_t align, size_t *out)
+{
+    if (x > SIZE_MAX - (align - 1))
+        return false;
+    *out = (x + align - 1) & ~(align - 1);
+    return true;
+}
+
+/* log2 of the multiplier of a size suffix letter (K, M, G, T, any case), or 0. */
+static int unit_shift(char c)
+{
+    switch (c) {
+    case 'K':
+    case 'k':
+        return 10;
+    case 'M':
+    case 'm':
+        return 20;
+    case 'G':
+    case 'g':
+        return 30;
+    case 'T':
+    case 't':
+        return 40;
+    default:
+        return 0;
+    }
+}
+
+/* Parse "64M"-style byte counts: digits, an optional K/M/G/T (powers of 1024)
+ * and an optional "B" or "iB". Returns false unless the value is > 0. */
+static bool parse_bytes(const char *text, int64_t *out)
+{
+    char *end = NULL;
+    unsigned long long value = 0;
+    int shift = 0;
+
+    if (text[0] < '0' || text[0] > '9')
+        return false;
+    errno = 0;
+    value = strtoull(text, &end, 10);
+    if (errno != 0 || value == 0)
+        return false;
+    shift = unit_shift(end[0]);
+    end += shift != 0 ? 1 : 0;
+    if (strcasecmp(end, "") != 0 && strcasecmp(end, "B") != 0 &&
+        !(shift != 0 && strcasecmp(end, "iB") == 0))
+        return false;
+    if (value > ((unsigned long long)INT64_MAX >> shift))
+        return false;
+    *out = (int64_t)(value << shift);
+    return true;
+}
+
+/* A capacity from environment variable `name`, else `fallback`. */
+static gm_status env_capacity(const char *name, int64_t fallback, int64_t *out)
+{
+    const char *text = getenv(name);
+
+    if (text == NULL || text[0] == '\0') {
+        *out = fallback;
+        return GM_OK;
+    }
+    if (!parse_bytes(text, out))
+        return gm__error(GM_ERR_INVALID_ARG,
+                         "init: %s=\"%s\" is not a byte count > 0 (digits with an optional "
+                         "K, M, G or T suffix)",
+                         name, text);
+    return GM_OK;
+}
+
+/* Half the physical RAM (the default simulated device memory). */
+static int64_t default_device_memory(void)
+{
+    long pages = sysconf(_SC_PHYS_PAGES);
+    int64_t bytes = 0;
+
+    if (pages <= 0 || gm__mul_overflow((int64_t)pages, (int64_t)page_size(), &bytes))
+        return (int64_t)1 << 33;
+    return bytes / 2;
+}
+
+/* The CPU's model name from /proc/cpuinfo, or "CPU". */
+static void read_cpu_name(char *buf, size_t size)
+{
+    char line[256];
+    FILE *f = fopen("/proc/cpuinfo", "r");
+
+    snprintf(buf, size, "CPU");
+    if (f == NULL)
+        return;
+    while (fgets(line, sizeof line, f) != NULL) {
+        char *colon = strchr(line, ':');
+
+        if (strncmp(line, "model name", 10) != 0 || colon == NULL)
+            continue;
+        colon += strspn(colon + 1, " \t") + 1;
+        colon[strcspn(colon, "\n")] = '\0';
+        if (colon[0] != '\0')
+            snprintf(buf, size, "%s", colon);
+        break;
+    }
+    fclose(f);
+}
+
+/* --------------------------------------------------------- lifecycle */
+
+/* Device and pinned capacities and the mlock switch, from the environment. */
+static gm_status read_settings(host_ctx *c)
+{
+    const char *mlock_env = getenv(GM_HOST_MLOCK_ENV);
+    gm_status status =
+        env_capacity(GM_HOST_DEVICE_MEMORY_ENV, default_device_memory(), &c->device_total);
+
+    if (status == GM_OK)
+        status = env_capacity(GM_HOST_PINNED_MEMORY_ENV, c->device_total / 4, &c->pinned_total);
+    c->use_mlock = mlock_env == NULL || strcmp(mlock_env, "0") != 0;
+    return status;
+}
+
+/* Check init's arguments; the warp size (0 means 32) goes to *warp_p. */
+static gm_status check_init_args(const gm_backend_init_args *args, gm_backend_ctx **bctx_p,
+                                 int32_t *warp_p)
+{
+    if (args == NULL || bctx_p == NULL)
+        return gm__error(GM_ERR_NULL_POINTER, "init: %s is NULL", args == NULL ? "args" : "bctx_p");
+    if (args->device_id != 0)
+        return gm__error(GM_ERR_NO_DEVICE, "init: the host simulator has one device (0), not %d",
+                         (int)args->device_id);
+    *warp_p = args->host_warp_size == 0 ? 32 : args->host_warp_size;
+    if (*warp_p != 32 && *warp_p != 64)
+        return gm__error(GM_ERR_INVALID_ARG, "init: host_warp_size must be 32 or 64, got %d",
+                         (int)args->host_warp_size);
+    return GM_OK;
+}
+
+/* Create a host backend context. */
+static gm_status host_init(const gm_backend_init_args *args, gm_backend_ctx **bctx_p)
+{
+    int32_t warp = 32;
+    host_ctx *c = NULL;
+    gm_status status = check_init_args(args, bctx_p, &warp);
+
+    if (status != GM_OK)
+        return status;
+    c = gm__calloc(1, sizeof *c);
+    if (c == NULL)
+        return gm__error(GM_ERR_NO_MEMORY, "init: out of memory");
+    c->device_id = args->device_id;
+    c->warp_size = warp;
+    read_cpu_name(c->cpu_name, sizeof c->cpu_name);
+    status = read_settings(c);
+    if (status != GM_OK)
+        goto free_ctx;
+    if (pthread_mutex_init(&c->mem_lock, NULL) != 0) {
+        status = gm__error(GM_ERR_INTERNAL, "init: pthread_mutex_init failed");
+        goto free_ctx;
+    }
+    status = gm__host_streams_init(c);
+    if (status != GM_OK)
+        goto destroy_mem_lock;
+    *bctx_p = (gm_backend_ctx *)(void *)c;
+    return GM_OK;
+
+destroy_mem_lock:
+    pthread_mutex_destroy(&c->mem_lock);
+free_ctx:
+    gm__free(c);
+    return status;
+}
+
+/* Undo a region's mlock and, for allocations, free its memory. */
+static void release_region(const host_region *r)
+{
+    if (r->locked)
+        (void)munlock((void *)r->lock_base, r->lock_bytes);
+    if (!r->registered)
+        free((void *)r->base);
+}
+
+/* Drain and join every stream, free every allocation still registered. */
+static void host_fini(gm_backend_ctx *bctx)
+{
+    host_ctx *c = gm__host_ctx(bctx);
+
+    if (c == NULL)
+        return;
+    gm__host_streams_fini(c);
+    if (c->nregions > 0)
+        gm__log(GM_LOG_DEBUG, "host backend fini: releasing %zu allocations and registrations",
+                c->nregions);
+    for (size_t i = 0; i < c->nregions; i++)
+        release_region(&c->regions[i]);
+    gm__free(c->regions);
+    pthread_mutex_destroy(&c->mem_lock);
+    gm__free(c);
+}
+
+/* Device properties (CUDA-like for warp 32, HSA-like for wavefront 64). */
+static gm_status host_device_info(gm_backend_ctx *bctx, gm_device_info *info_p)
+{
+    host_ctx *c = gm__host_ctx(bctx);
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+
+    if (info_p == NULL)
+        return gm__error(GM_ERR_NULL_POINTER, "device_info: info_p is NULL");
+    memset(info_p, 0, sizeof *info_p);
+    snprintf(info_p->name, sizeof info_p->name, "gpumem host simulator (%s)", c->cpu_name);
+    info_p->backend = GM_BACKEND_HOST;
+    info_p->device_id = c->device_id;
+    info_p->total_memory = c->device_total;
+    info_p->warp_size = c->warp_size;
+    info_p->max_threads_per_block = 1024;
+    info_p->shared_memory_per_block = c->warp_size == 64 ? 64 * 1024 : 48 * 1024;
+    info_p->multiprocessor_count = cpus > 0 ? (int32_t)cpus : 1;
+    info_p->max_block_dim[0] = 1024;
+    info_p->max_block_dim[1] = 1024;
+    info_p->max_block_dim[2] = 64;
+    info_p->max_grid_dim[0] = INT32_MAX;
+    info_p->max_grid_dim[1] = 65535;
+    info_p->max_grid_dim[2] = 65535;
+    return GM_OK;
+}
+
+/* Free and total simulated device memory. */
+static gm_status host_mem_info(gm_backend_ctx *bctx, int64_t *free_p, int64_t *total_p)
+{
+    host_ctx *c = gm__host_ctx(bctx);
+
+    if (free_p == NULL || total_p == NULL)
+        return gm__error(GM_ERR_NULL_POINTER, "mem_info: %s is NULL",
+                         free_p == NULL ? "free_p" : "total_p");
+    pthread_mutex_lock(&c->mem_lock);
+    *free_p = c->device_total - c->device_used;
+    *total_p = c->device_total;
+    pthread_mutex_unlock(&c->mem_lock);
+    return GM_OK;
+}
+
+/* ----------------------------------------------------------- registry */
+
+/* Index of the first region whose base is >= addr (mem_lock held). */
+static size_t region_lower_bound(const host_ctx *c, uintptr_t addr)
+{
+    size_t lo = 0;
+    size_t hi = c->nregions;
+
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+
+        if (c->regions[mid].base < addr)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+/* The region containing [addr, addr + bytes) (bytes may be 0), or NULL (mem_lock held). */
+static host_region *region_find(host_ctx *c, uintptr_t addr, size_t bytes)
+{
+    size_t i = region_lower_bound(c, addr);
+    host_region *r = NULL;
+
+    if (i < c->nregions && c->regions[i].base == addr)
+        r = &c->regions[i];
+    else if (i > 0)
+        r = &c->regions[i - 1];
+    if (r == NULL || addr - r->base >= r->bytes || bytes > r->bytes - (addr - r->base))
+        return NULL;
+    return r;
+}
+
+/* Whether [base, base + bytes) overlaps a region (mem_lock held). */
+static bool region_overlaps(const host_ctx *c, uintptr_t base, size_t bytes)
+{
+    size_t i = region_lower_bound(c, base);
+
+    if (i > 0 && c->regions[i - 1].base + c->regions[i - 1].bytes > base)
+        return true;
+    return i < c->nregions && c->regions[i].base - base < bytes;
+}
+
+/* Insert r in order (mem_lock held). */
+static gm_status region_insert(host_ctx *c, const host_region *r, const char *fn)
+{
+    size_t i = region_lower_bound(c, r->base);
+
+    if (c->nregions == c->region_cap) {
+        size_t cap = c->region_cap == 0 ? 16 : 2 * c->region_cap;
+        host_region *grown = gm__realloc(c->regions, cap * sizeof *grown);
+
+        if (grown == NULL)
+            return gm__error(GM_ERR_NO_MEMORY, "%s: out of memory for the registry", fn);
+        c->regions = grown;
+        c->region_cap = cap;
+    }
+    memmove(&c->regions[i + 1], &c->regions[i], (c->nregions - i) * sizeof *r);
+    c->regions[i] = *r;
+    c->nregions++;
+    return GM_OK;
+}
+
+/* Remove the region at index i (mem_lock held). */
+static void region_remove(host_ctx *c, size_t i)
+{
+    memmove(&c->regions[i], &c->regions[i + 1], (c->nregions - i - 1) * sizeof c->regions[0]);
+    c->nregions--;
+}
+
+bool gm__host_is_locked(gm_backend_ctx *bctx, const void *ptr)
+{
+    host_ctx *c = gm__host_ctx(bctx);
+    const host_region *r = NULL;
+    bool locked = false;
+
+    if (c == NULL)
+        return false;
+    pthread_mutex_lock(&c->mem_lock);
+    r = region_find(c, (uintptr_t)ptr, 0);
+    locked = r != NULL && r->locked;
+    pthread_mutex_unlock(&c->mem_lock);
+    return locked;
+}
+
+/* ---------------------------------------------------------- page locks */
+
+/* mlock [base, base + bytes), or say honestly (info) why the pages stay pageable. */
+static bool lock_pages(const host_ctx *c, uintptr_t base, size_t bytes, const char *fn)
+{
+    struct rlimit limit = {0, 0};
+    char reason[128] = "GM_HOST_MLOCK=0";
+
+    if (c->use_mlock && mlock((void *)base, bytes) == 0)
+        return true;
+    if (c->use_mlock) {
+        int err = errno;
+
+        (void)getrlimit(RLIMIT_MEMLOCK, &limit);
+        snprintf(reason, sizeof reason, "mlock failed with errno %d; RLIMIT_MEMLOCK is %llu bytes",
+                 err, (unsigned long long)limit.rlim_cur);
+    }
+    gm__log(GM_LOG_INFO,
+            "%s: %zu bytes at %p are NOT page-locked (%s); they work, but as "
+            "pageable memory",
+            fn, bytes, (void *)base, reason);
+    return false;
+}
+
+/* Whether another locked region (not index i) locks the page at `page` (mem_lock held). */
+static bool page_locked_by_other(const host_ctx *c, size_t i, uintptr_t page)
+{
+    size_t ps = page_size();
+
+    for (size_t j = i; j > 0; j--) {
+        const host_region *r = &c->regions[j - 1];
+
+        if (r->lock_base + r->lock_bytes <= page)
+            break;
+        if (r->locked && r->lock_base <= page)
+            return true;
+    }
+    for (size_t j = i + 1; j < c->nregions; j++) {
+        const host_region *r = &c->regions[j];
+
+        if (r->lock_base >= page + ps)
+            break;
+        if (r->locked)
+            return true;
+    }
+    return false;
+}
+
+/* munlock region i's pages except those another locked region shares (mem_lock held). */
+static void unlock_region_pages(const host_ctx *c, size_t i)
+{
+    const host_region *r = &c->regions[i];
+    size_t ps = page_size();
+    uintptr_t lo = r->lock_base;
+    uintptr_t hi = r->lock_base + r->lock_bytes;
+
+    if (!r->locked)
+        return;
+    if (page_locked_by_other(c, i, lo))
+        lo += ps;
+    if (hi > lo && page_locked_by_other(c, i, hi - ps))
+        hi -= ps;
+    if (hi > lo)
+        (void)munlock((void *)lo, hi - lo);
+}
+
+/* ------------------------------------------------------------ memory */
+
+/* Charge `bytes` against a capacity; GM_OK or `oom` (mem_lock taken here). */
+static gm_status charge(host_ctx *c, int64_t *used, int64_t total, size_t bytes, gm_status oom,
+                        const char *fn)
+{
+    gm_status status = GM_OK;
+    int64_t in_use = 0;
+
+    pthread_mutex_lock(&c->mem_lock);
+    in_use = *used;
+    if (bytes > (size_t)INT64_MAX || (int64_t)bytes > total - in_use)
+        status = oom;
+    else
+        *used += (int64_t)bytes;
+    pthread_mutex_unlock(&c->mem_lock);
+    if (status != GM_OK)
+        return gm__error(status, "%s: cannot allocate %zu bytes: %lld of %lld bytes in use (%s)",
+                         fn, bytes, (long long)in_use, (long long)total,
+                         used == &c->device_used ? GM_HOST_DEVICE_MEMORY_ENV
+                                                 : GM_HOST_PINNED_MEMORY_ENV);
+    return GM_OK;
+}
+
+/* Give back a charge. */
+static void uncharge(host_ctx *c, int64_t *used, size_t bytes)
+{
+    pthread_mutex_lock(&c->mem_lock);
+    *used -= (int64_t)bytes;
+    pthread_mutex_unlock(&c->mem_lock);
+}
+
+/* Whether a region kind is charged against the device capacity. */
+static bool is_device_kind(int kind)
+{
+    return kind == GM_MEMORY_DEVICE || kind == GM_MEMORY_MANAGED;
+}
+
+/* The counter a region of this kind is charged against. */
+static int64_t *used_counter(host_ctx *c, int kind)
+{
+    return is_device_kind(kind) ? &c->device_used : &c->pinned_used;
+}
+
+/* Register an allocated region, undoing the allocation if the registry is full. */
+static gm_status add_allocation(host_ctx *c, const host_region *r, const char *fn)
+{
+    gm_status status = GM_OK;
+
+    pthread_mutex_lock(&c->mem_lock);
+    status = region_insert(c, r, fn);
+    if (status != GM_OK)
+        *used_counter(c, r->kind) -= (int64_t)r->charged;
+    pthread_mutex_unlock(&c->mem_lock);
+    if (status != GM_OK)
+        release_region(r);
+    return status;
+}
+
+/* Device or managed memory: charged, 256-byte aligned, registered. */
+static gm_status device_alloc(host_ctx *c, size_t bytes, int kind, gm_devptr *ptr_p, const char *fn)
+{
+    host_region r = {0};
+    void *p = NULL;
+    gm_status status = GM_OK;
+
+    if (ptr_p == NULL)
+        return gm__error(GM_ERR_NULL_POINTER, "%s: ptr_p is NULL", fn);
+    if (bytes == 0)
+        return gm__error(GM_ERR_INVALID_ARG, "%s: cannot allocate 0 bytes", fn);
+    if (!round_up(bytes, GM_HOST_DEVICE_ALIGNMENT, &r.charged))
+        return gm__error(GM_ERR_OUT_OF_DEVICE_MEMORY, "%s: %zu bytes is too large", fn, bytes);
+    status =
+        charge(c, &c->device_used, c->device_total, r.charged, GM_ERR_OUT_OF_DEVICE_MEMORY, fn);
+    if (status != GM_OK)
+        return status;
+    if (posix_memalign(&p, GM_HOST_DEVICE_ALIGNMENT, r.charged) != 0) {
+        uncharge(c, &c->device_used, r.charged);
+        return gm__error(GM_ERR_OUT_OF_DEVICE_MEMORY,
+                         "%s: host memory for %zu bytes of "
+                         "simulated device memory is exhausted",
+                         fn, bytes);
+    }
+    r.base = (uintptr_t)p;
+    r.bytes = bytes;
+    r.kind = kind;
+    status = add_allocation(c, &r, fn);
+    if (status == GM_OK)
+        *ptr_p = (gm_devptr)r.base;
+    return status;
+}
+
+/* Allocate simulated device memory. */
+static gm_status host_mem_alloc(gm_backend_ctx *bctx, size_t bytes, gm_devptr *ptr_p)
+{
+    return device_alloc(gm__host_ctx(bctx), bytes, GM_MEMORY_DEVICE, ptr_p, "mem_alloc");
+}
+
+/* Allocate managed memory (the same host memory; charged as device memory). */
+static gm_status host_managed_alloc(gm_backend_ctx *bctx, size_t bytes, gm_devptr *ptr_p)
+{
+    return device_alloc(gm__host_ctx(bctx), bytes, GM_MEMORY_MANAGED, ptr_p, "managed_alloc");
+}
+
+/* Remove and release the allocation starting at ptr if it is device-kind (or not). */
+static gm_status free_region(host_ctx *c, uintptr_t ptr, bool device, const char *fn)
+{
+    host_region r = {0};
+    size_t i = 0;
+    bool found = false;
+
+    pthread_mutex_lock(&c->mem_lock);
+    i = region_lower_bound(c, ptr);
+    found = i < c->nregions && c->regions[i].base == ptr && !c->regions[i].registered &&
+            is_device_kind(c->regions[i].kind) == device;
+    if (found) {
+        r = c->regions[i];
+        region_remove(c, i);
+        *used_counter(c, r.kind) -= (int64_t)r.charged;
+    }
+    pthread_mutex_unlock(&c->mem_lock);
+    if (!found)
+        return gm__error(GM_ERR_INVALID_ARG,
+                         "%s: %p is not the start of a live %s allocation of this context", fn,
+                         (void *)ptr, device ? "device" : "pinned host");
+    release_region(&r);
+    return GM_OK;
+}
+
+/* Free device or managed memory. */
+static gm_status host_mem_free(gm_backend_ctx *bctx, gm_devptr ptr)
+{
+    return free_region(gm__host_ctx(bctx), (uintptr_t)ptr, true, "mem_free");
+}
+
+/* Page-locked (and optionally mapped) host memory. */
+static gm_status host_host_alloc(gm_backend_ctx *bctx, size_t bytes, unsigned flags, void **ptr_p)
+{
+    static const char fn[] = "host_alloc";
+    const unsigned known = GM_HOST_PORTABLE | GM_HOST_WRITECOMBINED | GM_HOST_MAPPED;
+    host_ctx *c = gm__host_ctx(bctx);
+    host_region r = {0};
+    void *p = NULL;
+    gm_status status = GM_OK;
+
+    if (ptr_p == NULL)
+        return gm__error(GM_ERR_NULL_POINTER, "%s: ptr_p is NULL", fn);
+    if (bytes == 0 || (flags & ~known) != 0)
+        return gm__error(GM_ERR_INVALID_ARG, "%s: %s", fn,
+                         bytes == 0 ? "cannot allocate 0 bytes" : "unknown flags");
+    if (!round_up(bytes, page_size(), &r.charged))
+        return gm__error(GM_ERR_NO_MEMORY, "%s: %zu bytes is too large", fn, bytes);
+    status = charge(c, &c->pinned_used, c->pinned_total, r.charged, GM_ERR_NO_MEMORY, fn);
+    if (status != GM_OK)
+        return status;
+    if (posix_memalign(&p, page_size(), r.charged) != 0) {
+        uncharge(c, &c->pinned_used, r.charged);
+        return gm__error(GM_ERR_NO_MEMORY, "%s: out of host memory for %zu bytes", fn, bytes);
+    }
+    r.base = r.lock_base = (uintptr_t)p;
+    r.bytes = bytes;
+    r.lock_bytes = r.charged;
+    r.kind = (flags & GM_HOST_MAPPED) != 0 ? GM_MEMORY_MAPPED : GM_MEMORY_PINNED;
+    r.locked = lock_pages(c, r.lock_base, r.lock_bytes, fn);
+    status = add_allocation(c, &r, fn);
+    if (status == GM_OK)
+        *ptr_p = p;
+    return status;
+}
+
+/* Free memory from host_alloc. */
+static gm_status host_host_free(gm_backend_ctx *bctx, void *ptr)
+{
+    return free_region(gm__host_ctx(bctx), (uintptr_t)ptr, false, "host_free");
+}
+
+/* Device address of pinned or mapped host memory: the host address itself. */
+static gm_status host_host_device_pointer(gm_backend_ctx *bctx, void *host, gm_devptr *ptr_p)
+{
+    host_ctx *c = gm__host_ctx(bctx);
+    const host_region *r = NULL;
+    bool ok = false;
+
+    if (host == NULL || ptr_p == NULL)
+        return gm__error(GM_ERR_NULL_POINTER, "host_device_pointer: %s is NULL",
+                         host == NULL ? "host" : "ptr_p");
+    pthread_mutex_lock(&c->mem_lock);
+    r = region_find(c, (uintptr_t)host, 0);
+    ok = r != NULL && (r->kind == GM_MEMORY_PINNED || r->kind == GM_MEMORY_MAPPED);
+    pthread_mutex_unlock(&c->mem_lock);
+    if (!ok)
+        return gm__error(GM_ERR_INVALID_ARG,
+                         "host_device_pointer: %p is not pinned or mapped "
+                         "host memory of this context",
+                         host);
+    *ptr_p = (gm_devptr)(uintptr_t)host;
+    return GM_OK;
+}
+
+/* Check host_register's arguments. */
+static gm_status check_register(const void *ptr, size_t bytes, unsigned flags)
+{
+    const unsigned known = GM_HOST_PORTABLE | GM_HOST_MAPPED;
+
+    if (ptr == NULL)
+        return gm__error(GM_ERR_NULL_POINTER, "host_register: ptr is NULL");
+    if (bytes == 0 || bytes > UINTPTR_MAX - 2 * page_size() ||
+        (uintptr_t)ptr > UINTPTR_MAX - 2 * page_size() - bytes)
+        return gm__error(GM_ERR_INVALID_ARG, "host_register: bad size %zu", bytes);
+    if ((flags & ~known) != 0)
+        return gm__error(GM_ERR_INVALID_ARG, "host_register: unknown flags 0x%x", flags);
+    return GM_OK;
+}
+
+/* Page-lock existing user memory. */
+static gm_status host_host_register(gm_backend_ctx *bctx, void *ptr, size_t bytes, unsigned flags)
+{
+    host_ctx *c = gm__host_ctx(bctx);
+    size_t ps = page_size();
+    host_region r = {0};
+    gm_status status = check_register(ptr, bytes, flags);
+
+    if (status != GM_OK)
+        return status;
+    r.base = (uintptr_t)ptr;
+    r.bytes = bytes;
+    r.registered = true;
+    r.kind = (flags & GM_HOST_MAPPED) != 0 ? GM_MEMORY_MAPPED : GM_MEMORY_PINNED;
+    r.lock_base = r.base & ~(uintptr_t)(ps - 1);
+    r.lock_bytes = ((r.base + bytes + ps - 1) & ~(uintptr_t)(ps - 1)) - r.lock_base;
+    pthread_mutex_lock(&c->mem_lock);
+    if (region_overlaps(c, r.base, bytes)) {
+        status = gm__error(GM_ERR_STATE,
+                           "host_register: [%p, %p) overlaps memory already "
+                           "registered or allocated by this context",
+                           ptr, (void *)(r.base + bytes));
+    } else {
+        r.locked = lock_pages(c, r.lock_base, r.lock_bytes, "host_register");
+        status = region_insert(c, &r, "host_register");
+        if (status != GM_OK && r.locked)
+            (void)munlock((void *)r.lock_base, r.lock_bytes);
+    }
+    pthread_mutex_unlock(&c->mem_lock);
+    return status;
+}
+
+/* Undo host_register at once (pages another locked range shares stay locked). */
+static gm_status host_host_unregister(gm_backend_ctx *bctx, void *ptr)
+{
+    host_ctx *c = gm__host_ctx(bctx);
+    size_t i = 0;
+    bool found = false;
+
+    pthread_mutex_lock(&c->mem_lock);
+    i = region_lower_bound(c, (uintptr_t)ptr);
+    found = i < c->nregions && c->regions[i].base == (uintptr_t)ptr && c->regions[i].registered;
+    if (found) {
+        unlock_region_pages(c, i);
+        region_remove(c, i);
+    }
+    pthread_mutex_unlock(&c->mem_lock);
+    if (!found)
+        return gm__error(GM_ERR_INVALID_ARG,
+                         "host_unregister: %p is not the start of a "
+                         "registered range of this context",
+                         ptr);
+    return GM_OK;
+}
+
+/* Which kind of memory of this context ptr lies in (GM_MEMORY_HOST if none). */
+static gm_status host_pointer_kind(gm_backend_ctx *bctx, const void *ptr, int *kind_p)
+{
+    host_ctx *c = gm__host_ctx(bctx);
+    const host_region *r = NULL;
+
+    if (kind_p == NULL)
+        return gm__error(GM_ERR_NULL_POINTER, "pointer_kind: kind_p is NULL");
+    pthread_mutex_lock(&c->mem_lock);
+    r = region_find(c, (uintptr_t)ptr, 0);
+    *kind_p = r != NULL ? r->kind : GM_MEMORY_HOST;
+    pthread_mutex_unlock(&c->mem_lock);
+    return GM_OK;
+}
+
+/* ------------------------------------------------------------- copies */
+
+/* GM_OK if [addr, addr + bytes) lies in memory of this context. */
+static gm_status check_device_range(host_ctx *c, uintptr_t addr, size_t bytes, const char *what,
+                                    const char *fn)
+{
+    bool ok = false;
+
+    if (bytes == 0)
+        return GM_OK;
+    pthread_mutex_lock(&c->mem_lock);
+    ok = region_find(c, addr, bytes) != NULL;
+    pthread_mutex_unlock(&c->mem_lock);
+    if (!ok)
+        return gm__error(GM_ERR_INVALID_ARG,
+                         "%s: %s range [%p, +%zu) is not inside device, "
+                         "managed, pinned or mapped memory of this context",
+                         fn, what, (void *)addr, bytes);
+    return GM_OK;
+}
+
+/* Bytes spanned by one side of a pitched copy; false if the layout is invalid. */
+static bool pitched_extent(const gm_copy_desc *d, size_t pitch, size_t rows, size_t *out)
+{
+    size_t plane = 0, last_plane = 0, last_row = 0;
+
+    if (d->height > 1 && pitch < d->width_bytes)
+        return false;
+    if (d->depth > 1 && rows < d->height)
+        return false;
+    if (__builtin_mul_overflow(pitch, rows, &plane) ||
+        __builtin_mul_overflow(plane, d->depth - 1, &last_plane) ||
+        __builtin_mul_overflow(pitch, d->height - 1, &last_row) ||
+        __builtin_add_overflow(last_plane, last_row, out) ||
+        __builtin_add_overflow(*out, d->width_bytes, out) || *out > (size_t)INT64_MAX)
+        return false;
+    return true;
+}
+
+/* Validate a pitched copy: layouts, and device sides inside this context's memory. */
+static gm_status check_copy(host_ctx *c, const gm_copy_desc *d)
+{
+    size_t dst_bytes = 0, src_bytes = 0;
+    gm_status status = GM_OK;
+
+    if (!pitched_extent(d, d->dst_pitch, d->dst_height, &dst_bytes) ||
+        !pitched_extent(d, d->src_pitch, d->src_height, &src_bytes))
+        return gm__error(GM_ERR_INVALID_ARG,
+                         "copy: invalid layout (width %zu, height %zu, "
+                         "depth %zu; pitches %zu/%zu, plane rows %zu/%zu)",
+                         d->width_bytes, d->height, d->depth, d->dst_pitch, d->src_pitch,
+                         d->dst_height, d->src_height);
+    if (d->dst == 0 || d->src == 0)
+        return gm__error(GM_ERR_NULL_POINTER, "copy: %s address is 0",
+                         d->dst == 0 ? "destination" : "source");
+    if (d->dst_side == GM_COPY_DEVICE)
+        status = check_device_range(c, (uintptr_t)d->dst, dst_bytes, "destination", "copy");
+    if (status == GM_OK && d->src_side == GM_COPY_DEVICE)
+        status = check_device_range(c, (uintptr_t)d->src, src_bytes, "source", "copy");
+    return status;
+}
+
+/* One side of a pitched copy as a 3-D byte view. */
+static void pitched_view(gm_devptr addr, const gm_copy_desc *d, size_t pitch, size_t rows,
+                         gm_ndview *v)
+{
+    memset(v, 0, sizeof *v);
+    v->data = (void *)(uintptr_t)addr;
+    v->dtype = GM_UINT8;
+    v->ndim = 3;
+    v->device_id = -1;
+    v->shape[0] = (int64_t)d->depth;
+    v->shape[1] = (int64_t)d->height;
+    v->shape[2] = (int64_t)d->width_bytes;
+    v->strides[0] = (int64_t)(pitch * rows);
+    v->strides[1] = (int64_t)pitch;
+    v->strides[2] = 1;
+}
+
+/* Run a validated pitched copy. */
+static gm_status do_pitched_copy(const gm_copy_desc *d)
+{
+    gm_ndview views[2];
+
+    pitched_view(d->dst, d, d->dst_pitch, d->dst_height, &views[0]);
+    pitched_view(d->src, d, d->src_pitch, d->src_height, &views[1]);
+    return gm__host_copy_strided(&views[0], &views[1]);
+}
+
+/* Work item body: a pitched copy. */
+static gm_status run_pitched_copy(host_work *w)
+{
+    return do_pitched_copy(&w->desc);
+}
+
+/* Pitched copy; queued on `stream`, or synchronous when it is NULL. */
+static gm_status host_copy(gm_backend_ctx *bctx, const gm_copy_desc *desc,
+                           gm_backend_stream *stream)
+{
+    host_ctx *c = gm__host_ctx(bctx);
+    host_work *w = NULL;
+    gm_status status = GM_OK;
+
+    if (desc == NULL)
+        return gm__error(GM_ERR_NULL_POINTER, "copy: desc is NULL");
+    if (desc->width_bytes == 0 || desc->height == 0 || desc->depth == 0)
+        return GM_OK;
+    status = check_copy(c, desc);
+    if (status != GM_OK)
+        return status;
+    if (stream == NULL) {
+        gm__host_sync_barrier(c);
+        return do_pitched_copy(desc);
+    }
+    w = gm__host_work_new();
+    if (w == NULL)
+        return gm__error(GM_ERR_NO_MEMORY, "copy: out of memory");
+    w->run = run_pitched_copy;
+    w->desc = *desc;
+    gm__host_submit(c, stream, w);
+    return GM_OK;
+}
+
+/* Device-side descriptors of a strided copy must lie in this context's memory. */
+static gm_status check_view_memory(host_ctx *c, const gm_ndview *v, const char *what)
+{
+    int64_t lo = 0, hi = 0;
+    gm_status status = GM_OK;
+
+    if (v->memory != GM_MEMORY_DEVICE && v->memory != GM_MEMORY_MANAGED)
+        return GM_OK;
+    status = gm_ndview_extent(v, &lo, &hi);
+    if (status == GM_OK && hi > lo)
+        status = check_device_range(c, (uintptr_t)v->data + (uintptr_t)lo, (size_t)(hi - lo), what,
+                                    "copy_strided");
+    return status;
+}
+
+/* Work item body: a strided copy. */
+static gm_status run_strided_copy(host_work *w)
+{
+    return gm__host_copy_strided(&w->views[0], &w->views[1]);
+}
+
+/* Any-layout copy between two descriptors; queued, or synchronous without a stream. */
+static gm_status host_copy_strided(gm_backend_ctx *bctx, const gm_ndview *dst, const gm_ndview *src,
+                                   gm_backend_stream *stream)
+{
+    host_ctx *c = gm__host_ctx(bctx);
+    host_work *w = NULL;
+    gm_status status = gm__host_copy_check(dst, src);
+
+    if (status == GM_OK)
+        status = check_view_memory(c, dst, "destination");
+    if (status == GM_OK)
+        status = check_view_memory(c, src, "source");
+    if (status != GM_OK || gm_ndview_size(dst) == 0)
+        return status;
+    if (stream == NULL) {
+        gm__host_sync_barrier(c);
+        return gm__host_copy_strided(dst, src);
+    }
+    w = gm__host_work_new();
+    if (w != NULL)
+        w->views = gm__malloc(2 * sizeof(gm_ndview));
+    if (w == NULL || w->views == NULL) {
+        gm__host_work_free(w);
+        return gm__error(GM_ERR_NO_MEMORY, "copy_strided: out of memory");
+    }
+    w->run = run_strided_copy;
+    w->views[0] = *dst;
+    w->views[1] = *src;
+    gm__host_submit(c, stream, w);
+    return GM_OK;
+}
+
+/* Fill count elements of k bytes with a pattern, doubling the filled prefix. */
+static void fill_pattern(unsigned char *dst, const unsigned char *pattern, size_t k, size_t count)
+{
+    size_t total = k * count;
+    size_t done = k;
+
+    if (k == 1) {
+        memset(dst, pattern[0], count);
+        return;
+    }
+    memcpy(dst, pattern, k);
+    while (done < total) {
+        size_t n = done < total - done ? done : total - done;
+
+        memcpy(dst + done, dst, n);
+        done += n;
+    }
+}
+
+/* Work item body: a memset. */
+static gm_status run_memset(host_work *w)
+{
+    fill_pattern((unsigned char *)(uintptr_t)w->fill_dst, w->pattern, w->pattern_bytes,
+                 w->fill_count);
+    return GM_OK;
+}
+
+/* Validate a memset. */
+static gm_status check_memset(host_ctx *c, gm_devptr dst, const void *pattern, size_t pattern_bytes,
+                              size_t count)
+{
+    size_t bytes = 0;
+
+    if (pattern == NULL)
+        return gm__error(GM_ERR_NULL_POINTER, "memset: pattern is NULL");
+    if (pattern_bytes != 1 && pattern_bytes != 2 && pattern_bytes != 4 && pattern_bytes != 8)
+        return gm__error(GM_ERR_INVALID_ARG, "memset: pattern_bytes must be 1, 2, 4 or 8, got %zu",
+                         pattern_bytes);
+    if (__builtin_mul_overflow(pattern_bytes, count, &bytes))
+        return gm__error(GM_ERR_OVERFLOW, "memset: %zu elements of %zu bytes overflow", count,
+                         pattern_bytes);
+    return check_device_range(c, (uintptr_t)dst, bytes, "destination", "memset");
+}
+
+/* Fill device memory with a 1, 2, 4 or 8-byte pattern. */
+static gm_status host_memset(gm_backend_ctx *bctx, gm_devptr dst, const void *pattern,
+                             size_t pattern_bytes, size_t count, gm_backend_stream *stream)
+{
+    host_ctx *c = gm__host_ctx(bctx);
+    host_work *w = NULL;
+    gm_status status = check_memset(c, dst, pattern, pattern_bytes, count);
+
+    if (status != GM_OK || count == 0)
+        return status;
+    if (stream == NULL) {
+        gm__host_sync_barrier(c);
+        fill_pattern((unsigned char *)(uintptr_t)dst, pattern, pattern_bytes, count);
+        return GM_OK;
+    }
+    w = gm__host_work_new();
+    if (w == NULL)
+        return gm__error(GM_ERR_NO_MEMORY, "memset: out of memory");
+    w->run = run_memset;
+    w->fill_dst = dst;
+    memcpy(w->pattern, pattern, pattern_bytes);
+    w->pattern_bytes = pattern_bytes;
+    w->fill_count = count;
+    gm__host_submit(c, stream, w);
+    return GM_OK;
+}
+
+/* ------------------------------------------------------------ the table */
+
+const gm_backend_ops gm__host_backend = {
+    .size = sizeof(gm_backend_ops),
+    .abi_version = GM_BACKEND_ABI_VERSION,
+    .name = "host",
+    .kind = GM_BACKEND_HOST,
+    .init = host_init,
+    .fini = host_fini,
+    .device_info = host_device_info,
+    .mem_info = host_mem_info,
+    .mem_alloc = host_mem_alloc,
+    .mem_free = host_mem_free,
+    .host_alloc = host_host_alloc,
+    .host_free = host_host_free,
+    .host_device_pointer = host_host_device_pointer,
+    .host_register = host_host_register,
+    .host_unregister = host_host_unregister,
+    .managed_alloc = host_managed_alloc,
+    .pointer_kind = host_pointer_kind,
+    .copy = host_copy,
+    .copy_strided = host_copy_strided,
+    .memset = host_memset,
+    .stream_create = gm__host_stream_create,
+    .stream_destroy = gm__host_stream_destroy,
+    .stream_builtin = gm__host_stream_builtin,
+    .stream_wrap = gm__host_stream_wrap,
+    .stream_unwrap = gm__host_stream_unwrap,
+    .stream_native = gm__host_stream_native,
+    .stream_synchronize = gm__host_stream_synchronize,
+    .stream_query = gm__host_stream_query,
+    .stream_add_callback = gm__host_stream_add_callback,
+    .stream_enqueue_host = gm__host_stream_enqueue_host,
+    .event_create = gm__host_event_create,
+    .event_destroy = gm__host_event_destroy,
+    .event_record = gm__host_event_record,
+    .stream_wait_event = gm__host_stream_wait_event,
+    .event_query = gm__host_event_query,
+    .event_synchronize = gm__host_event_synchronize,
+    .event_elapsed = gm__host_event_elapsed,
+    .module_load = gm__host_module_load,
+    .module_unload = gm__host_module_unload,
+    .module_get_kernel = gm__host_module_get_kernel,
+    .module_get_global = gm__host_module_get_global,
+    .kernel_attrs = gm__host_kernel_attrs,
+    .launch = gm__host_launch,
+    .module_set_global = gm__host_module_set_global,
+    /* IPC hands device memory to another process; the simulator's device memory is
+     * private memory of this process, so there is nothing another process could open. */
+    .ipc_get_handle = gm__unsupported_ipc_get_handle,
+    .ipc_open = gm__unsupported_ipc_open,
+    .ipc_close = gm__unsupported_ipc_close,
+};

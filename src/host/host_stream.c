@@ -1,1 +1,935 @@
-#include "backend.h"
+/*
+ * Streams and events of the host simulator.
+ *
+ * Every stream is a FIFO of work items run by its own worker thread, so an
+ * asynchronous op returns before its work runs, and work on different streams
+ * runs concurrently. Work items are copies, memsets, host functions,
+ * callbacks, event markers and event waits. The first failure of a stream's
+ * work is kept ("sticky") and returned, with its message, by the next
+ * stream_synchronize, which then clears it; later work still runs.
+ *
+ * Ordering rules, checked by a worker before it starts the item at its head:
+ *   - FIFO within a stream;
+ *   - stream_wait_event: the item waits for the fence of the event's most
+ *     recent record at the time of the wait call (never-recorded events are
+ *     complete, so no item is queued);
+ *   - CUDA's legacy default stream (GM_BUILTIN_STREAM_LEGACY): every item
+ *     carries a ticket, a context-wide enqueue counter. An item on the legacy
+ *     stream starts only when every blocking stream (all streams but the
+ *     legacy one and those created GM_STREAM_NON_BLOCKING; the default and
+ *     per-thread streams are blocking) has finished all its items with a
+ *     smaller ticket; an item on a blocking stream starts only when the
+ *     legacy stream has finished all its items with a smaller ticket.
+ *     Synchronous ops (stream NULL) wait the same way as a legacy item before
+ *     they run on the calling thread. Dependencies always point to smaller
+ *     tickets, so they cannot form a cycle.
+ *
+ * Stream ops given a NULL stream act on the legacy stream (CUDA's stream 0).
+ * Work functions (and cleanups and callbacks) run on a worker thread, like
+ * CUDA host functions: they must not synchronize their own stream
+ * (stream_synchronize and stream_destroy detect it: GM_ERR_STATE) nor issue
+ * synchronous ops while legacy work is queued behind them (the synchronous
+ * op skips the caller's own stream, but legacy work waits for it).
+ *
+ * Per-thread default streams are keyed by a per-thread counter value (not
+ * pthread_self, which the system reuses after a thread exits); a thread's
+ * stream lives until the context's fini.
+ */
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "host_backend.h"
+
+#define STICKY_MESSAGE_MAX 512
+#define BUILTIN_NONE       (-1)
+
+/* Completion of one event record. Reference counted under the context lock. */
+struct host_fence {
+    int refs;
+    bool done;
+    uint64_t time_ns; /* CLOCK_MONOTONIC when the stream reached it */
+};
+
+/* A stream: a worker and its FIFO, or a wrapper (target != NULL, no worker). */
+struct host_stream {
+    host_ctx *ctx;
+    host_stream *next;   /* in ctx->streams or ctx->wrappers */
+    host_stream *target; /* wrappers: the wrapped stream */
+    unsigned flags;      /* gm_stream_flags */
+    int builtin;         /* a gm_builtin_stream, or BUILTIN_NONE */
+    pthread_t thread;
+    pthread_cond_t wake; /* signalled when work is appended or the stream stops */
+    host_work *head;     /* the running or next item; stays until it completes */
+    host_work *tail;
+    uint64_t enqueued;
+    uint64_t completed;
+    bool stopping;
+    gm_status sticky;
+    char sticky_message[STICKY_MESSAGE_MAX];
+};
+
+/* An event: the fence of its most recent record (NULL: never recorded). */
+struct host_event {
+    host_ctx *ctx;
+    host_event *prev;
+    host_event *next;
+    bool timing;
+    host_fence *fence;
+};
+
+/* The stream whose worker is the calling thread (NULL on other threads). */
+static _Thread_local host_stream *tls_worker = NULL;
+/* Key of the calling thread for per-thread streams (0: not assigned yet). */
+static _Thread_local uint64_t tls_thread_key = 0;
+static _Atomic uint64_t next_thread_key = 1;
+
+/* Opaque handle conversions. */
+static host_stream *as_stream(gm_backend_stream *stream)
+{
+    return (host_stream *)(void *)stream;
+}
+
+static gm_backend_stream *to_backend_stream(host_stream *stream)
+{
+    return (gm_backend_stream *)(void *)stream;
+}
+
+static host_event *as_event(gm_backend_event *event)
+{
+    return (host_event *)(void *)event;
+}
+
+/* The stream a (possibly wrapper) stream stands for. */
+static host_stream *real_stream(host_stream *s)
+{
+    return s->target != NULL ? s->target : s;
+}
+
+/* CLOCK_MONOTONIC in nanoseconds. */
+static uint64_t now_ns(void)
+{
+    struct timespec ts = {0, 0};
+
+    (void)clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* ---------------------------------------------------------- work items */
+
+/* A new fence with one reference, or NULL. */
+static host_fence *fence_new(void)
+{
+    host_fence *f = gm__calloc(1, sizeof *f);
+
+    if (f != NULL)
+        f->refs = 1;
+    return f;
+}
+
+/* Drop a reference (context lock held). Accepts NULL. */
+static void fence_release(host_fence *f)
+{
+    if (f != NULL && --f->refs == 0)
+        gm__free(f);
+}
+
+host_work *gm__host_work_new(void)
+{
+    return gm__calloc(1, sizeof(host_work));
+}
+
+void gm__host_work_free(host_work *w)
+{
+    if (w == NULL)
+        return;
+    gm__free(w->views);
+    gm__free(w);
+}
+
+/* Free the work items the workers have finished (context lock held). */
+static void reap_locked(host_ctx *c)
+{
+    while (c->dead != NULL) {
+        host_work *w = c->dead;
+
+        c->dead = w->next;
+        fence_release(w->signal);
+        fence_release(w->wait);
+        gm__host_work_free(w);
+    }
+}
+
+/* --------------------------------------------------------- ordering */
+
+/* Whether s synchronizes with the legacy stream. */
+static bool is_blocking(const host_ctx *c, const host_stream *s)
+{
+    return s != c->legacy_stream && (s->flags & GM_STREAM_NON_BLOCKING) == 0;
+}
+
+/* Whether s has finished every item with a ticket below `ticket`. */
+static bool clear_before(const host_stream *s, uint64_t ticket)
+{
+    return s->head == NULL || s->head->ticket > ticket;
+}
+
+/* Whether every blocking stream other than `skip` is clear before `ticket`. */
+static bool blocking_clear(const host_ctx *c, uint64_t ticket, const host_stream *skip)
+{
+    for (const host_stream *s = c->streams; s != NULL; s = s->next) {
+        if (s != skip && is_blocking(c, s) && !clear_before(s, ticket))
+            return false;
+    }
+    return true;
+}
+
+/* Whether item w at the head of s may start (context lock held). */
+static bool work_ready(const host_ctx *c, const host_stream *s, const host_work *w)
+{
+    if (w->wait != NULL && !w->wait->done)
+        return false;
+    if (s == c->legacy_stream)
+        return blocking_clear(c, w->ticket, s);
+    if (is_blocking(c, s) && c->legacy_stream != NULL)
+        return clear_before(c->legacy_stream, w->ticket);
+    return true;
+}
+
+/* Append w to s and wake its worker (context lock held). */
+static void submit_locked(host_ctx *c, host_stream *s, host_work *w)
+{
+    reap_locked(c);
+    w->ticket = ++c->next_ticket;
+    w->next = NULL;
+    if (s->tail != NULL)
+        s->tail->next = w;
+    else
+        s->head = w;
+    s->tail = w;
+    s->enqueued++;
+    pthread_cond_signal(&s->wake);
+}
+
+void gm__host_submit(host_ctx *c, gm_backend_stream *stream, host_work *w)
+{
+    pthread_mutex_lock(&c->lock);
+    submit_locked(c, real_stream(as_stream(stream)), w);
+    pthread_mutex_unlock(&c->lock);
+}
+
+void gm__host_sync_barrier(host_ctx *c)
+{
+    uint64_t ticket = 0;
+    const host_stream *legacy = NULL;
+
+    pthread_mutex_lock(&c->lock);
+    reap_locked(c);
+    ticket = ++c->next_ticket;
+    for (;;) {
+        legacy = c->legacy_stream;
+        if (blocking_clear(c, ticket, tls_worker) &&
+            (legacy == NULL || legacy == tls_worker || clear_before(legacy, ticket)))
+            break;
+        pthread_cond_wait(&c->progress, &c->lock);
+    }
+    pthread_mutex_unlock(&c->lock);
+}
+
+/* Wait until s has finished everything enqueued so far (context lock held). */
+static void wait_idle_locked(host_stream *s)
+{
+    uint64_t target = s->enqueued;
+
+    while (s->completed < target)
+        pthread_cond_wait(&s->ctx->progress, &s->ctx->lock);
+}
+
+/* ------------------------------------------------------------- worker */
+
+/* The next item for s's worker once it may start, or NULL to exit (lock held). */
+static host_work *next_work(host_stream *s)
+{
+    host_ctx *c = s->ctx;
+
+    while (s->head == NULL && !s->stopping)
+        pthread_cond_wait(&s->wake, &c->lock);
+    if (s->head == NULL)
+        return NULL;
+    while (!work_ready(c, s, s->head))
+        pthread_cond_wait(&c->progress, &c->lock);
+    return s->head;
+}
+
+/* Pop the finished head item, complete its fence, keep the first error (lock held). */
+static void complete_work(host_stream *s, host_work *w, gm_status status, const char *message)
+{
+    host_ctx *c = s->ctx;
+
+    s->head = w->next;
+    if (s->head == NULL)
+        s->tail = NULL;
+    s->completed++;
+    if (w->signal != NULL) {
+        w->signal->time_ns = now_ns();
+        w->signal->done = true;
+    }
+    if (status != GM_OK && s->sticky == GM_OK) {
+        s->sticky = status;
+        snprintf(s->sticky_message, sizeof s->sticky_message, "%s", message);
+    }
+    w->next = c->dead;
+    c->dead = w;
+    pthread_cond_broadcast(&c->progress);
+}
+
+/* Run one item outside the lock; its failure message goes to `message`. */
+static gm_status run_work(host_work *w, char *message, size_t size)
+{
+    gm_status status = GM_OK;
+
+    gm_clear_error();
+    if (w->run != NULL)
+        status = w->run(w);
+    message[0] = '\0';
+    if (status != GM_OK && gm_last_error() != GM_OK)
+        snprintf(message, size, "%s", gm_last_error_message());
+    else if (status != GM_OK)
+        snprintf(message, size, "stream work failed with %s", gm_status_name(status));
+    if (w->cleanup != NULL)
+        w->cleanup(w->user);
+    return status;
+}
+
+/* A stream's worker thread: run items in order until the stream stops. */
+static void *worker_main(void *arg)
+{
+    host_stream *s = arg;
+    host_ctx *c = s->ctx;
+    char message[STICKY_MESSAGE_MAX];
+    host_work *w = NULL;
+
+    tls_worker = s;
+    pthread_mutex_lock(&c->lock);
+    while ((w = next_work(s)) != NULL) {
+        gm_status status = GM_OK;
+
+        w->stream_status = s->sticky;
+        pthread_mutex_unlock(&c->lock);
+        status = run_work(w, message, sizeof message);
+        pthread_mutex_lock(&c->lock);
+        complete_work(s, w, status, message);
+    }
+    pthread_mutex_unlock(&c->lock);
+    return NULL;
+}
+
+/* ------------------------------------------------------------ streams */
+
+/* Create a stream and start its worker (context lock held). */
+static gm_status stream_new_locked(host_ctx *c, unsigned flags, int builtin, host_stream **s_p)
+{
+    gm_status status = GM_ERR_NO_MEMORY;
+    host_stream *s = gm__calloc(1, sizeof *s);
+    int rc = 0;
+
+    if (s == NULL)
+        goto fail;
+    s->ctx = c;
+    s->flags = flags;
+    s->builtin = builtin;
+    if (pthread_cond_init(&s->wake, NULL) != 0)
+        goto free_stream;
+    rc = pthread_create(&s->thread, NULL, worker_main, s);
+    if (rc != 0)
+        goto destroy_cond;
+    s->next = c->streams;
+    c->streams = s;
+    *s_p = s;
+    return GM_OK;
+
+destroy_cond:
+    pthread_cond_destroy(&s->wake);
+free_stream:
+    gm__free(s);
+fail:
+    return gm__error(status, "stream_create: cannot create a stream (%s)",
+                     rc != 0 ? "pthread_create failed" : "out of memory");
+}
+
+/* Remove s from the context's worker list (lock held). */
+static void unlink_stream_locked(host_ctx *c, host_stream *s)
+{
+    host_stream **pp = &c->streams;
+
+    while (*pp != NULL && *pp != s)
+        pp = &(*pp)->next;
+    if (*pp == s)
+        *pp = s->next;
+}
+
+gm_status gm__host_stream_create(gm_backend_ctx *bctx, unsigned flags, gm_backend_stream **stream_p)
+{
+    host_ctx *c = gm__host_ctx(bctx);
+    host_stream *s = NULL;
+    gm_status status = GM_OK;
+
+    if (stream_p == NULL)
+        return gm__error(GM_ERR_NULL_POINTER, "stream_create: stream_p is NULL");
+    if ((flags & ~(unsigned)GM_STREAM_NON_BLOCKING) != 0)
+        return gm__error(GM_ERR_INVALID_ARG, "stream_create: unknown flags 0x%x", flags);
+    pthread_mutex_lock(&c->lock);
+    status = stream_new_locked(c, flags, BUILTIN_NONE, &s);
+    pthread_mutex_unlock(&c->lock);
+    if (status == GM_OK)
+        *stream_p = to_backend_stream(s);
+    return status;
+}
+
+/* The built-in stream in *slot, created on first use (lock held). */
+static gm_status builtin_locked(host_ctx *c, host_stream **slot, int which, host_stream **s_p)
+{
+    gm_status status = GM_OK;
+
+    if (*slot == NULL)
+        status = stream_new_locked(c, 0, which, slot);
+    if (status == GM_OK)
+        *s_p = *slot;
+    return status;
+}
+
+/* The calling thread's key for per-thread streams. */
+static uint64_t thread_key(void)
+{
+    if (tls_thread_key == 0)
+        tls_thread_key = atomic_fetch_add(&next_thread_key, 1);
+    return tls_thread_key;
+}
+
+/* The calling thread's per-thread default stream, created on first use (lock held). */
+static gm_status per_thread_locked(host_ctx *c, host_stream **s_p)
+{
+    uint64_t key = thread_key();
+    host_thread_stream *map = c->thread_streams;
+    gm_status status = GM_OK;
+
+    for (size_t i = 0; i < c->nthread_streams; i++) {
+        if (map[i].thread_key == key) {
+            *s_p = map[i].stream;
+            return GM_OK;
+        }
+    }
+    if (c->nthread_streams == c->thread_stream_cap) {
+        size_t cap = c->thread_stream_cap == 0 ? 8 : 2 * c->thread_stream_cap;
+
+        map = gm__realloc(map, cap * sizeof *map);
+        if (map == NULL)
+            return gm__error(GM_ERR_NO_MEMORY, "stream_builtin: out of memory");
+        c->thread_streams = map;
+        c->thread_stream_cap = cap;
+    }
+    status = stream_new_locked(c, 0, GM_BUILTIN_STREAM_PER_THREAD, &map[c->nthread_streams].stream);
+    if (status == GM_OK) {
+        map[c->nthread_streams].thread_key = key;
+        *s_p = map[c->nthread_streams++].stream;
+    }
+    return status;
+}
+
+/* A built-in stream (lock held). */
+static gm_status stream_builtin_locked(host_ctx *c, gm_builtin_stream which, host_stream **s_p)
+{
+    switch (which) {
+    case GM_BUILTIN_STREAM_DEFAULT:
+        return builtin_locked(c, &c->default_stream, (int)which, s_p);
+    case GM_BUILTIN_STREAM_LEGACY:
+        return builtin_locked(c, &c->legacy_stream, (int)which, s_p);
+    case GM_BUILTIN_STREAM_PER_THREAD:
+        return per_thread_locked(c, s_p);
+    }
+    return gm__error(GM_ERR_INVALID_ARG, "stream_builtin: unknown built-in stream %d", (int)which);
+}
+
+gm_status gm__host_stream_builtin(gm_backend_ctx *bctx, gm_builtin_stream which,
+                                  gm_backend_stream **stream_p)
+{
+    host_ctx *c = gm__host_ctx(bctx);
+    host_stream *s = NULL;
+    gm_status status = GM_OK;
+
+    if (stream_p == NULL)
+        return gm__error(GM_ERR_NULL_POINTER, "stream_builtin: stream_p is NULL");
+    pthread_mutex_lock(&c->lock);
+    status = stream_builtin_locked(c, which, &s);
+    pthread_mutex_unlock(&c->lock);
+    if (status == GM_OK)
+        *stream_p = to_backend_stream(s);
+    return status;
+}
+
+/* The stream an op acts on: NULL means the legacy stream (lock held). */
+static gm_status resolve_locked(host_ctx *c, gm_backend_stream *stream, host_stream **s_p)
+{
+    if (stream == NULL)
+        return builtin_locked(c, &c->legacy_stream, GM_BUILTIN_STREAM_LEGACY, s_p);
+    *s_p = real_stream(as_stream(stream));
+    return GM_OK;
+}
+
+/* Why s may not be destroyed by stream_destroy, or NULL. */
+static const char *destroy_refusal(const host_stream *s)
+{
+    if (s->target != NULL)
+        return "a wrapped stream is released with stream_unwrap";
+    if (s->builtin != BUILTIN_NONE)
+        return "built-in streams belong to the context";
+    return NULL;
+}
+
+gm_status gm__host_stream_destroy(gm_backend_ctx *bctx, gm_backend_stream *stream)
+{
+    host_ctx *c = gm__host_ctx(bctx);
+    host_stream *s = as_stream(stream);
+
+    if (s == NULL)
+        return gm__error(GM_ERR_NULL_POINTER, "stream_destroy: stream is NULL");
+    if (destroy_refusal(s) != NULL)
+        return gm__error(GM_ERR_INVALID_ARG, "stream_destroy: %s", destroy_refusal(s));
+    if (tls_worker == s)
+        return gm__error(GM_ERR_STATE, "stream_destroy: called from the stream's own work");
+    pthread_mutex_lock(&c->lock);
+    wait_idle_locked(s);
+    s->stopping = true;
+    pthread_cond_signal(&s->wake);
+    pthread_mutex_unlock(&c->lock);
+    pthread_join(s->thread, NULL);
+    pthread_mutex_lock(&c->lock);
+    if (s->sticky != GM_OK)
+        gm__log(GM_LOG_DEBUG, "stream_destroy: discarding unreported error: %s", s->sticky_message);
+    unlink_stream_locked(c, s);
+    reap_locked(c);
+    pthread_mutex_unlock(&c->lock);
+    pthread_cond_destroy(&s->wake);
+    gm__free(s);
+    return GM_OK;
+}
+
+/* The worker stream `native` names, if it is one of this context's (lock held). */
+static host_stream *find_stream_locked(host_ctx *c, const void *native)
+{
+    for (host_stream *s = c->streams; s != NULL; s = s->next) {
+        if ((const void *)s == native)
+            return s;
+    }
+    for (host_stream *s = c->wrappers; s != NULL; s = s->next) {
+        if ((const void *)s == native)
+            return s->target;
+    }
+    return NULL;
+}
+
+gm_status gm__host_stream_wrap(gm_backend_ctx *bctx, void *native, gm_backend_stream **stream_p)
+{
+    host_ctx *c = gm__host_ctx(bctx);
+    host_stream *w = NULL;
+    host_stream *target = NULL;
+
+    if (native == NULL || stream_p == NULL)
+        return gm__error(GM_ERR_NULL_POINTER, "stream_wrap: %s is NULL",
+                         native == NULL ? "native" : "stream_p");
+    w = gm__calloc(1, sizeof *w);
+    if (w == NULL)
+        return gm__error(GM_ERR_NO_MEMORY, "stream_wrap: out of memory");
+    pthread_mutex_lock(&c->lock);
+    target = find_stream_locked(c, native);
+    if (target != NULL) {
+        w->ctx = c;
+        w->target = target;
+        w->builtin = BUILTIN_NONE;
+        w->next = c->wrappers;
+        c->wrappers = w;
+    }
+    pthread_mutex_unlock(&c->lock);
+    if (target == NULL) {
+        gm__free(w);
+        return gm__error(GM_ERR_INVALID_HANDLE,
+                         "stream_wrap: %p is not a stream of this host backend context", native);
+    }
+    *stream_p = to_backend_stream(w);
+    return GM_OK;
+}
+
+void gm__host_stream_unwrap(gm_backend_ctx *bctx, gm_backend_stream *stream)
+{
+    host_ctx *c = gm__host_ctx(bctx);
+    host_stream *s = as_stream(stream);
+    host_stream **pp = NULL;
+
+    if (s == NULL || s->target == NULL)
+        return;
+    pthread_mutex_lock(&c->lock);
+    for (pp = &c->wrappers; *pp != NULL && *pp != s; pp = &(*pp)->next)
+        continue;
+    if (*pp == s)
+        *pp = s->next;
+    pthread_mutex_unlock(&c->lock);
+    gm__free(s);
+}
+
+void *gm__host_stream_native(gm_backend_ctx *bctx, gm_backend_stream *stream)
+{
+    (void)bctx;
+    return stream == NULL ? NULL : (void *)real_stream(as_stream(stream));
+}
+
+gm_status gm__host_stream_synchronize(gm_backend_ctx *bctx, gm_backend_stream *stream)
+{
+    host_ctx *c = gm__host_ctx(bctx);
+    host_stream *s = NULL;
+    char message[STICKY_MESSAGE_MAX] = "";
+    gm_status status = GM_OK;
+
+    pthread_mutex_lock(&c->lock);
+    status = resolve_locked(c, stream, &s);
+    if (status == GM_OK && s == tls_worker)
+        status = GM_ERR_STATE;
+    if (status == GM_OK) {
+        wait_idle_locked(s);
+        status = s->sticky;
+        snprintf(message, sizeof message, "%s", s->sticky_message);
+        s->sticky = GM_OK;
+        reap_locked(c);
+    }
+    pthread_mutex_unlock(&c->lock);
+    if (status == GM_ERR_STATE && message[0] == '\0')
+        return gm__error(status, "stream_synchronize: called from the stream's own work");
+    if (status != GM_OK && message[0] != '\0')
+        return gm__error(status, "stream_synchronize: %s", message);
+    return status;
+}
+
+gm_status gm__host_stream_query(gm_backend_ctx *bctx, gm_backend_stream *stream)
+{
+    host_ctx *c = gm__host_ctx(bctx);
+    host_stream *s = NULL;
+    gm_status status = GM_OK;
+
+    pthread_mutex_lock(&c->lock);
+    status = resolve_locked(c, stream, &s);
+    if (status == GM_OK && s->completed < s->enqueued)
+        status = GM_ERR_NOT_READY;
+    pthread_mutex_unlock(&c->lock);
+    return status;
+}
+
+/* Queue w on a stream (NULL: legacy); frees w if the stream cannot be had. */
+static gm_status enqueue(host_ctx *c, gm_backend_stream *stream, host_work *w)
+{
+    host_stream *s = NULL;
+    gm_status status = GM_OK;
+
+    pthread_mutex_lock(&c->lock);
+    status = resolve_locked(c, stream, &s);
+    if (status == GM_OK)
+        submit_locked(c, s, w);
+    pthread_mutex_unlock(&c->lock);
+    if (status != GM_OK)
+        gm__host_work_free(w);
+    return status;
+}
+
+/* Work item body: a completion callback. */
+static gm_status run_callback(host_work *w)
+{
+    w->callback(w->stream_status, w->user);
+    return GM_OK;
+}
+
+/* Work item body: host work. */
+static gm_status run_host(host_work *w)
+{
+    return w->fn(w->user);
+}
+
+gm_status gm__host_stream_add_callback(gm_backend_ctx *bctx, gm_backend_stream *stream,
+                                       gm_backend_callback_fn fn, void *user)
+{
+    host_work *w = NULL;
+
+    if (fn == NULL)
+        return gm__error(GM_ERR_NULL_POINTER, "stream_add_callback: fn is NULL");
+    w = gm__host_work_new();
+    if (w == NULL)
+        return gm__error(GM_ERR_NO_MEMORY, "stream_add_callback: out of memory");
+    w->run = run_callback;
+    w->callback = fn;
+    w->user = user;
+    return enqueue(gm__host_ctx(bctx), stream, w);
+}
+
+gm_status gm__host_stream_enqueue_host(gm_backend_ctx *bctx, gm_backend_stream *stream,
+                                       gm_backend_host_work_fn fn, void *user,
+                                       void (*cleanup)(void *user))
+{
+    host_work *w = NULL;
+    gm_status status = GM_OK;
+
+    if (fn == NULL)
+        return gm__error(GM_ERR_NULL_POINTER, "stream_enqueue_host: fn is NULL");
+    if (stream == NULL) {
+        gm__host_sync_barrier(gm__host_ctx(bctx));
+        status = fn(user);
+        if (cleanup != NULL)
+            cleanup(user);
+        return status;
+    }
+    w = gm__host_work_new();
+    if (w == NULL)
+        return gm__error(GM_ERR_NO_MEMORY, "stream_enqueue_host: out of memory");
+    w->run = run_host;
+    w->fn = fn;
+    w->user = user;
+    w->cleanup = cleanup;
+    gm__host_submit(gm__host_ctx(bctx), stream, w);
+    return GM_OK;
+}
+
+/* ------------------------------------------------------------- events */
+
+gm_status gm__host_event_create(gm_backend_ctx *bctx, unsigned timing, gm_backend_event **event_p)
+{
+    host_ctx *c = gm__host_ctx(bctx);
+    host_event *e = NULL;
+
+    if (event_p == NULL)
+        return gm__error(GM_ERR_NULL_POINTER, "event_create: event_p is NULL");
+    e = gm__calloc(1, sizeof *e);
+    if (e == NULL)
+        return gm__error(GM_ERR_NO_MEMORY, "event_create: out of memory");
+    e->ctx = c;
+    e->timing = timing != 0;
+    pthread_mutex_lock(&c->lock);
+    e->next = c->events;
+    if (c->events != NULL)
+        c->events->prev = e;
+    c->events = e;
+    pthread_mutex_unlock(&c->lock);
+    *event_p = (gm_backend_event *)(void *)e;
+    return GM_OK;
+}
+
+/* Unlink and free an event (lock held). */
+static void event_free_locked(host_ctx *c, host_event *e)
+{
+    if (e->prev != NULL)
+        e->prev->next = e->next;
+    else
+        c->events = e->next;
+    if (e->next != NULL)
+        e->next->prev = e->prev;
+    fence_release(e->fence);
+    gm__free(e);
+}
+
+gm_status gm__host_event_destroy(gm_backend_ctx *bctx, gm_backend_event *event)
+{
+    host_ctx *c = gm__host_ctx(bctx);
+
+    if (event == NULL)
+        return GM_OK;
+    pthread_mutex_lock(&c->lock);
+    event_free_locked(c, as_event(event));
+    pthread_mutex_unlock(&c->lock);
+    return GM_OK;
+}
+
+gm_status gm__host_event_record(gm_backend_ctx *bctx, gm_backend_event *event,
+                                gm_backend_stream *stream)
+{
+    host_ctx *c = gm__host_ctx(bctx);
+    host_event *e = as_event(event);
+    host_fence *f = NULL;
+    host_work *w = NULL;
+    host_stream *s = NULL;
+    gm_status status = GM_ERR_NO_MEMORY;
+
+    if (e == NULL)
+        return gm__error(GM_ERR_NULL_POINTER, "event_record: event is NULL");
+    f = fence_new();
+    w = gm__host_work_new();
+    if (f == NULL || w == NULL)
+        goto free_work;
+    pthread_mutex_lock(&c->lock);
+    status = resolve_locked(c, stream, &s);
+    if (status == GM_OK) {
+        f->refs = 2; /* the event's and the marker's */
+        w->signal = f;
+        fence_release(e->fence);
+        e->fence = f;
+        submit_locked(c, s, w);
+    }
+    pthread_mutex_unlock(&c->lock);
+    if (status == GM_OK)
+        return GM_OK;
+
+free_work:
+    gm__host_work_free(w);
+    gm__free(f);
+    if (status == GM_ERR_NO_MEMORY)
+        return gm__error(status, "event_record: out of memory");
+    return status;
+}
+
+gm_status gm__host_stream_wait_event(gm_backend_ctx *bctx, gm_backend_stream *stream,
+                                     gm_backend_event *event)
+{
+    host_ctx *c = gm__host_ctx(bctx);
+    host_event *e = as_event(event);
+    host_work *w = NULL;
+    host_stream *s = NULL;
+    gm_status status = GM_OK;
+
+    if (e == NULL)
+        return gm__error(GM_ERR_NULL_POINTER, "stream_wait_event: event is NULL");
+    w = gm__host_work_new();
+    if (w == NULL)
+        return gm__error(GM_ERR_NO_MEMORY, "stream_wait_event: out of memory");
+    pthread_mutex_lock(&c->lock);
+    status = resolve_locked(c, stream, &s);
+    if (status == GM_OK && e->fence != NULL && !e->fence->done) {
+        e->fence->refs++;
+        w->wait = e->fence;
+        submit_locked(c, s, w);
+        w = NULL;
+    }
+    pthread_mutex_unlock(&c->lock);
+    gm__host_work_free(w);
+    return status;
+}
+
+gm_status gm__host_event_query(gm_backend_ctx *bctx, gm_backend_event *event)
+{
+    host_ctx *c = gm__host_ctx(bctx);
+    host_event *e = as_event(event);
+    bool done = true;
+
+    if (e == NULL)
+        return gm__error(GM_ERR_NULL_POINTER, "event_query: event is NULL");
+    pthread_mutex_lock(&c->lock);
+    done = e->fence == NULL || e->fence->done;
+    pthread_mutex_unlock(&c->lock);
+    return done ? GM_OK : GM_ERR_NOT_READY;
+}
+
+gm_status gm__host_event_synchronize(gm_backend_ctx *bctx, gm_backend_event *event)
+{
+    host_ctx *c = gm__host_ctx(bctx);
+    host_event *e = as_event(event);
+    host_fence *f = NULL;
+
+    if (e == NULL)
+        return gm__error(GM_ERR_NULL_POINTER, "event_synchronize: event is NULL");
+    pthread_mutex_lock(&c->lock);
+    f = e->fence;
+    if (f != NULL) {
+        f->refs++; /* the event may be recorded again while we wait */
+        while (!f->done)
+            pthread_cond_wait(&c->progress, &c->lock);
+        fence_release(f);
+    }
+    pthread_mutex_unlock(&c->lock);
+    return GM_OK;
+}
+
+/* Why elapsed time cannot be computed between s and e, or NULL (lock held). */
+static const char *elapsed_refusal(const host_event *s, const host_event *e)
+{
+    if (!s->timing || !e->timing)
+        return "both events must be created with timing enabled";
+    if (s->fence == NULL || e->fence == NULL)
+        return "both events must have been recorded";
+    return NULL;
+}
+
+gm_status gm__host_event_elapsed(gm_backend_ctx *bctx, gm_backend_event *start,
+                                 gm_backend_event *end, float *ms_p)
+{
+    host_ctx *c = gm__host_ctx(bctx);
+    host_event *s = as_event(start);
+    host_event *e = as_event(end);
+    const char *refusal = NULL;
+    bool done = false;
+    double ms = 0.0;
+
+    if (s == NULL || e == NULL || ms_p == NULL)
+        return gm__error(GM_ERR_NULL_POINTER, "event_elapsed: %s is NULL",
+                         s == NULL   ? "start"
+                         : e == NULL ? "end"
+                                     : "ms_p");
+    pthread_mutex_lock(&c->lock);
+    refusal = elapsed_refusal(s, e);
+    done = refusal == NULL && s->fence->done && e->fence->done;
+    if (done)
+        ms = ((double)e->fence->time_ns - (double)s->fence->time_ns) / 1e6;
+    pthread_mutex_unlock(&c->lock);
+    if (refusal != NULL)
+        return gm__error(GM_ERR_INVALID_ARG, "event_elapsed: %s", refusal);
+    if (!done)
+        return gm__error(GM_ERR_NOT_READY, "event_elapsed: an event has not completed yet");
+    *ms_p = (float)ms;
+    return GM_OK;
+}
+
+/* ----------------------------------------------------------- lifecycle */
+
+gm_status gm__host_streams_init(host_ctx *c)
+{
+    if (pthread_mutex_init(&c->lock, NULL) != 0)
+        return gm__error(GM_ERR_INTERNAL, "init: pthread_mutex_init failed");
+    if (pthread_cond_init(&c->progress, NULL) != 0) {
+        pthread_mutex_destroy(&c->lock);
+        return gm__error(GM_ERR_INTERNAL, "init: pthread_cond_init failed");
+    }
+    return GM_OK;
+}
+
+/* Stop every worker once its queue is empty and join it. */
+static void join_workers(host_ctx *c)
+{
+    pthread_mutex_lock(&c->lock);
+    for (host_stream *s = c->streams; s != NULL; s = s->next) {
+        s->stopping = true;
+        pthread_cond_signal(&s->wake);
+    }
+    pthread_mutex_unlock(&c->lock);
+    /* Only fini touches the list now; the workers drain (they still take the lock). */
+    for (host_stream *s = c->streams; s != NULL; s = s->next)
+        pthread_join(s->thread, NULL);
+}
+
+void gm__host_streams_fini(host_ctx *c)
+{
+    join_workers(c);
+    pthread_mutex_lock(&c->lock);
+    while (c->streams != NULL) {
+        host_stream *s = c->streams;
+
+        c->streams = s->next;
+        pthread_cond_destroy(&s->wake);
+        gm__free(s);
+    }
+    while (c->wrappers != NULL) {
+        host_stream *w = c->wrappers;
+
+        c->wrappers = w->next;
+        gm__free(w);
+    }
+    while (c->events != NULL)
+        event_free_locked(c, c->events);
+    reap_locked(c);
+    gm__free(c->thread_streams);
+    pthread_mutex_unlock(&c->lock);
+    pthread_cond_destroy(&c->progress);
+    pthread_mutex_destroy(&c->lock);
+}

@@ -1,0 +1,280 @@
+/*
+ * Host copy engine benchmark (gm__host_copy_strided), printed side by side
+ * with plain C references:
+ *
+ *   1. contiguous copies, 4 KiB .. 1 GiB (powers of 4), against memcpy;
+ *   2. strided copies (every other float32 element), against a C loop;
+ *   3. a transposed 4096 x 4096 float32 copy, against a cache-blocked C
+ *      loop written here and numpy's np.ascontiguousarray(a.T) (timed by
+ *      /usr/bin/python3 when it has numpy).
+ *
+ * Figures are the best of several repetitions. It prints figures and never
+ * fails on speed; it exits non-zero only if a copy is wrong or memory is short.
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "gpumem/gpumem.h"
+#include "backend.h"
+
+#define KIB         ((size_t)1 << 10)
+#define MIB         ((size_t)1 << 20)
+#define GIB         ((size_t)1 << 30)
+#define REPS        5
+#define BATCH_BYTES (256 * MIB) /* bytes moved per timed batch (small sizes repeat) */
+#define TRANSPOSE_N 4096
+#define REF_TILE    32
+
+/* Seconds from CLOCK_MONOTONIC. */
+static double now_s(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* A 1-D uint8 view of n bytes. */
+static gm_ndview bytes_view(void *data, size_t n)
+{
+    int64_t shape = (int64_t)n;
+    gm_ndview v;
+
+    if (gm_ndview_init(data, GM_UINT8, 1, &shape, NULL, GM_ORDER_C, &v) != GM_OK)
+        abort();
+    return v;
+}
+
+/* Time of one batch of `iters` memcpy calls of n bytes, per call. */
+static double time_memcpy(void *dst, const void *src, size_t n, int iters)
+{
+    double t0 = now_s();
+
+    for (int i = 0; i < iters; i++) {
+        memcpy(dst, src, n);
+        __asm__ volatile("" : : "r"(dst) : "memory");
+    }
+    return (now_s() - t0) / iters;
+}
+
+/* Time of one batch of `iters` engine copies, per call. */
+static double time_engine(const gm_ndview *dst, const gm_ndview *src, int iters)
+{
+    double t0 = now_s();
+
+    for (int i = 0; i < iters; i++) {
+        if (gm__host_copy_strided(dst, src) != GM_OK)
+            abort();
+        __asm__ volatile("" : : "r"(dst->data) : "memory");
+    }
+    return (now_s() - t0) / iters;
+}
+
+/* The smaller of two times. */
+static double best_of(double a, double b)
+{
+    return a < b ? a : b;
+}
+
+/* Physical memory available now, in bytes. */
+static size_t available_bytes(void)
+{
+    long pages = sysconf(_SC_AVPHYS_PAGES);
+    long size = sysconf(_SC_PAGESIZE);
+
+    return pages > 0 && size > 0 ? (size_t)pages * (size_t)size : 0;
+}
+
+/* 1. Contiguous copies through the engine and memcpy. */
+static int bench_contiguous(void)
+{
+    size_t max = GIB;
+    unsigned char *a = NULL, *b = NULL;
+
+    if (available_bytes() < 3 * GIB) {
+        max = 256 * MIB;
+        printf("(1 GiB skipped: %zu MiB available)\n", available_bytes() / MIB);
+    }
+    a = malloc(max);
+    b = malloc(max);
+    if (a == NULL || b == NULL)
+        return 1;
+    memset(a, 1, max);
+    memset(b, 2, max);
+    printf("\n1. contiguous copy          engine GB/s   memcpy GB/s   engine/memcpy\n");
+    for (size_t n = 4 * KIB; n <= max; n *= 4) {
+        int iters = n >= BATCH_BYTES ? 1 : (int)(BATCH_BYTES / n);
+        gm_ndview dv = bytes_view(b, n), sv = bytes_view(a, n);
+        double te = 1e30, tm = 1e30;
+
+        for (int r = 0; r < REPS; r++) { /* interleaved: the machine's noise hits both */
+            te = best_of(te, time_engine(&dv, &sv, iters));
+            tm = best_of(tm, time_memcpy(b, a, n, iters));
+        }
+
+        printf("   %8zu KiB          %12.2f  %12.2f   %10.3f\n", n / KIB, (double)n / te / 1e9,
+               (double)n / tm / 1e9, tm / te);
+    }
+    free(a);
+    free(b);
+    return 0;
+}
+
+/* Every other float32 of src into dst (the C reference). */
+static void ref_gather(float *dst, const float *src, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        dst[i] = src[2 * i];
+}
+
+/* Contiguous src into every other float32 of dst (the C reference). */
+static void ref_scatter(float *dst, const float *src, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        dst[2 * i] = src[i];
+}
+
+/* 2. Strided copies: every other element, each direction. */
+static int bench_strided(void)
+{
+    size_t n = 16 * MIB; /* elements */
+    float *src = malloc(2 * n * sizeof *src), *dst = malloc(2 * n * sizeof *dst);
+    int64_t shape = (int64_t)n, step = 2 * (int64_t)sizeof(float), unit = sizeof(float);
+    gm_ndview s2, d1, s1, d2;
+    double te = 1e30, tr = 1e30, tw = 1e30, tl = 1e30;
+
+    if (src == NULL || dst == NULL)
+        return 1;
+    for (size_t i = 0; i < 2 * n; i++)
+        src[i] = (float)i;
+    memset(dst, 0, 2 * n * sizeof *dst);
+    if (gm_ndview_init(src, GM_FLOAT32, 1, &shape, &step, GM_ORDER_C, &s2) != GM_OK ||
+        gm_ndview_init(dst, GM_FLOAT32, 1, &shape, &unit, GM_ORDER_C, &d1) != GM_OK ||
+        gm_ndview_init(src, GM_FLOAT32, 1, &shape, &unit, GM_ORDER_C, &s1) != GM_OK ||
+        gm_ndview_init(dst, GM_FLOAT32, 1, &shape, &step, GM_ORDER_C, &d2) != GM_OK)
+        return 1;
+    for (int r = 0; r < REPS; r++) {
+        double t0 = 0;
+
+        te = best_of(te, time_engine(&d1, &s2, 1));
+        t0 = now_s();
+        ref_gather(dst, src, n);
+        __asm__ volatile("" : : "r"(dst) : "memory");
+        tr = best_of(tr, now_s() - t0);
+        tw = best_of(tw, time_engine(&d2, &s1, 1));
+        t0 = now_s();
+        ref_scatter(dst, src, n);
+        __asm__ volatile("" : : "r"(dst) : "memory");
+        tl = best_of(tl, now_s() - t0);
+    }
+    printf("\n2. strided float32, %zu M elements (GB/s of elements moved)\n", n / MIB);
+    printf("   gather  a[::2] -> contiguous   engine %7.2f   C loop %7.2f\n",
+           (double)(n * 4) / te / 1e9, (double)(n * 4) / tr / 1e9);
+    printf("   scatter contiguous -> a[::2]   engine %7.2f   C loop %7.2f\n",
+           (double)(n * 4) / tw / 1e9, (double)(n * 4) / tl / 1e9);
+    free(src);
+    free(dst);
+    return 0;
+}
+
+/* The cache-blocked transpose the engine is compared with: out = in.T, N x N. */
+static void ref_transpose(float *out, const float *in, size_t n)
+{
+    for (size_t ib = 0; ib < n; ib += REF_TILE)
+        for (size_t jb = 0; jb < n; jb += REF_TILE)
+            for (size_t i = ib; i < ib + REF_TILE && i < n; i++)
+                for (size_t j = jb; j < jb + REF_TILE && j < n; j++)
+                    out[i * n + j] = in[j * n + i];
+}
+
+/* numpy's np.ascontiguousarray(a.T) for a 4096 x 4096 float32, best of 5, in ms; < 0 if none. */
+static double numpy_transpose_ms(void)
+{
+    static const char cmd[] = "/usr/bin/python3 -c \"import time, numpy as np\n"
+                              "a = np.random.rand(4096, 4096).astype(np.float32)\n"
+                              "best = 1e9\n"
+                              "for _ in range(5):\n"
+                              "    t = time.perf_counter(); b = np.ascontiguousarray(a.T); "
+                              "best = min(best, time.perf_counter() - t)\n"
+                              "print(best * 1e3)\" 2>/dev/null";
+    double ms = -1.0;
+    FILE *p = NULL;
+
+    if (access("/usr/bin/python3", X_OK) != 0)
+        return -1.0;
+    p = popen(cmd, "r");
+    if (p == NULL)
+        return -1.0;
+    if (fscanf(p, "%lf", &ms) != 1)
+        ms = -1.0;
+    return pclose(p) == 0 ? ms : -1.0;
+}
+
+/* Whether out holds in.T. */
+static int transposed_ok(const float *out, const float *in, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        for (size_t j = 0; j < n; j++)
+            if (out[i * n + j] != in[j * n + i])
+                return 0;
+    return 1;
+}
+
+/* 3. 4096 x 4096 float32 transpose: engine, blocked C loop, numpy. */
+static int bench_transpose(void)
+{
+    size_t n = TRANSPOSE_N;
+    int64_t shape[2] = {(int64_t)n, (int64_t)n};
+    float *in = malloc(n * n * sizeof *in), *out = malloc(n * n * sizeof *out);
+    gm_ndview iv, tv, ov;
+    double te = 0, tr = 1e30, np_ms = 0;
+    int ok = 0;
+
+    if (in == NULL || out == NULL)
+        return 1;
+    for (size_t i = 0; i < n * n; i++)
+        in[i] = (float)i;
+    memset(out, 0, n * n * sizeof *out);
+    if (gm_ndview_init(in, GM_FLOAT32, 2, shape, NULL, GM_ORDER_C, &iv) != GM_OK ||
+        gm_ndview_transpose(&iv, &tv) != GM_OK ||
+        gm_ndview_init(out, GM_FLOAT32, 2, shape, NULL, GM_ORDER_C, &ov) != GM_OK)
+        return 1;
+    te = time_engine(&ov, &tv, 1);
+    ok = transposed_ok(out, in, n);
+    for (int r = 0; r < 2 * REPS; r++) { /* interleaved: the machine's noise hits both */
+        double t0 = now_s();
+
+        ref_transpose(out, in, n);
+        __asm__ volatile("" : : "r"(out) : "memory");
+        tr = best_of(tr, now_s() - t0);
+        te = best_of(te, time_engine(&ov, &tv, 1));
+    }
+    printf("\n3. transpose 4096 x 4096 float32 (ms, best of %d)\n", 2 * REPS);
+    printf("   engine (gm__host_copy_strided)   %8.2f   %s\n", te * 1e3, ok ? "correct" : "WRONG");
+    printf("   cache-blocked C loop (%dx%d)     %8.2f   engine/loop time %.2f\n", REF_TILE,
+           REF_TILE, tr * 1e3, te / tr);
+    np_ms = numpy_transpose_ms();
+    if (np_ms < 0)
+        printf("   numpy: not available\n");
+    else
+        printf("   numpy ascontiguousarray(a.T)     %8.2f   engine speed-up %.1fx\n", np_ms,
+               np_ms / (te * 1e3));
+    free(in);
+    free(out);
+    return ok ? 0 : 1;
+}
+
+int main(void)
+{
+    int failed = 0;
+
+    printf("gpumem host copy engine benchmark (best of %d; GB = 1e9 bytes)\n", REPS);
+    failed |= bench_contiguous();
+    failed |= bench_strided();
+    failed |= bench_transpose();
+    return failed;
+}

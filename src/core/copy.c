@@ -1,0 +1,641 @@
+/*
+ * The transfer engine behind gm_copy, the array copy calls, gm_array_fill
+ * and gm_array_memset.
+ *
+ * A copy between two descriptors is normalised into a plan: extents of 1
+ * dropped, axes negative on both sides walked backwards, axes sorted by
+ * decreasing destination stride, and neighbours contiguous on both sides
+ * merged. The innermost (up to) three axes that a pitched copy can express
+ * (a contiguous run, rows at a pitch, planes at a multiple of the pitch)
+ * become one gm_copy_desc; any other axes are looped over, one ops->copy per
+ * index ("pieces"). The strategy, cheapest first:
+ *
+ *   1. host to host: gm__host_copy_strided (in stream order with a stream);
+ *   2. one piece: a single 1-D/2-D/3-D pitched ops->copy;
+ *   3. the backend's ops->copy_strided, when it has one;
+ *   4. at most GM__DIRECT_MAX_PIECES pieces: that many ops->copy calls;
+ *   5. staging: each device side is copied to or from a host temporary that
+ *      mirrors its layout (same axis order and signs, packed), which takes
+ *      few pieces, and the rearrangement runs on the host with
+ *      gm__host_copy_strided.
+ *
+ * Temporaries and the descriptors of the host step live in one gm__malloc'd
+ * block (a "job"). Without a stream everything is synchronous and the job is
+ * freed before returning. With a stream the host step runs in stream order
+ * (stream_enqueue_host), and a last stream-ordered cleanup hands the job to
+ * the deallocation queue without flushing (no bookkeeping memory is freed on
+ * a backend worker thread); the next flush frees it.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "ndview_internal.h"
+#include "runtime_internal.h"
+
+/* Most ops->copy calls a direct (unstaged) copy may take. */
+#define GM__DIRECT_MAX_PIECES 64
+/* Alignment of the temporaries inside a job block. */
+#define GM__JOB_ALIGN 64
+
+/* One axis of a plan: extent and byte strides on both sides. */
+typedef struct copy_axis {
+    int64_t extent;
+    int64_t dst_stride;
+    int64_t src_stride;
+} copy_axis;
+
+/* A copy as one pitched descriptor repeated over outer axes. */
+typedef struct copy_plan {
+    gm_copy_desc desc; /* dst / src filled per piece */
+    uintptr_t dst_base;
+    uintptr_t src_base;
+    int nouter;
+    copy_axis outer[GM_MAX_DIMS]; /* outermost first */
+    int64_t pieces;
+} copy_plan;
+
+/* A staging block: header, then temporaries. */
+typedef struct copy_job {
+    gm_context *ctx;
+    gm__dealloc_entry *entry; /* HOST_COPY entry that frees this block */
+    gm_ndview host_dst;       /* the host step: host_dst <- host_src */
+    gm_ndview host_src;
+    unsigned char *temp[2];
+} copy_job;
+
+/* Which side of a copy memory of this kind is on. */
+static gm_copy_side side_of(const gm_ndview *view)
+{
+    return view->memory == GM_MEMORY_DEVICE || view->memory == GM_MEMORY_MANAGED ? GM_COPY_DEVICE
+                                                                                 : GM_COPY_HOST;
+}
+
+/* Absolute value (strides are far from INT64_MIN). */
+static int64_t abs64(int64_t v)
+{
+    return v < 0 ? -v : v;
+}
+
+/* ---------------------------------------------------------------- plans */
+
+/* Axes that matter, with axes negative on both sides reversed. */
+static int collect_axes(const gm_ndview *dst, const gm_ndview *src, copy_axis *axes,
+                        uintptr_t *dst_base, uintptr_t *src_base)
+{
+    int n = 0;
+
+    *dst_base = (uintptr_t)dst->data + (uintptr_t)dst->offset;
+    *src_base = (uintptr_t)src->data + (uintptr_t)src->offset;
+    for (int i = 0; i < dst->ndim; i++) {
+        copy_axis a = {dst->shape[i], dst->strides[i], src->strides[i]};
+
+        if (a.extent == 1)
+            continue;
+        if (a.dst_stride < 0 && a.src_stride < 0) {
+            *dst_base += (uintptr_t)((a.extent - 1) * a.dst_stride);
+            *src_base += (uintptr_t)((a.extent - 1) * a.src_stride);
+            a.dst_stride = -a.dst_stride;
+            a.src_stride = -a.src_stride;
+        }
+        axes[n++] = a;
+    }
+    return n;
+}
+
+/* Whether axis a should come before (outside) axis b. */
+static bool outer_than(const copy_axis *a, const copy_axis *b)
+{
+    if (abs64(a->dst_stride) != abs64(b->dst_stride))
+        return abs64(a->dst_stride) > abs64(b->dst_stride);
+    return abs64(a->src_stride) > abs64(b->src_stride);
+}
+
+/* Stable insertion sort, outermost first. */
+static void sort_axes(copy_axis *axes, int n)
+{
+    for (int i = 1; i < n; i++) {
+        copy_axis a = axes[i];
+        int j = i;
+
+        while (j > 0 && outer_than(&a, &axes[j - 1])) {
+            axes[j] = axes[j - 1];
+            j--;
+        }
+        axes[j] = a;
+    }
+}
+
+/* Merge each axis into its inner neighbour when both sides are contiguous across them. */
+static int coalesce(copy_axis *axes, int n)
+{
+    int out = 0;
+
+    for (int i = 0; i < n; i++) {
+        copy_axis *prev = out > 0 ? &axes[out - 1] : NULL;
+
+        if (prev != NULL && prev->dst_stride == axes[i].dst_stride * axes[i].extent &&
+            prev->src_stride == axes[i].src_stride * axes[i].extent) {
+            prev->extent *= axes[i].extent;
+            prev->dst_stride = axes[i].dst_stride;
+            prev->src_stride = axes[i].src_stride;
+        } else {
+            axes[out++] = axes[i];
+        }
+    }
+    return out;
+}
+
+/* Whether an axis can be the rows of a pitched copy of runs of `width` bytes. */
+static bool fits_rows(const copy_axis *a, size_t width)
+{
+    return a->dst_stride > 0 && a->src_stride > 0 && (size_t)a->dst_stride >= width &&
+           (size_t)a->src_stride >= width;
+}
+
+/* Whether an axis can be the planes of a pitched copy with rows `d`. */
+static bool fits_planes(const copy_axis *a, const gm_copy_desc *d)
+{
+    return a->dst_stride > 0 && a->src_stride > 0 && a->dst_stride % (int64_t)d->dst_pitch == 0 &&
+           a->src_stride % (int64_t)d->src_pitch == 0 &&
+           (size_t)(a->dst_stride / (int64_t)d->dst_pitch) >= d->height &&
+           (size_t)(a->src_stride / (int64_t)d->src_pitch) >= d->height;
+}
+
+/* Take the innermost axes into the pitched descriptor; return how many are left. */
+static int build_desc(copy_axis *axes, int n, int64_t itemsize, gm_copy_desc *d)
+{
+    d->width_bytes = (size_t)itemsize;
+    d->height = d->depth = 1;
+    if (n > 0 && axes[n - 1].dst_stride == itemsize && axes[n - 1].src_stride == itemsize)
+        d->width_bytes = (size_t)(axes[--n].extent * itemsize);
+    d->dst_pitch = d->src_pitch = d->width_bytes;
+    if (n > 0 && fits_rows(&axes[n - 1], d->width_bytes)) {
+        n--;
+        d->height = (size_t)axes[n].extent;
+        d->dst_pitch = (size_t)axes[n].dst_stride;
+        d->src_pitch = (size_t)axes[n].src_stride;
+        if (n > 0 && fits_planes(&axes[n - 1], d)) {
+            n--;
+            d->depth = (size_t)axes[n].extent;
+            d->dst_height = (size_t)(axes[n].dst_stride / (int64_t)d->dst_pitch);
+            d->src_height = (size_t)(axes[n].src_stride / (int64_t)d->src_pitch);
+            return n;
+        }
+    }
+    d->dst_height = d->src_height = d->height;
+    return n;
+}
+
+/* Plan dst <- src (equal shape and dtype, size > 0). */
+static void plan_build(const gm_ndview *dst, const gm_ndview *src, copy_plan *plan)
+{
+    copy_axis axes[GM_MAX_DIMS];
+    int n = collect_axes(dst, src, axes, &plan->dst_base, &plan->src_base);
+
+    sort_axes(axes, n);
+    n = coalesce(axes, n);
+    memset(&plan->desc, 0, sizeof(plan->desc));
+    plan->desc.dst_side = side_of(dst);
+    plan->desc.src_side = side_of(src);
+    plan->nouter = build_desc(axes, n, gm_ndview_itemsize(dst), &plan->desc);
+    plan->pieces = 1;
+    for (int i = 0; i < plan->nouter; i++) {
+        plan->outer[i] = axes[i];
+        plan->pieces *= axes[i].extent;
+    }
+}
+
+/* Step the outer index like an odometer, updating both byte offsets. */
+static void advance(const copy_plan *plan, int64_t *index, int64_t *dst_off, int64_t *src_off)
+{
+    for (int k = plan->nouter - 1; k >= 0; k--) {
+        const copy_axis *a = &plan->outer[k];
+
+        index[k]++;
+        *dst_off += a->dst_stride;
+        *src_off += a->src_stride;
+        if (index[k] < a->extent)
+            return;
+        *dst_off -= a->extent * a->dst_stride;
+        *src_off -= a->extent * a->src_stride;
+        index[k] = 0;
+    }
+}
+
+/* Issue every piece of a plan; stops at the first failure. */
+static gm_status emit(gm_context *ctx, const copy_plan *plan, gm_backend_stream *bs)
+{
+    int64_t index[GM_MAX_DIMS] = {0};
+    int64_t dst_off = 0, src_off = 0;
+    gm_copy_desc desc = plan->desc;
+    gm_status status = GM_OK;
+
+    for (int64_t piece = 0; piece < plan->pieces && status == GM_OK; piece++) {
+        desc.dst = (gm_devptr)(plan->dst_base + (uintptr_t)dst_off);
+        desc.src = (gm_devptr)(plan->src_base + (uintptr_t)src_off);
+        status = ctx->ops->copy(ctx->bctx, &desc, bs);
+        advance(plan, index, &dst_off, &src_off);
+    }
+    return status;
+}
+
+/* Plan and issue dst <- src whatever the number of pieces. */
+static gm_status emit_views(gm_context *ctx, const gm_ndview *dst, const gm_ndview *src,
+                            gm_backend_stream *bs)
+{
+    copy_plan plan;
+
+    plan_build(dst, src, &plan);
+    return emit(ctx, &plan, bs);
+}
+
+/* ------------------------------------------------------------------ jobs */
+
+/* Round up to the job alignment. */
+static size_t align_up(size_t n)
+{
+    return (n + GM__JOB_ALIGN - 1) / GM__JOB_ALIGN * GM__JOB_ALIGN;
+}
+
+/* A job block with two temporaries of the given sizes (0: none). */
+static gm_status job_create(gm_context *ctx, const char *fn, int64_t bytes0, int64_t bytes1,
+                            copy_job **job_p)
+{
+    size_t head = align_up(sizeof(copy_job));
+    size_t size0 = align_up((size_t)bytes0); /* bytes are int64: no wrap here */
+    size_t total = 0;
+    copy_job *job = NULL;
+    gm_status status = GM_OK;
+
+    if (__builtin_add_overflow(head, size0, &total) ||
+        __builtin_add_overflow(total, (size_t)bytes1, &total))
+        return gm__error(GM_ERR_OVERFLOW, "%s: staging buffers too large", fn);
+    job = gm__malloc(total);
+    if (job == NULL)
+        return gm__error(GM_ERR_NO_MEMORY,
+                         "%s: out of host memory for %" PRId64 " bytes of staging buffers", fn,
+                         bytes0 + bytes1);
+    memset(job, 0, sizeof(*job));
+    status = gm__dealloc_entry_create(fn, GM__DEALLOC_HOST_COPY, &job->entry);
+    if (status != GM_OK) {
+        gm__free(job);
+        return status;
+    }
+    job->ctx = ctx;
+    job->entry->handle = job;
+    job->temp[0] = bytes0 > 0 ? (unsigned char *)job + head : NULL;
+    job->temp[1] = bytes1 > 0 ? (unsigned char *)job + head + size0 : NULL;
+    *job_p = job;
+    return GM_OK;
+}
+
+/* Free a job now (synchronous copies, or after synchronizing on failure). */
+static void job_free(copy_job *job)
+{
+    gm__dealloc_entry_discard(job->entry);
+    gm__free(job);
+}
+
+/* Stream-ordered cleanup: hand the job to the queue (runs on a worker thread). */
+static void job_release_cb(void *user)
+{
+    copy_job *job = user;
+
+    gm__dealloc_enqueue_no_flush(job->ctx, job->entry);
+}
+
+/* Stream-ordered host step. */
+static gm_status job_host_step_cb(void *user)
+{
+    copy_job *job = user;
+
+    return gm__host_copy_strided(&job->host_dst, &job->host_src);
+}
+
+/* Stream-ordered marker that only carries the cleanup. */
+static gm_status job_noop_cb(void *user)
+{
+    (void)user;
+    return GM_OK;
+}
+
+/* Run the job's host step now (no stream) or in stream order. */
+static gm_status job_host_step(gm_context *ctx, copy_job *job, gm_backend_stream *bs)
+{
+    if (bs == NULL)
+        return gm__host_copy_strided(&job->host_dst, &job->host_src);
+    return ctx->ops->stream_enqueue_host(ctx->bctx, bs, job_host_step_cb, job, NULL);
+}
+
+/*
+ * End a job: free it now without a stream; with one, queue its release in
+ * stream order. If that fails, or an earlier step failed, wait for the work
+ * already queued (it may use the temporaries) before freeing.
+ */
+static gm_status job_finish(gm_context *ctx, copy_job *job, gm_backend_stream *bs, gm_status status)
+{
+    char saved[512];
+
+    if (bs != NULL && status == GM_OK) {
+        status = ctx->ops->stream_enqueue_host(ctx->bctx, bs, job_noop_cb, job, job_release_cb);
+        if (status == GM_OK)
+            return GM_OK;
+    }
+    if (bs != NULL) {
+        snprintf(saved, sizeof(saved), "%s", gm_last_error_message());
+        (void)ctx->ops->stream_synchronize(ctx->bctx, bs);
+        (void)gm__error(status, "%s", saved);
+    }
+    job_free(job);
+    return status;
+}
+
+/* --------------------------------------------------------------- staging */
+
+/* A packed host layout with the axis order and stride signs of `view`. */
+static gm_status mirror_layout(const gm_ndview *view, gm_ndview *out)
+{
+    gm_status status = gm_ndview_like(view, out);
+
+    if (status != GM_OK)
+        return status;
+    out->memory = GM_MEMORY_HOST;
+    out->device_id = -1;
+    for (int i = 0; i < view->ndim; i++) {
+        if (view->strides[i] < 0 && view->shape[i] > 1) {
+            out->offset += (view->shape[i] - 1) * out->strides[i];
+            out->strides[i] = -out->strides[i];
+        }
+    }
+    return GM_OK;
+}
+
+/* Layouts of a staged copy: the host image of each device side, when used. */
+typedef struct staging {
+    gm_ndview src_image; /* src itself if on the host */
+    gm_ndview dst_image; /* used when dst is on the device and `use_dst_image` */
+    bool use_dst_image;
+    int64_t src_bytes; /* temp[0]: image of a device source */
+    int64_t dst_bytes; /* temp[1]: image of a device destination */
+} staging;
+
+/* Decide the temporaries of dst <- src. */
+static gm_status staging_plan(const gm_ndview *dst, const gm_ndview *src, staging *s)
+{
+    copy_plan plan;
+    gm_status status = GM_OK;
+
+    memset(s, 0, sizeof(*s));
+    s->src_image = *src;
+    if (side_of(src) == GM_COPY_DEVICE) {
+        status = mirror_layout(src, &s->src_image);
+        s->src_bytes = gm_ndview_nbytes(src);
+    }
+    if (status != GM_OK || side_of(dst) == GM_COPY_HOST)
+        return status;
+    plan_build(dst, &s->src_image, &plan);
+    if (plan.pieces > GM__DIRECT_MAX_PIECES) {
+        s->use_dst_image = true;
+        s->dst_bytes = gm_ndview_nbytes(dst);
+        status = mirror_layout(dst, &s->dst_image);
+    }
+    return status;
+}
+
+/* Issue the steps of a staged copy into an allocated job. */
+static gm_status staged_steps(gm_context *ctx, copy_job *job, staging *s, const gm_ndview *dst,
+                              const gm_ndview *src, gm_backend_stream *bs)
+{
+    gm_status status = GM_OK;
+
+    if (side_of(src) == GM_COPY_DEVICE) {
+        s->src_image.data = job->temp[0];
+        status = emit_views(ctx, &s->src_image, src, bs);
+    }
+    if (status != GM_OK)
+        return status;
+    if (side_of(dst) == GM_COPY_HOST || s->use_dst_image) {
+        s->dst_image.data = job->temp[1];
+        job->host_dst = side_of(dst) == GM_COPY_HOST ? *dst : s->dst_image;
+        job->host_src = s->src_image;
+        status = job_host_step(ctx, job, bs);
+    }
+    if (status != GM_OK || side_of(dst) == GM_COPY_HOST)
+        return status;
+    return emit_views(ctx, dst, s->use_dst_image ? &s->dst_image : &s->src_image, bs);
+}
+
+/* Copy through host images of the device sides. */
+static gm_status copy_staged(gm_context *ctx, const char *fn, const gm_ndview *dst,
+                             const gm_ndview *src, gm_backend_stream *bs)
+{
+    staging s;
+    copy_job *job = NULL;
+    gm_status status = staging_plan(dst, src, &s);
+
+    if (status == GM_OK)
+        status = job_create(ctx, fn, s.src_bytes, s.dst_bytes, &job);
+    if (status != GM_OK)
+        return status;
+    status = staged_steps(ctx, job, &s, dst, src, bs);
+    return job_finish(ctx, job, bs, status);
+}
+
+/* Host to host: the host engine, in stream order with a stream. */
+static gm_status copy_host(gm_context *ctx, const char *fn, const gm_ndview *dst,
+                           const gm_ndview *src, gm_backend_stream *bs)
+{
+    copy_job *job = NULL;
+    gm_status status = GM_OK;
+
+    if (bs == NULL)
+        return gm__host_copy_strided(dst, src);
+    status = job_create(ctx, fn, 0, 0, &job);
+    if (status != GM_OK)
+        return status;
+    job->host_dst = *dst;
+    job->host_src = *src;
+    status = job_host_step(ctx, job, bs);
+    return job_finish(ctx, job, bs, status);
+}
+
+/* ------------------------------------------------------------ validation */
+
+/* A known memory kind, and a device-side view must be on the context's device. */
+static gm_status check_device(const char *fn, const gm_context *ctx, const gm_ndview *v,
+                              const char *which)
+{
+    if (v->memory < GM_MEMORY_HOST || v->memory > GM_MEMORY_MANAGED)
+        return gm__error(GM_ERR_INVALID_ARG, "%s: the %s has an unknown memory kind %" PRId32, fn,
+                         which, v->memory);
+    if (side_of(v) == GM_COPY_DEVICE && v->device_id >= 0 && v->device_id != ctx->device_id)
+        return gm__error(GM_ERR_WRONG_CONTEXT,
+                         "%s: the %s is memory of device %" PRId32 ", the context's device is "
+                         "%" PRId32,
+                         fn, which, v->device_id, ctx->device_id);
+    return GM_OK;
+}
+
+/* Both descriptors valid, same dtype, same shape. */
+static gm_status check_pair(const char *fn, const gm_context *ctx, const gm_ndview *dst,
+                            const gm_ndview *src)
+{
+    char a[GM_DTYPE_NAME_MAX], b[GM_DTYPE_NAME_MAX], sa[256], sb[256];
+    gm_status status = gm__validate(fn, dst);
+
+    if (status == GM_OK)
+        status = gm__validate(fn, src);
+    if (status != GM_OK)
+        return status;
+    if (!gm_dtype_equal(dst->dtype, src->dtype)) {
+        (void)gm_dtype_name(dst->dtype, a, sizeof(a));
+        (void)gm_dtype_name(src->dtype, b, sizeof(b));
+        return gm__error(GM_ERR_DTYPE, "%s: dtype mismatch: destination %s, source %s", fn, a, b);
+    }
+    if (dst->ndim != src->ndim ||
+        (dst->ndim > 0 && memcmp(dst->shape, src->shape, (size_t)dst->ndim * sizeof(int64_t)) != 0))
+        return gm__error(GM_ERR_SHAPE_MISMATCH, "%s: shape mismatch: destination %s, source %s", fn,
+                         gm_format_shape(dst->ndim, dst->shape, sa, sizeof(sa)),
+                         gm_format_shape(src->ndim, src->shape, sb, sizeof(sb)));
+    status = check_device(fn, ctx, dst, "destination");
+    if (status == GM_OK)
+        status = check_device(fn, ctx, src, "source");
+    return status;
+}
+
+/* ------------------------------------------------------------- entries */
+
+/* A device copy that the host engine cannot do: choose a strategy (see the file comment). */
+static gm_status copy_device(gm_context *ctx, const char *fn, const gm_ndview *dst,
+                             const gm_ndview *src, gm_backend_stream *bs)
+{
+    copy_plan plan;
+    gm_status status = GM_OK;
+
+    plan_build(dst, src, &plan);
+    if (plan.pieces == 1)
+        return emit(ctx, &plan, bs);
+    if (ctx->ops->copy_strided != gm__unsupported_copy_strided) {
+        status = ctx->ops->copy_strided(ctx->bctx, dst, src, bs);
+        if (status != GM_ERR_UNSUPPORTED)
+            return status;
+    }
+    if (plan.pieces <= GM__DIRECT_MAX_PIECES)
+        return emit(ctx, &plan, bs);
+    return copy_staged(ctx, fn, dst, src, bs);
+}
+
+/* Check both sides, then copy host-to-host or through the device strategies. */
+gm_status gm__copy(const char *fn, gm_context *ctx, const gm_ndview *dst, const gm_ndview *src,
+                   gm_stream *stream)
+{
+    gm_backend_stream *bs = NULL;
+    gm_status status = gm__check_context(fn, ctx);
+
+    if (status == GM_OK)
+        status = gm__stream_backend(fn, ctx, stream, &bs);
+    if (status == GM_OK && (dst == NULL || src == NULL))
+        status = gm__error(GM_ERR_NULL_POINTER, "%s: %s is NULL", fn,
+                           dst == NULL ? "destination" : "source");
+    if (status == GM_OK)
+        status = check_pair(fn, ctx, dst, src);
+    if (status != GM_OK || gm_ndview_size(dst) == 0)
+        return status;
+    if (side_of(dst) == GM_COPY_HOST && side_of(src) == GM_COPY_HOST)
+        return copy_host(ctx, fn, dst, src, bs);
+    return copy_device(ctx, fn, dst, src, bs);
+}
+
+/* ---------------------------------------------------------------- fills */
+
+/* Fill through a host image: pattern it, then copy it in (few pieces by construction). */
+static gm_status fill_staged(gm_context *ctx, const char *fn, const gm_ndview *view,
+                             const void *value, gm_backend_stream *bs)
+{
+    size_t itemsize = (size_t)gm_ndview_itemsize(view);
+    int64_t size = gm_ndview_size(view);
+    copy_job *job = NULL;
+    gm_ndview image;
+    gm_status status = mirror_layout(view, &image);
+
+    if (status == GM_OK)
+        status = job_create(ctx, fn, gm_ndview_nbytes(view), 0, &job);
+    if (status != GM_OK)
+        return status;
+    for (int64_t i = 0; i < size; i++)
+        memcpy(job->temp[0] + (size_t)i * itemsize, value, itemsize);
+    image.data = job->temp[0];
+    if (side_of(view) == GM_COPY_HOST) {
+        job->host_dst = *view;
+        job->host_src = image;
+        status = job_host_step(ctx, job, bs);
+    } else {
+        status = emit_views(ctx, view, &image, bs);
+    }
+    return job_finish(ctx, job, bs, status);
+}
+
+/* Common checks of fill and memset; *skip_p when there is nothing to do. */
+static gm_status fill_checks(const char *fn, gm_context *ctx, const gm_ndview *view,
+                             gm_stream *stream, gm_backend_stream **bs_p)
+{
+    gm_status status = gm__check_context(fn, ctx);
+
+    if (status == GM_OK)
+        status = gm__stream_backend(fn, ctx, stream, bs_p);
+    if (status == GM_OK)
+        status = gm__validate(fn, view);
+    if (status == GM_OK)
+        status = check_device(fn, ctx, view, "array");
+    return status;
+}
+
+/* Address of the lowest byte of a contiguous view. */
+static gm_devptr lowest_byte(const gm_ndview *view)
+{
+    int64_t lo = 0, hi = 0;
+
+    (void)gm_ndview_extent(view, &lo, &hi);
+    return (gm_devptr)((uintptr_t)view->data + (uintptr_t)lo);
+}
+
+/* Backend memset for contiguous device arrays of 1/2/4/8-byte items, else a host image. */
+gm_status gm__fill(const char *fn, gm_context *ctx, const gm_ndview *view, const void *value,
+                   gm_stream *stream)
+{
+    gm_backend_stream *bs = NULL;
+    int64_t itemsize = 0;
+    gm_status status = fill_checks(fn, ctx, view, stream, &bs);
+
+    if (status != GM_OK || gm_ndview_size(view) == 0)
+        return status;
+    itemsize = gm_ndview_itemsize(view);
+    if (side_of(view) == GM_COPY_DEVICE && gm_ndview_is_contiguous(view) &&
+        (itemsize == 1 || itemsize == 2 || itemsize == 4 || itemsize == 8))
+        return ctx->ops->memset(ctx->bctx, lowest_byte(view), value, (size_t)itemsize,
+                                (size_t)gm_ndview_size(view), bs);
+    return fill_staged(ctx, fn, view, value, bs);
+}
+
+/* Backend byte memset for contiguous device arrays, else a fill with a byte pattern. */
+gm_status gm__memset(const char *fn, gm_context *ctx, const gm_ndview *view, unsigned char byte,
+                     gm_stream *stream)
+{
+    gm_backend_stream *bs = NULL;
+    unsigned char *pattern = NULL;
+    gm_status status = fill_checks(fn, ctx, view, stream, &bs);
+
+    if (status != GM_OK || gm_ndview_size(view) == 0)
+        return status;
+    if (side_of(view) == GM_COPY_DEVICE && gm_ndview_is_contiguous(view))
+        return ctx->ops->memset(ctx->bctx, lowest_byte(view), &byte, 1,
+                                (size_t)gm_ndview_nbytes(view), bs);
+    pattern = gm__malloc((size_t)gm_ndview_itemsize(view));
+    if (pattern == NULL)
+        return gm__error(GM_ERR_NO_MEMORY, "%s: out of host memory", fn);
+    memset(pattern, byte, (size_t)gm_ndview_itemsize(view));
+    status = fill_staged(ctx, fn, view, pattern, bs);
+    gm__free(pattern);
+    return status;
+}

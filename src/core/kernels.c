@@ -1,0 +1,207 @@
+/*
+ * Launches: validation of the configuration against the device's limits,
+ * typed checking of the arguments against the kernel's signature, and
+ * marshalling into the backend's cuLaunchKernel-style argument array.
+ * Nothing reaches the backend unless every check passed.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "kernels_internal.h"
+
+/* A parameter's class, from its declaration text ("const float * a"). */
+typedef enum param_class {
+    PARAM_UNKNOWN = 0,
+    PARAM_POINTER = 1,
+    PARAM_INTEGER = 2,
+    PARAM_FLOAT = 3,
+    PARAM_DOUBLE = 4
+} param_class;
+
+/* Whether `word` appears in `text` as a whole identifier. */
+static bool has_word(const char *text, const char *word)
+{
+    size_t n = strlen(word);
+
+    for (const char *p = strstr(text, word); p != NULL; p = strstr(p + 1, word)) {
+        bool left = p == text || !(p[-1] == '_' || (p[-1] >= 'a' && p[-1] <= 'z') ||
+                                   (p[-1] >= 'A' && p[-1] <= 'Z') || (p[-1] >= '0' && p[-1] <= '9'));
+        char c = p[n];
+        bool right = !(c == '_' || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+                       (c >= '0' && c <= '9'));
+
+        if (left && right)
+            return true;
+    }
+    return false;
+}
+
+static param_class classify(const char *decl)
+{
+    if (decl == NULL)
+        return PARAM_UNKNOWN;
+    if (strchr(decl, '*') != NULL)
+        return PARAM_POINTER;
+    if (has_word(decl, "float"))
+        return PARAM_FLOAT;
+    if (has_word(decl, "double"))
+        return PARAM_DOUBLE;
+    if (strstr(decl, "struct") != NULL || strstr(decl, "union") != NULL)
+        return PARAM_UNKNOWN;
+    return PARAM_INTEGER;
+}
+
+static const char *arg_type_name(gm_arg_type t)
+{
+    static const char *const names[] = {"?", "i32", "u32", "i64", "u64", "f32", "f64", "pointer",
+                                        "bytes"};
+
+    return (unsigned)t < sizeof(names) / sizeof(names[0]) ? names[t] : "?";
+}
+
+/* Whether an argument of type t may bind to a parameter of class c. */
+static bool kind_fits(param_class c, gm_arg_type t)
+{
+    switch (c) {
+    case PARAM_POINTER:
+        return t == GM_ARG_PTR || t == GM_ARG_U64 || t == GM_ARG_BYTES;
+    case PARAM_FLOAT:
+        return t == GM_ARG_F32 || t == GM_ARG_BYTES;
+    case PARAM_DOUBLE:
+        return t == GM_ARG_F64 || t == GM_ARG_BYTES;
+    case PARAM_INTEGER:
+        return t == GM_ARG_I32 || t == GM_ARG_U32 || t == GM_ARG_I64 || t == GM_ARG_U64 ||
+               t == GM_ARG_BYTES;
+    default:
+        return true;
+    }
+}
+
+/* The number and sizes of the arguments against the signature. */
+static gm_status check_args(const char *fn, const gm_kernel *k, int nargs, const gm_arg *args)
+{
+    char sig[512];
+
+    if (nargs < 0 || nargs > GM_MAX_KERNEL_ARGS)
+        return gm__error(GM_ERR_INVALID_ARG, "%s: kernel '%s': nargs %d is outside 0..%d", fn,
+                         k->name, nargs, GM_MAX_KERNEL_ARGS);
+    if (nargs > 0 && args == NULL)
+        return gm__error(GM_ERR_NULL_POINTER, "%s: kernel '%s': args is NULL", fn, k->name);
+    for (int i = 0; i < nargs; i++) {
+        if (args[i].type < GM_ARG_I32 || args[i].type > GM_ARG_BYTES || args[i].size == 0)
+            return gm__error(GM_ERR_INVALID_ARG,
+                             "%s: kernel '%s': argument %d has type %d and size %u (make "
+                             "arguments with the gm_arg_* helpers)",
+                             fn, k->name, i, (int)args[i].type, (unsigned)args[i].size);
+        if (args[i].type == GM_ARG_BYTES && args[i].value.bytes == NULL)
+            return gm__error(GM_ERR_NULL_POINTER, "%s: kernel '%s': argument %d: bytes is NULL",
+                             fn, k->name, i);
+    }
+    if (k->nparams < 0)
+        return GM_OK;
+    gm_kernel_signature(k, sig, sizeof sig);
+    if (nargs != k->nparams)
+        return gm__error(GM_ERR_INVALID_ARG, "%s: kernel %s takes %d arguments, %d were given",
+                         fn, sig, (int)k->nparams, nargs);
+    for (int i = 0; i < nargs; i++) {
+        const char *decl = k->param_decls != NULL ? k->param_decls[i] : NULL;
+
+        if (args[i].size != k->param_sizes[i])
+            return gm__error(GM_ERR_INVALID_ARG,
+                             "%s: kernel %s: argument %d (%s) is %zu bytes, a %s of %u bytes "
+                             "was given",
+                             fn, sig, i, decl != NULL ? decl : "?", k->param_sizes[i],
+                             arg_type_name(args[i].type), (unsigned)args[i].size);
+        if (!kind_fits(classify(decl), args[i].type))
+            return gm__error(GM_ERR_INVALID_ARG,
+                             "%s: kernel %s: argument %d (%s) cannot take a %s value", fn, sig,
+                             i, decl, arg_type_name(args[i].type));
+    }
+    return GM_OK;
+}
+
+/* Extents >= 1 and within a limit per axis. */
+static gm_status check_dims(const char *fn, const gm_kernel *k, const char *what, gm_dim3 d,
+                            const int32_t limit[3])
+{
+    const uint32_t v[3] = {d.x, d.y, d.z};
+
+    for (int i = 0; i < 3; i++) {
+        if (v[i] == 0)
+            return gm__error(GM_ERR_INVALID_ARG, "%s: kernel '%s': %s (%u,%u,%u) has a zero extent",
+                             fn, k->name, what, d.x, d.y, d.z);
+        if (limit[i] > 0 && v[i] > (uint32_t)limit[i])
+            return gm__error(GM_ERR_INVALID_ARG,
+                             "%s: kernel '%s': %s extent %c = %u exceeds the device limit %d", fn,
+                             k->name, what, "xyz"[i], v[i], (int)limit[i]);
+    }
+    return GM_OK;
+}
+
+/* Grid, block and shared memory against the device and the kernel. */
+static gm_status check_config(const char *fn, const gm_kernel *k, const gm_device_info *dev,
+                              gm_dim3 grid, gm_dim3 block, size_t dynamic_shared)
+{
+    uint64_t threads = (uint64_t)block.x * block.y * block.z;
+    int64_t limit = dev->max_threads_per_block;
+    uint64_t shared = (uint64_t)k->attrs.static_shared_bytes + dynamic_shared;
+    gm_status status = check_dims(fn, k, "block", block, dev->max_block_dim);
+
+    if (status == GM_OK)
+        status = check_dims(fn, k, "grid", grid, dev->max_grid_dim);
+    if (status != GM_OK)
+        return status;
+    if (k->attrs.max_threads_per_block > 0 && k->attrs.max_threads_per_block < limit)
+        limit = k->attrs.max_threads_per_block;
+    if (limit > 0 && threads > (uint64_t)limit)
+        return gm__error(GM_ERR_INVALID_ARG,
+                         "%s: kernel '%s': block (%u,%u,%u) has %llu threads; the limit is %lld",
+                         fn, k->name, block.x, block.y, block.z, (unsigned long long)threads,
+                         (long long)limit);
+    if (dev->shared_memory_per_block > 0 && shared > (uint64_t)dev->shared_memory_per_block)
+        return gm__error(GM_ERR_INVALID_ARG,
+                         "%s: kernel '%s': %zu bytes of static and %zu bytes of dynamic shared "
+                         "memory exceed the device's %lld bytes per block",
+                         fn, k->name, k->attrs.static_shared_bytes, dynamic_shared,
+                         (long long)dev->shared_memory_per_block);
+    return GM_OK;
+}
+
+gm_status gm_launch(gm_kernel *kernel, gm_dim3 grid, gm_dim3 block, size_t dynamic_shared_bytes,
+                    gm_stream *stream, int nargs, const gm_arg *args)
+{
+    static const char fn[] = "gm_launch";
+    void *values[GM_MAX_KERNEL_ARGS];
+    size_t sizes[GM_MAX_KERNEL_ARGS];
+    gm_launch_config config;
+    gm_device_info dev;
+    gm_backend_stream *bstream = NULL;
+    gm_context *ctx = NULL;
+    gm_status status = GM_OK;
+
+    if (kernel == NULL)
+        return gm__error(GM_ERR_NULL_POINTER, "%s: kernel is NULL", fn);
+    ctx = kernel->module->ctx;
+    status = check_args(fn, kernel, nargs, args);
+    if (status == GM_OK)
+        status = gm__kernels_device_info(ctx, &dev);
+    if (status == GM_OK)
+        status = check_config(fn, kernel, &dev, grid, block, dynamic_shared_bytes);
+    if (status == GM_OK)
+        status = gm__stream_backend(fn, ctx, stream, &bstream);
+    if (status != GM_OK)
+        return status;
+    for (int i = 0; i < nargs; i++) {
+        values[i] = args[i].type == GM_ARG_BYTES ? (void *)(uintptr_t)args[i].value.bytes
+                                                 : (void *)(uintptr_t)&args[i].value;
+        sizes[i] = args[i].size;
+    }
+    config.grid[0] = grid.x;
+    config.grid[1] = grid.y;
+    config.grid[2] = grid.z;
+    config.block[0] = block.x;
+    config.block[1] = block.y;
+    config.block[2] = block.z;
+    config.dynamic_shared_bytes = dynamic_shared_bytes;
+    return ctx->ops->launch(ctx->bctx, kernel->bkernel, &config, values, sizes, nargs, bstream);
+}

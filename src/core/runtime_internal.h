@@ -1,0 +1,276 @@
+/*
+ * Internal structures of the backend-neutral runtime: the context, buffers
+ * and arrays, streams, events, host-registration scopes, and the per-context
+ * deallocation queue. Not installed.
+ *
+ * Locking: gm_context.lock guards the context's object lists (arrays,
+ * streams, events, scopes); gm__dealloc_queue.lock guards the queue and its
+ * statistics; gm__dealloc_queue.flush_lock serializes flushes. No backend op
+ * is called while gm__dealloc_queue.lock is held, so a stream callback that
+ * releases an array cannot deadlock against a flush.
+ */
+#ifndef GPUMEM_SRC_CORE_RUNTIME_INTERNAL_H
+#define GPUMEM_SRC_CORE_RUNTIME_INTERNAL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "backend.h"
+#include "core.h"
+
+/* ------------------------------------------------------------- lists */
+
+/* Intrusive circular doubly linked list; a context owns one sentinel per list. */
+typedef struct gm__link {
+    struct gm__link *prev;
+    struct gm__link *next;
+} gm__link;
+
+#define GM__CONTAINER_OF(ptr, type, member) ((type *)(void *)((char *)(ptr)-offsetof(type, member)))
+
+void gm__list_init(gm__link *head);
+void gm__list_push(gm__link *head, gm__link *link);
+void gm__list_remove(gm__link *link);
+bool gm__list_empty(const gm__link *head);
+
+/* ------------------------------------------------- deallocation queue */
+
+/* What a queued entry releases, and which bound its bytes count against. */
+typedef enum gm__dealloc_kind {
+    GM__DEALLOC_DEVICE = 0,   /* device memory: mem_free; device bytes */
+    GM__DEALLOC_PINNED = 1,   /* page-locked host memory: host_free; pinned bytes */
+    GM__DEALLOC_MAPPED = 2,   /* mapped host memory: host_free; pinned bytes */
+    GM__DEALLOC_MANAGED = 3,  /* managed memory: mem_free; device bytes */
+    GM__DEALLOC_STREAM = 4,   /* a created stream: stream_destroy; count only */
+    GM__DEALLOC_EVENT = 5,    /* an event: event_destroy; count only */
+    GM__DEALLOC_MODULE = 6,   /* a module: entry->unload; count only */
+    GM__DEALLOC_HOST_COPY = 7 /* gpumem-owned host memory (gm__malloc): gm__free; count only */
+} gm__dealloc_kind;
+
+/* Unload function of a GM__DEALLOC_MODULE entry (the kernels code provides it). */
+typedef gm_status (*gm__module_unload_fn)(gm_context *ctx, void *module);
+
+/*
+ * One pending deallocation {kind, handle, bytes}. Entries are allocated when
+ * the resource is created (gm__dealloc_entry_create), so that releasing the
+ * resource never needs memory and never fails; the queue owns an entry once
+ * it is enqueued and frees it after the deallocation succeeded.
+ */
+typedef struct gm__dealloc_entry {
+    struct gm__dealloc_entry *next;
+    gm__dealloc_kind kind;
+    gm_devptr device;            /* DEVICE, MANAGED */
+    void *handle;                /* PINNED, MAPPED, STREAM, EVENT, MODULE, HOST_COPY */
+    int64_t bytes;               /* memory kinds; 0 otherwise */
+    gm__module_unload_fn unload; /* MODULE */
+    void *bookkeeping;           /* gm__free'd with the entry (e.g. a stream wrapper) */
+} gm__dealloc_entry;
+
+typedef struct gm__dealloc_queue {
+    pthread_mutex_t lock;       /* everything below */
+    pthread_mutex_t flush_lock; /* held by the one thread flushing */
+    gm__dealloc_entry *head;
+    gm__dealloc_entry *tail;
+    int64_t count;
+    int64_t device_bytes;
+    int64_t pinned_bytes;
+    int64_t max_count;        /* flush when count > max_count */
+    int64_t max_device_bytes; /* flush when device_bytes > max_device_bytes */
+    int64_t max_pinned_bytes; /* flush when pinned_bytes > max_pinned_bytes */
+    int64_t flushes;
+    int64_t peak_bytes;
+    int64_t freed;
+    int64_t defer_depth;
+} gm__dealloc_queue;
+
+/* Initialize a queue with its bounds. */
+gm_status gm__dealloc_queue_init(gm__dealloc_queue *queue, int64_t max_count,
+                                 int64_t max_device_bytes, int64_t max_pinned_bytes);
+
+/*
+ * Free every pending entry regardless of defer_cleanup (context teardown);
+ * failures are logged and the entry is dropped. Then destroy the queue.
+ */
+void gm__dealloc_queue_teardown(gm_context *ctx);
+
+/* Allocate an empty entry of `kind`; errors name `fn`. */
+gm_status gm__dealloc_entry_create(const char *fn, gm__dealloc_kind kind,
+                                   gm__dealloc_entry **entry_p);
+
+/* Free an entry that was never enqueued (not the resource it describes). NULL is accepted. */
+void gm__dealloc_entry_discard(gm__dealloc_entry *entry);
+
+/*
+ * Hand an entry to the queue (ownership passes). If a bound is exceeded and
+ * no defer_cleanup scope is open, flush; a failing automatic flush is logged.
+ */
+void gm__dealloc_enqueue(gm_context *ctx, gm__dealloc_entry *entry);
+
+/*
+ * Hand an entry to the queue without flushing: for stream-ordered cleanups
+ * that run on backend worker threads, so that no deallocation (and no
+ * bookkeeping free) happens on those threads.
+ */
+void gm__dealloc_enqueue_no_flush(gm_context *ctx, gm__dealloc_entry *entry);
+
+/* Flush now unless inside defer_cleanup; stops at the first failure. */
+gm_status gm__dealloc_flush(gm_context *ctx, const char *fn);
+
+/*
+ * Allocations with Numba's out-of-memory rule: on GM_ERR_OUT_OF_DEVICE_MEMORY
+ * or GM_ERR_NO_MEMORY, flush the queue and retry once (not inside
+ * defer_cleanup, where nothing may be freed).
+ */
+gm_status gm__alloc_device(gm_context *ctx, size_t bytes, gm_devptr *ptr_p);
+gm_status gm__alloc_host(gm_context *ctx, size_t bytes, unsigned flags, void **ptr_p);
+gm_status gm__alloc_managed(gm_context *ctx, size_t bytes, gm_devptr *ptr_p);
+
+/* --------------------------------------------------------- the context */
+
+struct gm_context {
+    const gm_backend_ops *ops;
+    gm_backend_ctx *bctx;
+    int32_t device_id;
+    int64_t total_memory;
+    gm_context_options options;
+    gm__dealloc_queue queue;
+    pthread_mutex_t lock; /* the lists below */
+    gm__link arrays;      /* gm_array.link */
+    gm__link streams;     /* gm_stream.link: created, built-in and wrapped */
+    gm__link events;      /* gm_event.link */
+    gm__link scopes;      /* gm_host_scope.link */
+};
+
+/*
+ * Create a context on an explicit ops table (tests use this to wrap the host
+ * backend with fault injection). `options` NULL means the defaults; the
+ * options' backend field is ignored.
+ */
+gm_status gm__context_create_with_ops(const gm_backend_ops *ops, const gm_context_options *options,
+                                      gm_context **ctx_p);
+
+/* GM_ERR_NULL_POINTER naming `fn` when ctx is NULL. */
+gm_status gm__check_context(const char *fn, const gm_context *ctx);
+
+/* ---------------------------------------------------- buffers, arrays */
+
+/* A refcounted allocation shared by the arrays that view it. */
+typedef struct gm__buffer {
+    gm_context *ctx;
+    gm_memory_kind memory;    /* memory kind of the views */
+    uintptr_t base;           /* address the views use (device or host), 0 if no memory */
+    int64_t bytes;            /* 0: no memory (size-0 arrays) */
+    _Atomic int64_t refcount; /* one per gm_array */
+    gm__dealloc_entry *entry; /* filled at allocation; NULL when no memory */
+} gm__buffer;
+
+struct gm_array {
+    gm__link link; /* in ctx->arrays */
+    gm_context *ctx;
+    gm__buffer *buffer;
+    _Atomic int64_t refcount;
+    gm_ndview view;
+};
+
+/*
+ * Allocate an array of `memory` kind (DEVICE, PINNED, MAPPED, HOST) whose
+ * layout is `layout` (shape, strides, dtype; data and offset ignored). The
+ * allocation covers the layout's byte extent; data/offset are set so every
+ * element is inside it. host_flags are gm_host_flags for PINNED / MAPPED.
+ */
+gm_status gm__array_create(gm_context *ctx, const char *fn, const gm_ndview *layout,
+                           gm_memory_kind memory, unsigned host_flags, gm_array **array_p);
+
+/* Validate an array argument: non-NULL and, when ctx is given, of that context. */
+gm_status gm__check_array(const char *fn, const gm_array *array, const gm_context *ctx);
+
+/* Context teardown: free every array still alive; returns how many and their bytes. */
+void gm__arrays_teardown(gm_context *ctx, int64_t *arrays_p, int64_t *buffers_p, int64_t *bytes_p);
+
+/* ---------------------------------------------------- copies and fills */
+
+/* gm_copy's engine; messages start with `fn`. */
+gm_status gm__copy(const char *fn, gm_context *ctx, const gm_ndview *dst, const gm_ndview *src,
+                   gm_stream *stream);
+
+/* Set every element of `view` (memory of ctx) to the itemsize bytes at `value`. */
+gm_status gm__fill(const char *fn, gm_context *ctx, const gm_ndview *view, const void *value,
+                   gm_stream *stream);
+
+/* Set every byte of the elements of `view` to `byte`. */
+gm_status gm__memset(const char *fn, gm_context *ctx, const gm_ndview *view, unsigned char byte,
+                     gm_stream *stream);
+
+/* ------------------------------------------------------ streams, events */
+
+typedef enum gm__stream_kind {
+    GM__STREAM_CREATED = 0, /* gm_stream_create: destroyed through the queue */
+    GM__STREAM_BUILTIN = 1, /* default / legacy / per-thread: owned by the context */
+    GM__STREAM_EXTERNAL = 2 /* gm_stream_wrap_external: the native stream is never destroyed */
+} gm__stream_kind;
+
+struct gm_stream {
+    gm__link link; /* in ctx->streams */
+    gm_context *ctx;
+    gm_backend_stream *bstream;
+    gm__stream_kind kind;
+    gm_builtin_stream builtin;       /* for GM__STREAM_BUILTIN */
+    _Atomic int64_t auto_sync_depth; /* gm_stream_auto_synchronize_begin/end nesting */
+    gm__dealloc_entry *entry;        /* GM__STREAM_CREATED: preallocated queue entry */
+};
+
+/*
+ * The backend stream of an optional stream argument: NULL gives NULL
+ * (synchronous); a stream of another context is GM_ERR_WRONG_CONTEXT.
+ */
+gm_status gm__stream_backend(const char *fn, const gm_context *ctx, const gm_stream *stream,
+                             gm_backend_stream **bstream_p);
+
+/*
+ * Whether the calling thread is running a gm_stream_callback. Deallocations
+ * released there are only queued (no flush runs on a driver/worker thread:
+ * CUDA forbids driver calls in stream callbacks).
+ */
+bool gm__in_stream_callback(void);
+
+/* Context teardown: synchronize every stream (errors logged). */
+void gm__streams_synchronize_all(gm_context *ctx);
+
+/* Context teardown: destroy created streams, unwrap external ones, free built-in wrappers. */
+void gm__streams_teardown(gm_context *ctx);
+
+struct gm_event {
+    gm__link link; /* in ctx->events */
+    gm_context *ctx;
+    gm_backend_event *bevent;
+    bool timing;
+    gm__dealloc_entry *entry;
+};
+
+/* Context teardown: queue every event still alive. */
+void gm__events_teardown(gm_context *ctx);
+
+/* -------------------------------------------------- host registration */
+
+/* One registered (page-locked) host range. */
+typedef struct gm__host_range {
+    uintptr_t start;
+    size_t bytes;
+    gm_devptr device; /* device address of start (mapped scopes) */
+} gm__host_range;
+
+struct gm_host_scope {
+    gm__link link; /* in ctx->scopes */
+    gm_context *ctx;
+    bool mapped;
+    int nranges;
+    gm__host_range *ranges;
+};
+
+/* Context teardown: undo every registration still in place (logged). */
+void gm__scopes_teardown(gm_context *ctx);
+
+#endif /* GPUMEM_SRC_CORE_RUNTIME_INTERNAL_H */

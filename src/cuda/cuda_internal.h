@@ -1,0 +1,121 @@
+/*
+ * State shared by the CUDA backend's files: the per-context driver state
+ * behind gm_backend_ctx, the stream wrapper behind gm_backend_stream, and
+ * the ops each file implements for the table in cuda_backend.c.
+ *
+ * Handles: gm_backend_event, gm_backend_module and gm_backend_kernel are the
+ * driver's own CUevent, CUmodule and CUfunction, converted; streams are a
+ * small wrapper because the backend must know who owns the CUstream
+ * (created: us; built-in and wrapped: never destroyed by us) and carry the
+ * status of failed host work enqueued on it.
+ */
+#ifndef GPUMEM_SRC_CUDA_CUDA_INTERNAL_H
+#define GPUMEM_SRC_CUDA_CUDA_INTERNAL_H
+
+#include <stdatomic.h>
+
+#include "backend.h"
+#include "cuda_driver.h"
+
+/* Who owns a stream's CUstream. */
+typedef enum gm_cuda_stream_kind {
+    GM_CUDA_STREAM_CREATED = 0, /* cuStreamCreate'd here; cuStreamDestroy'd by stream_destroy */
+    GM_CUDA_STREAM_BUILTIN = 1, /* 0, CU_STREAM_LEGACY or CU_STREAM_PER_THREAD; owned by bctx */
+    GM_CUDA_STREAM_WRAPPED = 2  /* the user's CUstream; only the wrapper is ours */
+} gm_cuda_stream_kind;
+
+struct gm_backend_stream {
+    CUstream handle;
+    gm_cuda_stream_kind kind;
+    /* First failing status of host work enqueued on the stream (GM_OK: none);
+     * taken and returned by the next stream_synchronize or stream_query. */
+    _Atomic int deferred_error;
+};
+
+struct gm_backend_ctx {
+    gm_cuda_driver drv; /* the loaded entry points */
+    CUdevice device;
+    CUcontext context; /* the device's primary context, retained by init */
+    int32_t device_id;
+    size_t max_pitch;    /* CU_DEVICE_ATTRIBUTE_MAX_PITCH: larger pitches copy row by row */
+    gm_device_info info; /* read once by init */
+    gm_backend_stream builtin[3]; /* indexed by gm_builtin_stream */
+};
+
+/* Make the context's primary context current on the calling thread (first thing in every op). */
+gm_status gm__cuda_enter(gm_backend_ctx *bctx);
+
+/* The CUstream behind a backend stream; NULL stands for the default (NULL) stream. */
+CUstream gm__cuda_stream_handle(const gm_backend_stream *stream);
+
+/*
+ * Wait for the legacy default stream: a "synchronous" copy or memset whose
+ * driver call may return before the device has finished (device
+ * destinations, memsets) is completed this way before the op returns.
+ */
+gm_status gm__cuda_finish_sync(gm_backend_ctx *bctx);
+
+/* ---- cuda_memory.c ---- */
+gm_status gm__cuda_mem_alloc(gm_backend_ctx *bctx, size_t bytes, gm_devptr *ptr_p);
+gm_status gm__cuda_mem_free(gm_backend_ctx *bctx, gm_devptr ptr);
+gm_status gm__cuda_host_alloc(gm_backend_ctx *bctx, size_t bytes, unsigned flags, void **ptr_p);
+gm_status gm__cuda_host_free(gm_backend_ctx *bctx, void *ptr);
+gm_status gm__cuda_host_device_pointer(gm_backend_ctx *bctx, void *host, gm_devptr *ptr_p);
+gm_status gm__cuda_host_register(gm_backend_ctx *bctx, void *ptr, size_t bytes, unsigned flags);
+gm_status gm__cuda_host_unregister(gm_backend_ctx *bctx, void *ptr);
+gm_status gm__cuda_managed_alloc(gm_backend_ctx *bctx, size_t bytes, gm_devptr *ptr_p);
+gm_status gm__cuda_pointer_kind(gm_backend_ctx *bctx, const void *ptr, int *kind_p);
+gm_status gm__cuda_ipc_get_handle(gm_backend_ctx *bctx, gm_devptr ptr, void *handle,
+                                  size_t handle_bytes);
+gm_status gm__cuda_ipc_open(gm_backend_ctx *bctx, const void *handle, size_t handle_bytes,
+                            gm_devptr *ptr_p);
+gm_status gm__cuda_ipc_close(gm_backend_ctx *bctx, gm_devptr ptr);
+
+/* ---- cuda_copy.c ---- */
+gm_status gm__cuda_copy(gm_backend_ctx *bctx, const gm_copy_desc *desc, gm_backend_stream *stream);
+gm_status gm__cuda_memset(gm_backend_ctx *bctx, gm_devptr dst, const void *pattern,
+                          size_t pattern_bytes, size_t count, gm_backend_stream *stream);
+
+/* ---- cuda_stream.c ---- */
+void gm__cuda_streams_init(gm_backend_ctx *bctx);
+gm_status gm__cuda_stream_create(gm_backend_ctx *bctx, unsigned flags,
+                                 gm_backend_stream **stream_p);
+gm_status gm__cuda_stream_destroy(gm_backend_ctx *bctx, gm_backend_stream *stream);
+gm_status gm__cuda_stream_builtin(gm_backend_ctx *bctx, gm_builtin_stream which,
+                                  gm_backend_stream **stream_p);
+gm_status gm__cuda_stream_wrap(gm_backend_ctx *bctx, void *native, gm_backend_stream **stream_p);
+void gm__cuda_stream_unwrap(gm_backend_ctx *bctx, gm_backend_stream *stream);
+void *gm__cuda_stream_native(gm_backend_ctx *bctx, gm_backend_stream *stream);
+gm_status gm__cuda_stream_synchronize(gm_backend_ctx *bctx, gm_backend_stream *stream);
+gm_status gm__cuda_stream_query(gm_backend_ctx *bctx, gm_backend_stream *stream);
+gm_status gm__cuda_stream_add_callback(gm_backend_ctx *bctx, gm_backend_stream *stream,
+                                       gm_backend_callback_fn fn, void *user);
+gm_status gm__cuda_stream_enqueue_host(gm_backend_ctx *bctx, gm_backend_stream *stream,
+                                       gm_backend_host_work_fn fn, void *user,
+                                       void (*cleanup)(void *user));
+gm_status gm__cuda_event_create(gm_backend_ctx *bctx, unsigned timing, gm_backend_event **event_p);
+gm_status gm__cuda_event_destroy(gm_backend_ctx *bctx, gm_backend_event *event);
+gm_status gm__cuda_event_record(gm_backend_ctx *bctx, gm_backend_event *event,
+                                gm_backend_stream *stream);
+gm_status gm__cuda_stream_wait_event(gm_backend_ctx *bctx, gm_backend_stream *stream,
+                                     gm_backend_event *event);
+gm_status gm__cuda_event_query(gm_backend_ctx *bctx, gm_backend_event *event);
+gm_status gm__cuda_event_synchronize(gm_backend_ctx *bctx, gm_backend_event *event);
+gm_status gm__cuda_event_elapsed(gm_backend_ctx *bctx, gm_backend_event *start,
+                                 gm_backend_event *end, float *ms_p);
+
+/* ---- cuda_module.c ---- */
+gm_status gm__cuda_module_load(gm_backend_ctx *bctx, gm_image_kind kind, const void *image,
+                               size_t bytes, gm_backend_module **module_p);
+gm_status gm__cuda_module_unload(gm_backend_ctx *bctx, gm_backend_module *module);
+gm_status gm__cuda_module_get_kernel(gm_backend_ctx *bctx, gm_backend_module *module,
+                                     const char *name, gm_backend_kernel **kernel_p);
+gm_status gm__cuda_module_get_global(gm_backend_ctx *bctx, gm_backend_module *module,
+                                     const char *name, gm_devptr *ptr_p, size_t *bytes_p);
+gm_status gm__cuda_kernel_attrs(gm_backend_ctx *bctx, gm_backend_kernel *kernel,
+                                gm_kernel_attrs *attrs_p);
+gm_status gm__cuda_launch(gm_backend_ctx *bctx, gm_backend_kernel *kernel,
+                          const gm_launch_config *config, void **args, const size_t *arg_sizes,
+                          int nargs, gm_backend_stream *stream);
+
+#endif /* GPUMEM_SRC_CUDA_CUDA_INTERNAL_H */

@@ -1,0 +1,332 @@
+/*
+ * Streams and events of the CUDA backend.
+ *
+ * Streams: created ones (cuStreamCreate, destroyed by stream_destroy), the
+ * three built-in ones owned by the backend context (the default stream is
+ * the NULL stream; CU_STREAM_LEGACY; CU_STREAM_PER_THREAD) and wrapped
+ * external CUstreams, of which only the wrapper is ours. Callbacks and host
+ * work run through cuLaunchHostFunc on a driver thread; like every CUDA
+ * host function they must not call the CUDA API (so no gpumem call that
+ * reaches the driver either). cuLaunchHostFunc does not report the status
+ * of the work before it, so callbacks receive GM_OK; errors of that work
+ * surface at the next synchronize. A failing host work function's status
+ * is kept on the stream and returned by its next stream_synchronize or
+ * stream_query.
+ *
+ * Events are the driver's CUevents; timing ones are created without
+ * CU_EVENT_DISABLE_TIMING.
+ */
+#include <stdint.h>
+
+#include "cuda_internal.h"
+
+/* What a host function queued with cuLaunchHostFunc runs. */
+typedef struct host_call {
+    gm_backend_stream *stream;       /* where a failing work status is kept (host work only) */
+    gm_backend_callback_fn callback; /* stream_add_callback, or NULL */
+    gm_backend_host_work_fn work;    /* stream_enqueue_host, or NULL */
+    void (*cleanup)(void *user);
+    void *user;
+} host_call;
+
+void gm__cuda_streams_init(gm_backend_ctx *bctx)
+{
+    const CUstream handles[3] = {NULL, CU_STREAM_LEGACY, CU_STREAM_PER_THREAD};
+
+    for (int i = 0; i < 3; i++) {
+        bctx->builtin[i].handle = handles[i];
+        bctx->builtin[i].kind = GM_CUDA_STREAM_BUILTIN;
+        atomic_init(&bctx->builtin[i].deferred_error, GM_OK);
+    }
+}
+
+/* A new wrapper of `handle`; NULL when out of host memory (recorded). */
+static gm_backend_stream *new_stream(CUstream handle, gm_cuda_stream_kind kind)
+{
+    gm_backend_stream *stream = gm__malloc(sizeof(*stream));
+
+    if (stream == NULL) {
+        gm__error(GM_ERR_NO_MEMORY, "cuda: out of host memory for a stream");
+        return NULL;
+    }
+    stream->handle = handle;
+    stream->kind = kind;
+    atomic_init(&stream->deferred_error, GM_OK);
+    return stream;
+}
+
+gm_status gm__cuda_stream_create(gm_backend_ctx *bctx, unsigned flags, gm_backend_stream **stream_p)
+{
+    CUstream handle = NULL;
+    gm_backend_stream *stream = NULL;
+    gm_status status = GM_OK;
+
+    if ((flags & ~(unsigned)GM_STREAM_NON_BLOCKING) != 0)
+        return gm__error(GM_ERR_INVALID_ARG, "cuda stream_create: unknown flags 0x%x", flags);
+    status = gm__cuda_enter(bctx);
+    if (status == GM_OK)
+        status = GM_CUDA_CALL(&bctx->drv, cuStreamCreate, &handle,
+                              (flags & GM_STREAM_NON_BLOCKING) != 0 ? CU_STREAM_NON_BLOCKING
+                                                                    : CU_STREAM_DEFAULT);
+    if (status != GM_OK)
+        return status;
+    stream = new_stream(handle, GM_CUDA_STREAM_CREATED);
+    if (stream == NULL) {
+        status = GM_ERR_NO_MEMORY;
+        goto destroy_handle;
+    }
+    *stream_p = stream;
+    return GM_OK;
+
+destroy_handle:
+    (void)GM_CUDA_CALL(&bctx->drv, cuStreamDestroy, handle);
+    return gm__error(status, "cuda stream_create: out of host memory");
+}
+
+/*
+ * Wait for the stream, then destroy it. Only a created stream's CUstream
+ * is destroyed; built-in streams are left alone and wrapped ones lose only
+ * their wrapper. If cuStreamDestroy fails nothing is freed, so the call can
+ * be retried; an error of the work waited for is logged, not returned, once
+ * the stream is gone.
+ */
+gm_status gm__cuda_stream_destroy(gm_backend_ctx *bctx, gm_backend_stream *stream)
+{
+    gm_status status = GM_OK;
+
+    if (stream == NULL || stream->kind == GM_CUDA_STREAM_BUILTIN)
+        return GM_OK;
+    if (stream->kind == GM_CUDA_STREAM_WRAPPED) {
+        gm__free(stream);
+        return GM_OK;
+    }
+    status = gm__cuda_enter(bctx);
+    if (status != GM_OK)
+        return status;
+    if (GM_CUDA_CALL(&bctx->drv, cuStreamSynchronize, stream->handle) != GM_OK)
+        gm__log(GM_LOG_WARN, "cuda stream_destroy: pending work failed: %s",
+                gm_last_error_message());
+    status = GM_CUDA_CALL(&bctx->drv, cuStreamDestroy, stream->handle);
+    if (status != GM_OK)
+        return status;
+    gm__free(stream);
+    return GM_OK;
+}
+
+gm_status gm__cuda_stream_builtin(gm_backend_ctx *bctx, gm_builtin_stream which,
+                                  gm_backend_stream **stream_p)
+{
+    if (which != GM_BUILTIN_STREAM_DEFAULT && which != GM_BUILTIN_STREAM_LEGACY &&
+        which != GM_BUILTIN_STREAM_PER_THREAD)
+        return gm__error(GM_ERR_INVALID_ARG, "cuda stream_builtin: unknown stream %d", (int)which);
+    *stream_p = &bctx->builtin[which];
+    return GM_OK;
+}
+
+gm_status gm__cuda_stream_wrap(gm_backend_ctx *bctx, void *native, gm_backend_stream **stream_p)
+{
+    gm_backend_stream *stream = new_stream((CUstream)native, GM_CUDA_STREAM_WRAPPED);
+
+    (void)bctx;
+    if (stream == NULL)
+        return GM_ERR_NO_MEMORY;
+    *stream_p = stream;
+    return GM_OK;
+}
+
+/* Free a wrapper made by stream_wrap; the user's CUstream is never touched. */
+void gm__cuda_stream_unwrap(gm_backend_ctx *bctx, gm_backend_stream *stream)
+{
+    (void)bctx;
+    if (stream != NULL && stream->kind == GM_CUDA_STREAM_WRAPPED)
+        gm__free(stream);
+}
+
+void *gm__cuda_stream_native(gm_backend_ctx *bctx, gm_backend_stream *stream)
+{
+    (void)bctx;
+    return (void *)gm__cuda_stream_handle(stream);
+}
+
+/* Hand out (once) the status of failed host work on the stream. */
+static gm_status take_deferred(gm_backend_stream *stream)
+{
+    int deferred = GM_OK;
+
+    if (stream == NULL)
+        return GM_OK;
+    deferred = atomic_exchange(&stream->deferred_error, GM_OK);
+    if (deferred == GM_OK)
+        return GM_OK;
+    return gm__error((gm_status)deferred, "cuda: host work enqueued on the stream failed with %s",
+                     gm_status_name((gm_status)deferred));
+}
+
+gm_status gm__cuda_stream_synchronize(gm_backend_ctx *bctx, gm_backend_stream *stream)
+{
+    gm_status status = gm__cuda_enter(bctx);
+
+    if (status == GM_OK)
+        status = GM_CUDA_CALL(&bctx->drv, cuStreamSynchronize, gm__cuda_stream_handle(stream));
+    if (status == GM_OK)
+        status = take_deferred(stream);
+    return status;
+}
+
+gm_status gm__cuda_stream_query(gm_backend_ctx *bctx, gm_backend_stream *stream)
+{
+    gm_status status = gm__cuda_enter(bctx);
+
+    if (status == GM_OK)
+        status = GM_CUDA_CALL(&bctx->drv, cuStreamQuery, gm__cuda_stream_handle(stream));
+    if (status == GM_OK)
+        status = take_deferred(stream);
+    return status;
+}
+
+/* The cuLaunchHostFunc function: run the callback or the work, then free the call. */
+static void CUDA_CB run_host_call(void *data)
+{
+    host_call *call = data;
+    gm_status status = GM_OK;
+    int expected = GM_OK;
+
+    if (call->callback != NULL) {
+        call->callback(GM_OK, call->user);
+    } else {
+        status = call->work(call->user);
+        if (call->cleanup != NULL)
+            call->cleanup(call->user);
+        if (status != GM_OK)
+            atomic_compare_exchange_strong(&call->stream->deferred_error, &expected, (int)status);
+    }
+    gm__free(call);
+}
+
+/* Queue a host_call on the stream; on failure it is freed and nothing will run. */
+static gm_status launch_host_call(gm_backend_ctx *bctx, gm_backend_stream *stream,
+                                  const host_call *proto)
+{
+    host_call *call = NULL;
+    gm_status status = GM_OK;
+
+    if (stream == NULL)
+        return gm__error(GM_ERR_NULL_POINTER, "cuda: host work needs a stream");
+    call = gm__malloc(sizeof(*call));
+    if (call == NULL)
+        return gm__error(GM_ERR_NO_MEMORY, "cuda: out of host memory for a stream callback");
+    *call = *proto;
+    status = gm__cuda_enter(bctx);
+    if (status == GM_OK)
+        status = GM_CUDA_CALL(&bctx->drv, cuLaunchHostFunc, stream->handle, run_host_call, call);
+    if (status != GM_OK)
+        goto free_call;
+    return GM_OK;
+
+free_call:
+    gm__free(call);
+    return status;
+}
+
+gm_status gm__cuda_stream_add_callback(gm_backend_ctx *bctx, gm_backend_stream *stream,
+                                       gm_backend_callback_fn fn, void *user)
+{
+    const host_call proto = {stream, fn, NULL, NULL, user};
+
+    if (fn == NULL)
+        return gm__error(GM_ERR_NULL_POINTER, "cuda stream_add_callback: fn is NULL");
+    return launch_host_call(bctx, stream, &proto);
+}
+
+/* If queuing fails, neither fn nor cleanup runs: the caller still owns `user`. */
+gm_status gm__cuda_stream_enqueue_host(gm_backend_ctx *bctx, gm_backend_stream *stream,
+                                       gm_backend_host_work_fn fn, void *user,
+                                       void (*cleanup)(void *user))
+{
+    const host_call proto = {stream, NULL, fn, cleanup, user};
+
+    if (fn == NULL)
+        return gm__error(GM_ERR_NULL_POINTER, "cuda stream_enqueue_host: fn is NULL");
+    return launch_host_call(bctx, stream, &proto);
+}
+
+gm_status gm__cuda_event_create(gm_backend_ctx *bctx, unsigned timing, gm_backend_event **event_p)
+{
+    CUevent event = NULL;
+    gm_status status = gm__cuda_enter(bctx);
+
+    if (status == GM_OK)
+        status = GM_CUDA_CALL(&bctx->drv, cuEventCreate, &event,
+                              timing != 0 ? CU_EVENT_DEFAULT : CU_EVENT_DISABLE_TIMING);
+    if (status != GM_OK)
+        return status;
+    *event_p = (gm_backend_event *)event;
+    return GM_OK;
+}
+
+gm_status gm__cuda_event_destroy(gm_backend_ctx *bctx, gm_backend_event *event)
+{
+    gm_status status = GM_OK;
+
+    if (event == NULL)
+        return GM_OK;
+    status = gm__cuda_enter(bctx);
+    if (status == GM_OK)
+        status = GM_CUDA_CALL(&bctx->drv, cuEventDestroy, (CUevent)event);
+    return status;
+}
+
+/* stream NULL records on the default stream. */
+gm_status gm__cuda_event_record(gm_backend_ctx *bctx, gm_backend_event *event,
+                                gm_backend_stream *stream)
+{
+    gm_status status = gm__cuda_enter(bctx);
+
+    if (status == GM_OK)
+        status =
+            GM_CUDA_CALL(&bctx->drv, cuEventRecord, (CUevent)event, gm__cuda_stream_handle(stream));
+    return status;
+}
+
+gm_status gm__cuda_stream_wait_event(gm_backend_ctx *bctx, gm_backend_stream *stream,
+                                     gm_backend_event *event)
+{
+    gm_status status = gm__cuda_enter(bctx);
+
+    if (status == GM_OK)
+        status = GM_CUDA_CALL(&bctx->drv, cuStreamWaitEvent, gm__cuda_stream_handle(stream),
+                              (CUevent)event, 0);
+    return status;
+}
+
+gm_status gm__cuda_event_query(gm_backend_ctx *bctx, gm_backend_event *event)
+{
+    gm_status status = gm__cuda_enter(bctx);
+
+    if (status == GM_OK)
+        status = GM_CUDA_CALL(&bctx->drv, cuEventQuery, (CUevent)event);
+    return status;
+}
+
+gm_status gm__cuda_event_synchronize(gm_backend_ctx *bctx, gm_backend_event *event)
+{
+    gm_status status = gm__cuda_enter(bctx);
+
+    if (status == GM_OK)
+        status = GM_CUDA_CALL(&bctx->drv, cuEventSynchronize, (CUevent)event);
+    return status;
+}
+
+gm_status gm__cuda_event_elapsed(gm_backend_ctx *bctx, gm_backend_event *start,
+                                 gm_backend_event *end, float *ms_p)
+{
+    float ms = 0.0f;
+    gm_status status = gm__cuda_enter(bctx);
+
+    if (status == GM_OK)
+        status = GM_CUDA_CALL(&bctx->drv, cuEventElapsedTime, &ms, (CUevent)start, (CUevent)end);
+    if (status != GM_OK)
+        return status;
+    *ms_p = ms;
+    return GM_OK;
+}

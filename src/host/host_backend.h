@@ -1,0 +1,166 @@
+/*
+ * The host simulator backend's internal state, shared by host_backend.c
+ * (lifecycle, memory, copies) and host_stream.c (streams, events). Not
+ * installed; tests include it to reach gm__host_is_locked().
+ *
+ * Locks: a context has two mutexes that are never held together.
+ *   mem_lock  the allocation registry and the capacity accounting;
+ *   lock      every stream, work queue, event and fence of the context, with
+ *             one condition variable, `progress`, broadcast whenever a work
+ *             item completes.
+ *
+ * Bookkeeping memory (gm__malloc) is only allocated and freed on threads that
+ * call the ops, never on stream worker threads: finished work items are put
+ * on a list and freed by the next op that takes the lock (or by fini).
+ */
+#ifndef GPUMEM_SRC_HOST_HOST_BACKEND_H
+#define GPUMEM_SRC_HOST_HOST_BACKEND_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "backend.h"
+
+/* Simulated device memory in bytes ("64M"; K, M, G, T suffixes, powers of 1024).
+ * Default: half the physical RAM. */
+#define GM_HOST_DEVICE_MEMORY_ENV "GM_HOST_DEVICE_MEMORY"
+/* Pinned (host_alloc) capacity in bytes, same syntax. Default: device memory / 4. */
+#define GM_HOST_PINNED_MEMORY_ENV "GM_HOST_PINNED_MEMORY"
+/* "0" turns mlock off (pinned memory is then honestly reported as not locked). */
+#define GM_HOST_MLOCK_ENV "GM_HOST_MLOCK"
+
+/* Alignment of simulated device allocations (cudaMalloc gives at least 256). */
+#define GM_HOST_DEVICE_ALIGNMENT 256
+
+/* One allocation or registration of the context, keyed by its address range. */
+typedef struct host_region {
+    uintptr_t base;  /* first byte the user sees */
+    size_t bytes;    /* bytes the user sees (> 0) */
+    size_t charged;  /* bytes counted against the device or pinned capacity */
+    int kind;        /* gm_memory_kind: DEVICE, MANAGED, PINNED or MAPPED */
+    bool registered; /* host_register'ed user memory (else allocated here) */
+    bool locked;     /* mlock succeeded on [lock_base, lock_base + lock_bytes) */
+    uintptr_t lock_base;
+    size_t lock_bytes;
+} host_region;
+
+typedef struct host_stream host_stream;
+typedef struct host_event host_event;
+typedef struct host_work host_work;
+typedef struct host_fence host_fence;
+
+/* A per-thread default stream: the thread's key and its stream. */
+typedef struct host_thread_stream {
+    uint64_t thread_key;
+    host_stream *stream;
+} host_thread_stream;
+
+/* A backend context (what gm_backend_ctx points at). */
+typedef struct host_ctx {
+    int32_t device_id;
+    int32_t warp_size;
+    bool use_mlock;
+    char cpu_name[128];
+
+    pthread_mutex_t mem_lock;
+    host_region *regions; /* sorted by base, non-overlapping */
+    size_t nregions;
+    size_t region_cap;
+    int64_t device_total;
+    int64_t device_used;
+    int64_t pinned_total;
+    int64_t pinned_used;
+
+    pthread_mutex_t lock;
+    pthread_cond_t progress;
+    uint64_t next_ticket;  /* enqueue order across every stream */
+    host_stream *streams;  /* every stream with a worker */
+    host_stream *wrappers; /* every stream_wrap wrapper */
+    host_event *events;    /* every event */
+    host_stream *default_stream;
+    host_stream *legacy_stream;
+    host_thread_stream *thread_streams;
+    size_t nthread_streams;
+    size_t thread_stream_cap;
+    host_work *dead; /* finished work waiting to be freed */
+} host_ctx;
+
+/* The host context behind an opaque backend context. */
+static inline host_ctx *gm__host_ctx(gm_backend_ctx *bctx)
+{
+    return (host_ctx *)(void *)bctx;
+}
+
+/* A unit of stream work. `run` (may be NULL) executes on the stream's worker. */
+struct host_work {
+    host_work *next;
+    gm_status (*run)(host_work *w);
+    uint64_t ticket;
+    gm_status stream_status; /* the stream's pending error when the item starts */
+    host_fence *signal;      /* completed with the item (event_record) */
+    host_fence *wait;        /* the item waits for it (stream_wait_event) */
+    gm_backend_host_work_fn fn;
+    gm_backend_callback_fn callback;
+    void *user;
+    void (*cleanup)(void *user); /* called on the worker after run */
+    gm_copy_desc desc;           /* pitched copy */
+    gm_ndview *views;            /* strided copy: [0] dst, [1] src; owned */
+    gm_devptr fill_dst;          /* memset */
+    unsigned char pattern[8];
+    size_t pattern_bytes;
+    size_t fill_count;
+};
+
+/*
+ * Whether the allocation or registration containing ptr is really
+ * page-locked (false when mlock failed or was turned off, or ptr is unknown).
+ */
+bool gm__host_is_locked(gm_backend_ctx *bctx, const void *ptr);
+
+/* ---- host_stream.c: queue machinery used by host_backend.c ---- */
+
+/* Set up / tear down the stream side of a context (fini drains and joins every worker). */
+gm_status gm__host_streams_init(host_ctx *c);
+void gm__host_streams_fini(host_ctx *c);
+
+/* A zeroed work item (gm__malloc), or NULL. */
+host_work *gm__host_work_new(void);
+
+/* Free a work item that was never submitted. */
+void gm__host_work_free(host_work *w);
+
+/* Append w to a stream (wrappers resolved); the queue owns it afterwards. */
+void gm__host_submit(host_ctx *c, gm_backend_stream *stream, host_work *w);
+
+/* Before a synchronous (stream NULL) op: wait as legacy-stream work would. */
+void gm__host_sync_barrier(host_ctx *c);
+
+/* ---- host_stream.c: the stream and event ops ---- */
+gm_status gm__host_stream_create(gm_backend_ctx *bctx, unsigned flags,
+                                 gm_backend_stream **stream_p);
+gm_status gm__host_stream_destroy(gm_backend_ctx *bctx, gm_backend_stream *stream);
+gm_status gm__host_stream_builtin(gm_backend_ctx *bctx, gm_builtin_stream which,
+                                  gm_backend_stream **stream_p);
+gm_status gm__host_stream_wrap(gm_backend_ctx *bctx, void *native, gm_backend_stream **stream_p);
+void gm__host_stream_unwrap(gm_backend_ctx *bctx, gm_backend_stream *stream);
+void *gm__host_stream_native(gm_backend_ctx *bctx, gm_backend_stream *stream);
+gm_status gm__host_stream_synchronize(gm_backend_ctx *bctx, gm_backend_stream *stream);
+gm_status gm__host_stream_query(gm_backend_ctx *bctx, gm_backend_stream *stream);
+gm_status gm__host_stream_add_callback(gm_backend_ctx *bctx, gm_backend_stream *stream,
+                                       gm_backend_callback_fn fn, void *user);
+gm_status gm__host_stream_enqueue_host(gm_backend_ctx *bctx, gm_backend_stream *stream,
+                                       gm_backend_host_work_fn fn, void *user,
+                                       void (*cleanup)(void *user));
+gm_status gm__host_event_create(gm_backend_ctx *bctx, unsigned timing, gm_backend_event **event_p);
+gm_status gm__host_event_destroy(gm_backend_ctx *bctx, gm_backend_event *event);
+gm_status gm__host_event_record(gm_backend_ctx *bctx, gm_backend_event *event,
+                                gm_backend_stream *stream);
+gm_status gm__host_stream_wait_event(gm_backend_ctx *bctx, gm_backend_stream *stream,
+                                     gm_backend_event *event);
+gm_status gm__host_event_query(gm_backend_ctx *bctx, gm_backend_event *event);
+gm_status gm__host_event_synchronize(gm_backend_ctx *bctx, gm_backend_event *event);
+gm_status gm__host_event_elapsed(gm_backend_ctx *bctx, gm_backend_event *start,
+                                 gm_backend_event *end, float *ms_p);
+
+#endif /* GPUMEM_SRC_HOST_HOST_BACKEND_H */

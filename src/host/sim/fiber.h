@@ -1,0 +1,75 @@
+/*
+ * Cooperative fibers for the kernel simulator: a hand-written context switch
+ * on x86-64 and aarch64 (callee-saved registers and the stack pointer are
+ * saved on the fiber's own stack), ucontext elsewhere. Stacks are mmap'ed
+ * with a guard page and carry the AddressSanitizer, ThreadSanitizer and
+ * Valgrind annotations, so sanitizer builds can run kernels.
+ *
+ * A fiber belongs to one OS thread: it is created, switched to and destroyed
+ * there. Every OS thread has a "main" fiber (gm__fiber_init_main) standing for
+ * its own stack; switching back to it ends a run of fibers.
+ */
+#ifndef GPUMEM_SRC_HOST_SIM_FIBER_H
+#define GPUMEM_SRC_HOST_SIM_FIBER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#if (defined(__x86_64__) || defined(__aarch64__)) && defined(__ELF__) && \
+    !defined(GM_SIM_FORCE_UCONTEXT)
+#define GM__FIBER_ASM 1
+#else
+#include <ucontext.h>
+#endif
+
+typedef struct gm__fiber gm__fiber;
+typedef void (*gm__fiber_fn)(gm__fiber *fiber);
+
+struct gm__fiber {
+#if defined(GM__FIBER_ASM)
+    uint64_t regs[21]; /* callee-saved registers and stack pointer while switched out */
+#else
+    ucontext_t uc;
+#endif
+    gm__fiber_fn fn;          /* entry: fn(fiber); must never return */
+    void *map;                /* the mapping (guard page included); NULL for a main fiber */
+    size_t map_bytes;
+    const void *stack_lo;     /* lowest usable stack byte (sanitizer bounds) */
+    size_t stack_bytes;       /* usable bytes */
+    size_t color;             /* bytes left unused at the top, to spread stacks over cache sets */
+    unsigned valgrind_id;
+    void *asan_fake_stack;
+    void *tsan_fiber;
+    int tsan_owned;           /* tsan_fiber was created here (not the thread's own) */
+};
+
+/* Describe the calling OS thread's own stack as a fiber. Returns 0. */
+int gm__fiber_init_main(gm__fiber *main_fiber);
+
+/*
+ * Create a fiber with a stack of stack_bytes (rounded up to pages) that runs
+ * fn(fiber) when first switched to. `color` (< 4096) is left unused at the
+ * top of the stack. Returns 0, or -1 when memory is short.
+ */
+int gm__fiber_create(gm__fiber *fiber, size_t stack_bytes, size_t color, gm__fiber_fn fn);
+
+/*
+ * Make a fiber start over at fn(fiber) on its next switch, discarding the
+ * frames it was suspended in (used after a launch abandons its fibers).
+ */
+void gm__fiber_reset(gm__fiber *fiber);
+
+/* Release a fiber made by gm__fiber_create (not the running one). */
+void gm__fiber_destroy(gm__fiber *fiber);
+
+/*
+ * Suspend `from` (the running fiber) and run `to`. Returns when some fiber
+ * switches back to `from`. `leaving` says `from` will never be resumed as it
+ * stands (finished or abandoned), which lets ASan drop its fake stack.
+ */
+void gm__fiber_switch(gm__fiber *from, gm__fiber *to, int leaving);
+
+/* Default fiber stack size: GM_SIM_STACK_BYTES, else 128 KiB (512 KiB under ASan). */
+size_t gm__fiber_default_stack_bytes(void);
+
+#endif /* GPUMEM_SRC_HOST_SIM_FIBER_H */

@@ -1,0 +1,301 @@
+/*
+ * Copies and memset on HSA. Device-side work is hsa_amd_memory_async_copy:
+ * every piece of one operation waits on the stream's frontier (dependency
+ * signals) and decrements the operation's completion signal, which starts at
+ * the number of pieces. Pitched copies are cut into as few contiguous pieces
+ * as the pitches allow (rows, planes or one block). Host-to-host copies run
+ * as host work in stream order. memset copies a pattern-filled staging buffer
+ * from the CPU's fine-grained pool, chunk by chunk. A NULL stream is the
+ * synchronous form: the legacy default stream, then a wait.
+ */
+#include <string.h>
+
+#include "hsa_internal.h"
+
+/* How a pitched copy is cut into contiguous pieces. */
+typedef struct copy_plan {
+    size_t count;     /* pieces */
+    size_t width;     /* bytes per piece */
+    size_t per_plane; /* pieces per plane (1 when a piece is a whole plane) */
+    size_t dst_row, src_row, dst_plane, src_plane; /* strides in bytes */
+} copy_plan;
+
+/* Reject pitches under the width (rows would overlap) and plane heights under the height. */
+static gm_status check_desc(const gm_copy_desc *d)
+{
+    size_t total = 0, extent = 0;
+
+    if (__builtin_mul_overflow(d->width_bytes, d->height, &total) ||
+        __builtin_mul_overflow(total, d->depth, &total) ||
+        __builtin_mul_overflow(d->dst_pitch, d->dst_height, &extent) ||
+        __builtin_mul_overflow(extent, d->depth, &extent) ||
+        __builtin_mul_overflow(d->src_pitch, d->src_height, &extent) ||
+        __builtin_mul_overflow(extent, d->depth, &extent))
+        return gm__error(GM_ERR_OVERFLOW, "copy: %zu x %zu x %zu bytes overflow", d->width_bytes,
+                         d->height, d->depth);
+    if (d->height > 1 && (d->dst_pitch < d->width_bytes || d->src_pitch < d->width_bytes))
+        return gm__error(GM_ERR_INVALID_ARG, "copy: pitches %zu/%zu below the row width %zu",
+                         d->dst_pitch, d->src_pitch, d->width_bytes);
+    if (d->depth > 1 && (d->dst_height < d->height || d->src_height < d->height))
+        return gm__error(GM_ERR_INVALID_ARG, "copy: plane heights %zu/%zu below the height %zu",
+                         d->dst_height, d->src_height, d->height);
+    return GM_OK;
+}
+
+static void make_plan(const gm_copy_desc *d, copy_plan *plan)
+{
+    bool rows_packed =
+        d->height == 1 || (d->dst_pitch == d->width_bytes && d->src_pitch == d->width_bytes);
+    bool planes_packed =
+        d->depth == 1 || (d->dst_height == d->height && d->src_height == d->height);
+
+    plan->dst_row = d->dst_pitch;
+    plan->src_row = d->src_pitch;
+    plan->dst_plane = d->dst_pitch * d->dst_height;
+    plan->src_plane = d->src_pitch * d->src_height;
+    if (rows_packed && planes_packed) {
+        plan->count = 1;
+        plan->width = d->width_bytes * d->height * d->depth;
+        plan->per_plane = 1;
+    } else if (rows_packed) {
+        plan->count = d->depth;
+        plan->width = d->width_bytes * d->height;
+        plan->per_plane = 1;
+    } else {
+        plan->count = d->height * d->depth;
+        plan->width = d->width_bytes;
+        plan->per_plane = d->height;
+    }
+}
+
+static size_t dst_offset(const copy_plan *p, size_t i)
+{
+    return (i / p->per_plane) * p->dst_plane + (i % p->per_plane) * p->dst_row;
+}
+
+static size_t src_offset(const copy_plan *p, size_t i)
+{
+    return (i / p->per_plane) * p->src_plane + (i % p->per_plane) * p->src_row;
+}
+
+/* The dependency handles of an operation as the copy API wants them (NULL when none). */
+static gm_status dep_handles(const gm__hsa_op *op, hsa_signal_t **handles_p)
+{
+    hsa_signal_t *handles = NULL;
+
+    *handles_p = NULL;
+    if (op->ndeps == 0)
+        return GM_OK;
+    handles = gm__calloc(op->ndeps, sizeof(*handles));
+    if (handles == NULL)
+        return gm__error(GM_ERR_NO_MEMORY, "copy: no memory for dependency signals");
+    for (size_t i = 0; i < op->ndeps; i++)
+        handles[i] = op->deps[i]->handle;
+    *handles_p = handles;
+    return GM_OK;
+}
+
+/* Which agent stands for one side of a copy. */
+static hsa_agent_t side_agent(const gm_backend_ctx *bctx, gm_copy_side side)
+{
+    return side == GM_COPY_HOST ? bctx->cpu : bctx->gpu;
+}
+
+/* One DMA piece source/destination pair. */
+typedef struct dma_side {
+    char *addr;
+    hsa_agent_t agent;
+} dma_side;
+
+/*
+ * Issue `count` async copies of `width` bytes; piece i goes from src + soff(i)
+ * to dst + doff(i). Returns how many were issued in *issued_p.
+ */
+static gm_status issue_pieces(gm_backend_ctx *bctx, gm__hsa_op *op, dma_side dst, dma_side src,
+                              const copy_plan *plan, size_t *issued_p)
+{
+    hsa_signal_t *deps = NULL;
+    gm_status status = dep_handles(op, &deps);
+
+    for (size_t i = 0; i < plan->count && status == GM_OK; i++) {
+        status =
+            GM_HSA_CALL(&bctx->api, hsa_amd_memory_async_copy,
+                        (dst.addr + dst_offset(plan, i), dst.agent, src.addr + src_offset(plan, i),
+                         src.agent, plan->width, (uint32_t)op->ndeps, deps, op->done->handle));
+        if (status == GM_OK)
+            (*issued_p)++;
+    }
+    gm__free(deps);
+    return status;
+}
+
+/*
+ * Commit an operation of `planned` pieces of which `issued` reached the
+ * runtime: the missing ones are subtracted from its signal so it completes
+ * with the issued ones. sync: wait for it. Lock held.
+ */
+static gm_status finish(gm_backend_ctx *bctx, gm_backend_stream *stream, gm__hsa_op *op,
+                        size_t planned, size_t issued, gm_status status, bool sync)
+{
+    gm_status waited = GM_OK;
+
+    if (issued == 0 && status != GM_OK) {
+        gm__hsa_op_abort(bctx, op);
+        return status;
+    }
+    if (issued < planned)
+        bctx->api.hsa_signal_subtract_screlease(op->done->handle,
+                                                (hsa_signal_value_t)(planned - issued));
+    if (!sync) {
+        gm__hsa_op_commit(bctx, stream, op);
+        return status;
+    }
+    if (status != GM_OK)
+        op->reported = true;
+    waited = gm__hsa_op_finish_sync(bctx, stream, op);
+    return status != GM_OK ? status : waited;
+}
+
+/* Resolve the host side of a DMA (locking pageable memory for the operation). */
+static gm_status dma_endpoint(gm_backend_ctx *bctx, gm_copy_side side, gm_devptr addr,
+                              size_t extent, void **locked_p, dma_side *out)
+{
+    void *agent_addr = (void *)(uintptr_t)addr;
+    gm_status status = GM_OK;
+
+    out->agent = side_agent(bctx, side);
+    if (side == GM_COPY_HOST)
+        status = gm__hsa_host_for_dma(bctx, (void *)(uintptr_t)addr, extent, &agent_addr, locked_p);
+    out->addr = agent_addr;
+    return status;
+}
+
+/* A copy with at least one device side, as DMA pieces. Lock held. */
+static gm_status dma_copy(gm_backend_ctx *bctx, gm_backend_stream *stream, const gm_copy_desc *d,
+                          bool sync)
+{
+    copy_plan plan;
+    dma_side dst, src;
+    gm__hsa_op *op = NULL;
+    size_t issued = 0;
+    gm_status status = GM_OK;
+
+    make_plan(d, &plan);
+    status = gm__hsa_op_begin(bctx, stream, (hsa_signal_value_t)plan.count,
+                              "hsa_amd_memory_async_copy", &op);
+    if (status != GM_OK)
+        return status;
+    status = dma_endpoint(bctx, d->dst_side, d->dst, dst_offset(&plan, plan.count - 1) + plan.width,
+                          &op->locked[0], &dst);
+    if (status == GM_OK)
+        status = dma_endpoint(bctx, d->src_side, d->src,
+                              src_offset(&plan, plan.count - 1) + plan.width, &op->locked[1], &src);
+    if (status == GM_OK)
+        status = issue_pieces(bctx, op, dst, src, &plan, &issued);
+    return finish(bctx, stream, op, plan.count, issued, status, sync);
+}
+
+/* A host-to-host copy as host work in stream order. Lock held. */
+static gm_status host_copy(gm_backend_ctx *bctx, gm_backend_stream *stream, const gm_copy_desc *d,
+                           bool sync)
+{
+    gm__hsa_work *work = gm__calloc(1, sizeof(*work));
+    gm__hsa_op *op = NULL;
+    gm_status status = GM_OK;
+
+    if (work == NULL)
+        return gm__error(GM_ERR_NO_MEMORY, "copy: no memory");
+    work->kind = GM_HSA_WORK_MEMCPY;
+    work->copy = *d;
+    status = gm__hsa_op_begin(bctx, stream, 1, "host copy", &op);
+    if (status != GM_OK) {
+        gm__free(work);
+        return status;
+    }
+    status = gm__hsa_host_work(bctx, stream, work, op);
+    return finish(bctx, stream, op, 1, status == GM_OK ? 1 : 0, status, sync);
+}
+
+gm_status gm__hsa_copy(gm_backend_ctx *bctx, const gm_copy_desc *desc, gm_backend_stream *stream)
+{
+    gm_status status = check_desc(desc);
+    bool sync = stream == NULL;
+
+    if (status != GM_OK || desc->width_bytes == 0 || desc->height == 0 || desc->depth == 0)
+        return status;
+    pthread_mutex_lock(&bctx->lock);
+    stream = gm__hsa_stream_resolve(bctx, stream);
+    if (desc->dst_side == GM_COPY_HOST && desc->src_side == GM_COPY_HOST)
+        status = host_copy(bctx, stream, desc, sync);
+    else
+        status = dma_copy(bctx, stream, desc, sync);
+    pthread_mutex_unlock(&bctx->lock);
+    return status;
+}
+
+/* ------------------------------------------------------------- memset */
+
+/* A staging buffer of `bytes` filled with the pattern. */
+static gm_status pattern_buffer(gm_backend_ctx *bctx, const void *pattern, size_t pattern_bytes,
+                                size_t bytes, void **buf_p)
+{
+    char *buf = NULL;
+    gm_status status = gm__hsa_host_pool_alloc(bctx, bctx->host_pool, bctx->host_pool_needs_access,
+                                               bytes, (void **)&buf);
+
+    if (status != GM_OK)
+        return status;
+    for (size_t at = 0; at < bytes; at += pattern_bytes)
+        memcpy(buf + at, pattern, pattern_bytes);
+    *buf_p = buf;
+    return GM_OK;
+}
+
+/* Copy the staging buffer over [dst, dst + total). Lock held. */
+static gm_status fill(gm_backend_ctx *bctx, gm_backend_stream *stream, gm_devptr dst,
+                      const void *pattern, size_t pattern_bytes, size_t total, bool sync)
+{
+    size_t chunk = total < GM_HSA_MEMSET_CHUNK ? total : GM_HSA_MEMSET_CHUNK;
+    copy_plan plan = {total / chunk, chunk, 1, 0, 0, chunk, 0};
+    dma_side to = {(char *)(uintptr_t)dst, bctx->gpu};
+    dma_side from = {NULL, bctx->cpu};
+    size_t issued = 0, tail = total - plan.count * chunk;
+    gm__hsa_op *op = NULL;
+    gm_status status = gm__hsa_op_begin(
+        bctx, stream, (hsa_signal_value_t)(plan.count + (tail != 0 ? 1 : 0)), "memset", &op);
+
+    if (status != GM_OK)
+        return status;
+    status = pattern_buffer(bctx, pattern, pattern_bytes, chunk, &op->staging);
+    from.addr = op->staging;
+    if (status == GM_OK)
+        status = issue_pieces(bctx, op, to, from, &plan, &issued);
+    if (status == GM_OK && tail != 0) {
+        copy_plan last = {1, tail, 1, 0, 0, 0, 0};
+
+        to.addr += plan.count * chunk;
+        status = issue_pieces(bctx, op, to, from, &last, &issued);
+    }
+    return finish(bctx, stream, op, plan.count + (tail != 0 ? 1 : 0), issued, status, sync);
+}
+
+gm_status gm__hsa_memset(gm_backend_ctx *bctx, gm_devptr dst, const void *pattern,
+                         size_t pattern_bytes, size_t count, gm_backend_stream *stream)
+{
+    size_t total = 0;
+    gm_status status = GM_OK;
+
+    if (pattern_bytes != 1 && pattern_bytes != 2 && pattern_bytes != 4 && pattern_bytes != 8)
+        return gm__error(GM_ERR_INVALID_ARG, "memset: pattern of %zu bytes (1, 2, 4 or 8)",
+                         pattern_bytes);
+    if (__builtin_mul_overflow(count, pattern_bytes, &total))
+        return gm__error(GM_ERR_OVERFLOW, "memset: %zu elements of %zu bytes", count,
+                         pattern_bytes);
+    if (total == 0)
+        return GM_OK;
+    pthread_mutex_lock(&bctx->lock);
+    status = fill(bctx, gm__hsa_stream_resolve(bctx, stream), dst, pattern, pattern_bytes, total,
+                  stream == NULL);
+    pthread_mutex_unlock(&bctx->lock);
+    return status;
+}

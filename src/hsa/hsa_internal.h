@@ -1,0 +1,323 @@
+/*
+ * The HSA backend's private state. Not installed.
+ *
+ * HSA has agents, memory pools, queues and signals, not devices and streams.
+ * This backend builds CUDA's model from them:
+ *
+ *  - a device is a GPU agent with the kernel-dispatch feature; host memory
+ *    comes from the CPU agent's fine-grained pool, kernel arguments from its
+ *    kernarg pool, device arrays from the GPU's coarse-grained global pool;
+ *  - a stream is an ordered chain of operations. Every operation gets a
+ *    completion signal and waits on the stream's "frontier" (the signals of
+ *    the work it must follow): copies pass the frontier as dependency signals
+ *    of hsa_amd_memory_async_copy, kernels and event records put barrier-AND
+ *    packets holding it in front of their packets on the stream's AQL queue,
+ *    host work (callbacks) runs from hsa_amd_signal_async_handler when the
+ *    frontier completes. The operation's signal then becomes the frontier;
+ *  - the legacy default stream follows CU_STREAM_LEGACY: its work also waits
+ *    for every blocking stream's frontier, and blocking streams' work waits
+ *    for its frontier;
+ *  - signals are reference counted (each pending operation holds its
+ *    dependencies until it completes, so no signal is destroyed while the
+ *    packet processor or a DMA engine may still read it) and recycled.
+ *
+ * Locking: one mutex per context (bctx->lock) guards every stream, frontier,
+ * operation list, signal reference count and the signal cache; it is never
+ * held while waiting for the device. Async-handler threads touch only their
+ * own work item, the stream's error slot (its own mutex) and the signal they
+ * complete.
+ */
+#ifndef GPUMEM_SRC_HSA_HSA_INTERNAL_H
+#define GPUMEM_SRC_HSA_HSA_INTERNAL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "backend.h"
+#include "hsa_api.h"
+#include "hsa_codeobj.h"
+
+#define GM_HSA_MAX_GPUS      64       /* GPU agents remembered (PORTABLE host memory) */
+#define GM_HSA_QUEUE_SIZE    4096u    /* AQL packets per stream queue (within the agent's limits) */
+#define GM_HSA_SIGNAL_CACHE  64       /* completed signals kept for reuse */
+#define GM_HSA_WAIT_SLICE_NS 10000000 /* 10 ms: how often a wait looks for queue errors */
+#define GM_HSA_MEMSET_CHUNK  (1u << 20) /* staging buffer for memset patterns */
+#define GM_HSA_ERROR_TEXT    512
+#define GM_HSA_KERNARG_BYTES 4096u /* kernarg buffers of this size are recycled */
+#define GM_HSA_KERNARG_CACHE 64
+
+#define GM_HSA_STREAM_MAGIC 0x48534153u /* "HSAS" */
+#define GM_HSA_EVENT_MAGIC  0x48534145u /* "HSAE" */
+
+/* A reference-counted HSA signal (refs and stamp_ns under bctx->lock, except
+ * stamp_ns, which a timing record's handler writes before completing it). */
+typedef struct gm__hsa_sig {
+    hsa_signal_t handle;
+    int refs;
+    _Atomic int64_t stamp_ns; /* host CLOCK_MONOTONIC time at completion (timing records) */
+} gm__hsa_sig;
+
+/* Host work run from an async handler when its dependency completes. */
+typedef enum gm__hsa_work_kind {
+    GM_HSA_WORK_FN = 0,       /* stream_enqueue_host */
+    GM_HSA_WORK_CALLBACK = 1, /* stream_add_callback */
+    GM_HSA_WORK_STAMP = 2,    /* timing event record: stamp the completion time */
+    GM_HSA_WORK_MEMCPY = 3,   /* host-to-host rows of a copy on a stream */
+    GM_HSA_WORK_NOP = 4       /* a marker: completes when its dependencies do */
+} gm__hsa_work_kind;
+
+typedef struct gm__hsa_work gm__hsa_work;
+
+/* One stream operation: its completion signal and what it holds until done. */
+typedef struct gm__hsa_op {
+    struct gm__hsa_op *next;
+    gm__hsa_sig *done;  /* completes (reaches 0) when the operation is finished */
+    gm__hsa_sig **deps; /* references held until done (dependency signals) */
+    size_t ndeps;
+    const char *what;    /* "hsa_amd_memory_async_copy", "kernel dispatch"... */
+    void *kernarg;       /* kernarg-pool buffer to free or recycle */
+    bool kernarg_pooled; /* kernarg is GM_HSA_KERNARG_BYTES long: recycle it */
+    void *staging;       /* host-pool staging buffer to free */
+    void *locked[2];     /* host ranges this operation locked, to unlock */
+    gm__hsa_work *work;  /* host work to free */
+    bool reported;       /* a synchronous caller already returned its failure */
+} gm__hsa_op;
+
+typedef enum gm__hsa_stream_kind {
+    GM_HSA_STREAM_CREATED = 0,
+    GM_HSA_STREAM_LEGACY = 1,
+    GM_HSA_STREAM_PER_THREAD = 2,
+    GM_HSA_STREAM_WRAPPER = 3
+} gm__hsa_stream_kind;
+
+struct gm_backend_stream {
+    uint32_t magic;
+    gm__hsa_stream_kind kind;
+    unsigned flags; /* gm_stream_flags */
+    gm_backend_ctx *bctx;
+    gm_backend_stream *target; /* wrappers: the wrapped stream */
+    gm_backend_stream *next;   /* bctx->streams list (not wrappers) */
+    pthread_t owner;           /* per-thread default streams */
+    hsa_queue_t *queue;        /* created on first packet */
+    gm__hsa_sig *queue_last;   /* completion of the last packet chain on queue (ref) */
+    gm__hsa_sig **frontier;    /* what the next operation waits for */
+    size_t nfrontier, frontier_cap;
+    gm__hsa_op *ops_head, *ops_tail; /* pending operations, in submission order */
+    pthread_mutex_t error_lock;      /* guards error, error_text (handler threads) */
+    gm_status error;                 /* first error of asynchronous work, reported once */
+    char error_text[GM_HSA_ERROR_TEXT];
+};
+
+struct gm_backend_event {
+    uint32_t magic;
+    unsigned timing;
+    gm__hsa_sig *record; /* signal of the latest record; NULL before the first */
+};
+
+/* A loaded code object. */
+struct gm_backend_module {
+    void *image; /* our copy of the ELF (the loader keeps pointers to it) */
+    size_t image_bytes;
+    hsa_code_object_reader_t reader;
+    hsa_executable_t executable;
+    gm__hsa_codeobj_meta meta;  /* kernels' argument layouts */
+    gm_backend_kernel *kernels; /* looked-up kernels, freed with the module */
+};
+
+struct gm_backend_kernel {
+    gm_backend_kernel *next;
+    gm_backend_module *module;
+    char name[GM_HSA_KERNEL_NAME_MAX];
+    uint64_t object; /* kernel descriptor address */
+    uint32_t kernarg_bytes, kernarg_align, group_bytes, private_bytes;
+    bool dynamic_stack;
+    const gm__hsa_kernel_meta *meta; /* NULL when the image has no metadata for it */
+};
+
+/* An IPC import (ipc_open), detached by ipc_close or at fini. */
+typedef struct gm__hsa_ipc_map {
+    struct gm__hsa_ipc_map *next;
+    void *mapped;  /* what hsa_amd_ipc_memory_attach returned */
+    gm_devptr ptr; /* what ipc_open returned (mapped + offset) */
+} gm__hsa_ipc_map;
+
+/* Per-thread default streams. */
+typedef struct gm__hsa_thread_stream {
+    struct gm__hsa_thread_stream *next;
+    pthread_t thread;
+    gm_backend_stream *stream;
+} gm__hsa_thread_stream;
+
+struct gm_backend_ctx {
+    gm__hsa_api api;
+    int32_t device_id;
+    hsa_agent_t gpu;                   /* the context's device */
+    hsa_agent_t cpu;                   /* host agent */
+    hsa_agent_t gpus[GM_HSA_MAX_GPUS]; /* every GPU agent, device order */
+    uint32_t ngpus;
+    hsa_amd_memory_pool_t device_pool;  /* GPU coarse-grained global */
+    hsa_amd_memory_pool_t host_pool;    /* CPU fine-grained global */
+    hsa_amd_memory_pool_t kernarg_pool; /* CPU kernarg-init pool */
+    bool host_pool_needs_access;        /* GPU access to host_pool must be allowed */
+    bool kernarg_pool_needs_access;
+    uint64_t group_bytes; /* group segment (LDS) per work-group */
+    uint32_t queue_min_size, queue_max_size;
+    uint64_t timestamp_hz; /* hsa_system timestamp frequency */
+    char isa_name[128];    /* "amdgcn-amd-amdhsa--gfx906:sramecc+:xnack-" */
+    gm_device_info info;
+    hsa_profile_t profile;
+
+    pthread_mutex_t lock;
+    _Atomic int64_t device_bytes; /* allocated through mem_alloc (mem_info fallback) */
+    gm_backend_stream *streams;   /* every non-wrapper stream */
+    gm_backend_stream *legacy;
+    gm__hsa_thread_stream *thread_streams;
+    gm__hsa_ipc_map *ipc_maps;
+    gm__hsa_sig *cache[GM_HSA_SIGNAL_CACHE];
+    int ncache;
+    gm__hsa_sig *zero;                    /* a signal that is always 0 (no dependency) */
+    void *kernargs[GM_HSA_KERNARG_CACHE]; /* free GM_HSA_KERNARG_BYTES kernarg buffers */
+    int nkernargs;
+    _Atomic int queue_failed;        /* a queue reported an error: waits stop */
+    _Atomic int queue_error;         /* that error, a gm_status */
+    _Atomic int queue_error_claimed; /* the first callback writes queue_error_text */
+    char queue_error_text[GM_HSA_ERROR_TEXT];
+};
+
+/* ---- signals (hsa_signal.c); bctx->lock held unless noted ---- */
+gm_status gm__hsa_sig_new(gm_backend_ctx *bctx, hsa_signal_value_t initial, gm__hsa_sig **sig_p);
+gm__hsa_sig *gm__hsa_sig_ref(gm__hsa_sig *sig);
+void gm__hsa_sig_unref(gm_backend_ctx *bctx, gm__hsa_sig *sig);
+void gm__hsa_sig_cache_drain(gm_backend_ctx *bctx);
+/* Whether the signal is done (< 1); no lock needed. */
+bool gm__hsa_sig_done(const gm_backend_ctx *bctx, const gm__hsa_sig *sig);
+/* Wait (no lock held) until sig < 1; fails if a queue of the context failed. */
+gm_status gm__hsa_sig_wait(gm_backend_ctx *bctx, gm__hsa_sig *sig, const char *what);
+int64_t gm__hsa_now_ns(void);
+
+/* ---- streams and operations (hsa_stream.c); bctx->lock held ---- */
+gm_backend_stream *gm__hsa_stream_resolve(gm_backend_ctx *bctx, gm_backend_stream *stream);
+gm_status gm__hsa_op_begin(gm_backend_ctx *bctx, gm_backend_stream *stream, hsa_signal_value_t n,
+                           const char *what, gm__hsa_op **op_p);
+void gm__hsa_op_commit(gm_backend_ctx *bctx, gm_backend_stream *stream, gm__hsa_op *op);
+void gm__hsa_op_abort(gm_backend_ctx *bctx, gm__hsa_op *op);
+void gm__hsa_stream_reap(gm_backend_ctx *bctx, gm_backend_stream *stream);
+gm_status gm__hsa_stream_queue(gm_backend_ctx *bctx, gm_backend_stream *stream, hsa_queue_t **q_p);
+void gm__hsa_stream_set_error(gm_backend_stream *stream, gm_status status, const char *text);
+gm_status gm__hsa_stream_new(gm_backend_ctx *bctx, gm__hsa_stream_kind kind, unsigned flags,
+                             gm_backend_stream **stream_p);
+void gm__hsa_stream_free_all(gm_backend_ctx *bctx);
+/* Commit op, then (lock released while waiting) wait for it: the synchronous path. */
+gm_status gm__hsa_op_finish_sync(gm_backend_ctx *bctx, gm_backend_stream *stream, gm__hsa_op *op);
+/* Run host work in stream order (an async handler on the op's dependencies). */
+gm_status gm__hsa_host_work(gm_backend_ctx *bctx, gm_backend_stream *stream, gm__hsa_work *work,
+                            gm__hsa_op *op);
+
+/* Host work items (hsa_stream.c). */
+struct gm__hsa_work {
+    gm__hsa_work_kind kind;
+    const gm__hsa_api *api;
+    gm_backend_stream *stream;
+    hsa_signal_t done;
+    gm__hsa_sig *stamp_sig;     /* STAMP: where the time goes */
+    gm_backend_host_work_fn fn; /* FN */
+    void (*cleanup)(void *user);
+    gm_backend_callback_fn callback; /* CALLBACK */
+    void *user;
+    gm_copy_desc copy; /* MEMCPY */
+};
+
+/* ---- AQL packets (hsa_queue.c); bctx->lock held ---- */
+/*
+ * The dependencies a packet chain on stream's queue must name: op's, less
+ * the stream's last packet (the barrier bit orders after it). *deps_p is
+ * gm__malloc'ed (NULL when none). After submitting, call gm__hsa_queue_submitted.
+ */
+gm_status gm__hsa_queue_deps(gm_backend_stream *stream, const gm__hsa_op *op, gm__hsa_sig ***deps_p,
+                             size_t *ndeps_p);
+void gm__hsa_queue_submitted(gm_backend_ctx *bctx, gm_backend_stream *stream, gm__hsa_sig *done);
+/* Barrier-AND packets waiting for deps (5 per packet), the last completing `completion`. */
+gm_status gm__hsa_submit_barrier(gm_backend_ctx *bctx, hsa_queue_t *queue, gm__hsa_sig *const *deps,
+                                 size_t ndeps, hsa_signal_t completion);
+/* Barrier-AND packets for deps (if any), then the dispatch packet; one doorbell. */
+gm_status gm__hsa_submit_dispatch(gm_backend_ctx *bctx, hsa_queue_t *queue,
+                                  gm__hsa_sig *const *deps, size_t ndeps,
+                                  const hsa_kernel_dispatch_packet_t *dispatch);
+
+/* ---- memory helpers (hsa_memory.c) ---- */
+/* Allocate from a CPU pool and allow the device to reach it when needed. */
+gm_status gm__hsa_host_pool_alloc(gm_backend_ctx *bctx, hsa_amd_memory_pool_t pool, bool allow,
+                                  size_t bytes, void **ptr_p);
+/* The agent address of host memory for a DMA: registered or pool memory as is,
+ * pageable memory locked now (*locked_p receives the pointer to unlock later). */
+/* Detach IPC imports still open (context teardown). Lock held. */
+void gm__hsa_ipc_detach_all(gm_backend_ctx *bctx);
+gm_status gm__hsa_host_for_dma(gm_backend_ctx *bctx, void *host, size_t extent, void **agent_p,
+                               void **locked_p);
+
+gm_status gm__hsa_frontier_add(gm_backend_ctx *bctx, gm_backend_stream *stream, gm__hsa_sig *sig);
+
+/* ---- the ops (one per gm_backend_ops slot; documented in backend.h) ---- */
+gm_status gm__hsa_init(const gm_backend_init_args *args, gm_backend_ctx **bctx_p);
+void gm__hsa_fini(gm_backend_ctx *bctx);
+gm_status gm__hsa_device_info(gm_backend_ctx *bctx, gm_device_info *info_p);
+gm_status gm__hsa_mem_info(gm_backend_ctx *bctx, int64_t *free_p, int64_t *total_p);
+gm_status gm__hsa_mem_alloc(gm_backend_ctx *bctx, size_t bytes, gm_devptr *ptr_p);
+gm_status gm__hsa_mem_free(gm_backend_ctx *bctx, gm_devptr ptr);
+gm_status gm__hsa_host_alloc(gm_backend_ctx *bctx, size_t bytes, unsigned flags, void **ptr_p);
+gm_status gm__hsa_host_free(gm_backend_ctx *bctx, void *ptr);
+gm_status gm__hsa_host_device_pointer(gm_backend_ctx *bctx, void *host, gm_devptr *ptr_p);
+gm_status gm__hsa_host_register(gm_backend_ctx *bctx, void *ptr, size_t bytes, unsigned flags);
+gm_status gm__hsa_host_unregister(gm_backend_ctx *bctx, void *ptr);
+gm_status gm__hsa_pointer_kind(gm_backend_ctx *bctx, const void *ptr, int *kind_p);
+gm_status gm__hsa_copy(gm_backend_ctx *bctx, const gm_copy_desc *desc, gm_backend_stream *stream);
+gm_status gm__hsa_memset(gm_backend_ctx *bctx, gm_devptr dst, const void *pattern,
+                         size_t pattern_bytes, size_t count, gm_backend_stream *stream);
+gm_status gm__hsa_stream_create(gm_backend_ctx *bctx, unsigned flags, gm_backend_stream **stream_p);
+gm_status gm__hsa_stream_destroy(gm_backend_ctx *bctx, gm_backend_stream *stream);
+gm_status gm__hsa_stream_builtin(gm_backend_ctx *bctx, gm_builtin_stream which,
+                                 gm_backend_stream **stream_p);
+gm_status gm__hsa_stream_wrap(gm_backend_ctx *bctx, void *native, gm_backend_stream **stream_p);
+void gm__hsa_stream_unwrap(gm_backend_ctx *bctx, gm_backend_stream *stream);
+void *gm__hsa_stream_native(gm_backend_ctx *bctx, gm_backend_stream *stream);
+gm_status gm__hsa_stream_synchronize(gm_backend_ctx *bctx, gm_backend_stream *stream);
+gm_status gm__hsa_stream_query(gm_backend_ctx *bctx, gm_backend_stream *stream);
+gm_status gm__hsa_stream_add_callback(gm_backend_ctx *bctx, gm_backend_stream *stream,
+                                      gm_backend_callback_fn fn, void *user);
+gm_status gm__hsa_stream_enqueue_host(gm_backend_ctx *bctx, gm_backend_stream *stream,
+                                      gm_backend_host_work_fn fn, void *user,
+                                      void (*cleanup)(void *user));
+gm_status gm__hsa_event_create(gm_backend_ctx *bctx, unsigned timing, gm_backend_event **event_p);
+gm_status gm__hsa_event_destroy(gm_backend_ctx *bctx, gm_backend_event *event);
+gm_status gm__hsa_event_record(gm_backend_ctx *bctx, gm_backend_event *event,
+                               gm_backend_stream *stream);
+gm_status gm__hsa_stream_wait_event(gm_backend_ctx *bctx, gm_backend_stream *stream,
+                                    gm_backend_event *event);
+gm_status gm__hsa_event_query(gm_backend_ctx *bctx, gm_backend_event *event);
+gm_status gm__hsa_event_synchronize(gm_backend_ctx *bctx, gm_backend_event *event);
+gm_status gm__hsa_event_elapsed(gm_backend_ctx *bctx, gm_backend_event *start,
+                                gm_backend_event *end, float *ms_p);
+gm_status gm__hsa_module_load(gm_backend_ctx *bctx, gm_image_kind kind, const void *image,
+                              size_t bytes, gm_backend_module **module_p);
+gm_status gm__hsa_module_unload(gm_backend_ctx *bctx, gm_backend_module *module);
+gm_status gm__hsa_module_get_kernel(gm_backend_ctx *bctx, gm_backend_module *module,
+                                    const char *name, gm_backend_kernel **kernel_p);
+gm_status gm__hsa_module_get_global(gm_backend_ctx *bctx, gm_backend_module *module,
+                                    const char *name, gm_devptr *ptr_p, size_t *bytes_p);
+gm_status gm__hsa_module_set_global(gm_backend_ctx *bctx, gm_backend_module *module,
+                                    const char *name, const void *data, size_t bytes);
+gm_status gm__hsa_kernel_attrs(gm_backend_ctx *bctx, gm_backend_kernel *kernel,
+                               gm_kernel_attrs *attrs_p);
+gm_status gm__hsa_launch(gm_backend_ctx *bctx, gm_backend_kernel *kernel,
+                         const gm_launch_config *config, void **args, const size_t *arg_sizes,
+                         int nargs, gm_backend_stream *stream);
+gm_status gm__hsa_ipc_get_handle(gm_backend_ctx *bctx, gm_devptr ptr, void *handle,
+                                 size_t handle_bytes);
+gm_status gm__hsa_ipc_open(gm_backend_ctx *bctx, const void *handle, size_t handle_bytes,
+                           gm_devptr *ptr_p);
+gm_status gm__hsa_ipc_close(gm_backend_ctx *bctx, gm_devptr ptr);
+
+#endif /* GPUMEM_SRC_HSA_HSA_INTERNAL_H */

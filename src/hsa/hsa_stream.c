@@ -1,0 +1,778 @@
+/*
+ * Streams on HSA: ordered chains of operations linked by completion signals
+ * (see hsa_internal.h), the legacy default stream's implicit synchronization,
+ * per-thread default streams, wrapping, and host work run in stream order
+ * through hsa_amd_signal_async_handler.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "hsa_internal.h"
+
+/* ------------------------------------------------------------- errors */
+
+/* Remember the first asynchronous error of a stream (any thread). */
+void gm__hsa_stream_set_error(gm_backend_stream *stream, gm_status status, const char *text)
+{
+    pthread_mutex_lock(&stream->error_lock);
+    if (stream->error == GM_OK) {
+        stream->error = status;
+        snprintf(stream->error_text, sizeof(stream->error_text), "%s", text);
+    }
+    pthread_mutex_unlock(&stream->error_lock);
+}
+
+/* The stream's pending error without clearing it. */
+static gm_status peek_error(gm_backend_stream *stream)
+{
+    gm_status status = GM_OK;
+
+    pthread_mutex_lock(&stream->error_lock);
+    status = stream->error;
+    pthread_mutex_unlock(&stream->error_lock);
+    return status;
+}
+
+/* Report and clear the stream's pending error (each error is reported once). */
+static gm_status take_error(gm_backend_stream *stream, const char *call)
+{
+    gm_status status = GM_OK;
+    char text[GM_HSA_ERROR_TEXT];
+
+    pthread_mutex_lock(&stream->error_lock);
+    status = stream->error;
+    memcpy(text, stream->error_text, sizeof(text));
+    stream->error = GM_OK;
+    stream->error_text[0] = '\0';
+    pthread_mutex_unlock(&stream->error_lock);
+    if (status == GM_OK)
+        return GM_OK;
+    return gm__error(status, "%s: earlier asynchronous work failed: %s", call, text);
+}
+
+/* The runtime calls this when a queue breaks (memory fault, bad packet...). */
+static void queue_error_callback(hsa_status_t status, hsa_queue_t *source, void *data)
+{
+    gm_backend_stream *stream = data;
+    gm_backend_ctx *bctx = stream->bctx;
+    gm_status mapped =
+        gm__hsa_check(status, &bctx->api, GM_ERR_LAUNCH, "AQL queue", __FILE__, __LINE__);
+
+    (void)source;
+    gm__hsa_stream_set_error(stream, mapped, gm_last_error_message());
+    if (atomic_exchange(&bctx->queue_error_claimed, 1) == 0) {
+        snprintf(bctx->queue_error_text, sizeof(bctx->queue_error_text), "%s",
+                 gm_last_error_message());
+        atomic_store(&bctx->queue_error, (int)mapped);
+        atomic_store(&bctx->queue_failed, 1); /* last: readers then see the text */
+    }
+}
+
+/* ------------------------------------------------------------- streams */
+
+gm_status gm__hsa_stream_new(gm_backend_ctx *bctx, gm__hsa_stream_kind kind, unsigned flags,
+                             gm_backend_stream **stream_p)
+{
+    gm_backend_stream *stream = gm__calloc(1, sizeof(*stream));
+
+    if (stream == NULL)
+        return gm__error(GM_ERR_NO_MEMORY, "stream_create: no memory for an HSA stream");
+    stream->magic = GM_HSA_STREAM_MAGIC;
+    stream->kind = kind;
+    stream->flags = flags;
+    stream->bctx = bctx;
+    if (kind != GM_HSA_STREAM_WRAPPER) {
+        /* Never empty again, so a commit never needs memory (see gm__hsa_op_commit). */
+        stream->frontier = gm__calloc(4, sizeof(*stream->frontier));
+        if (stream->frontier == NULL) {
+            gm__free(stream);
+            return gm__error(GM_ERR_NO_MEMORY, "stream_create: no memory for an HSA stream");
+        }
+        stream->frontier_cap = 4;
+    }
+    pthread_mutex_init(&stream->error_lock, NULL);
+    if (kind != GM_HSA_STREAM_WRAPPER) {
+        stream->next = bctx->streams;
+        bctx->streams = stream;
+    }
+    *stream_p = stream;
+    return GM_OK;
+}
+
+gm_backend_stream *gm__hsa_stream_resolve(gm_backend_ctx *bctx, gm_backend_stream *stream)
+{
+    if (stream == NULL)
+        return bctx->legacy;
+    if (stream->kind == GM_HSA_STREAM_WRAPPER)
+        return stream->target;
+    return stream;
+}
+
+/* The stream's AQL queue, created on first use. Lock held. */
+gm_status gm__hsa_stream_queue(gm_backend_ctx *bctx, gm_backend_stream *stream, hsa_queue_t **q_p)
+{
+    uint32_t size = GM_HSA_QUEUE_SIZE;
+    gm_status status = GM_OK;
+
+    if (stream->queue == NULL) {
+        if (size < bctx->queue_min_size)
+            size = bctx->queue_min_size;
+        if (bctx->queue_max_size != 0 && bctx->queue_max_size < size)
+            size = bctx->queue_max_size;
+        status = GM_HSA_CALL(&bctx->api, hsa_queue_create,
+                             (bctx->gpu, size, HSA_QUEUE_TYPE_MULTI, queue_error_callback, stream,
+                              UINT32_MAX, UINT32_MAX, &stream->queue));
+        if (status != GM_OK)
+            return status;
+    }
+    *q_p = stream->queue;
+    return GM_OK;
+}
+
+/* Release what an operation held. Lock held. */
+static void release_op(gm_backend_ctx *bctx, gm__hsa_op *op)
+{
+    if (op->kernarg != NULL && op->kernarg_pooled && bctx->nkernargs < GM_HSA_KERNARG_CACHE)
+        bctx->kernargs[bctx->nkernargs++] = op->kernarg;
+    else if (op->kernarg != NULL)
+        (void)GM_HSA_CALL(&bctx->api, hsa_amd_memory_pool_free, (op->kernarg));
+    if (op->staging != NULL)
+        (void)GM_HSA_CALL(&bctx->api, hsa_amd_memory_pool_free, (op->staging));
+    for (int i = 0; i < 2; i++) {
+        if (op->locked[i] != NULL)
+            (void)GM_HSA_CALL(&bctx->api, hsa_amd_memory_unlock, (op->locked[i]));
+    }
+    for (size_t i = 0; i < op->ndeps; i++)
+        gm__hsa_sig_unref(bctx, op->deps[i]);
+    gm__hsa_sig_unref(bctx, op->done);
+    gm__free(op->deps);
+    gm__free(op->work);
+    gm__free(op);
+}
+
+/* Free completed operations from the head of the stream. Lock held. */
+void gm__hsa_stream_reap(gm_backend_ctx *bctx, gm_backend_stream *stream)
+{
+    while (stream->ops_head != NULL && gm__hsa_sig_done(bctx, stream->ops_head->done)) {
+        gm__hsa_op *op = stream->ops_head;
+        hsa_signal_value_t value = bctx->api.hsa_signal_load_scacquire(op->done->handle);
+
+        if (value < 0 && !op->reported) {
+            gm_status status = gm__error(GM_ERR_DRIVER,
+                                         "%s failed on the device (completion "
+                                         "signal %lld)",
+                                         op->what, (long long)value);
+
+            gm__hsa_stream_set_error(stream, status, gm_last_error_message());
+        }
+        stream->ops_head = op->next;
+        if (stream->ops_head == NULL)
+            stream->ops_tail = NULL;
+        release_op(bctx, op);
+    }
+}
+
+/* Append the still-pending signals of `from` to deps (refs taken). */
+static void add_pending(gm_backend_ctx *bctx, const gm_backend_stream *from, gm__hsa_sig **deps,
+                        size_t *ndeps)
+{
+    for (size_t i = 0; i < from->nfrontier; i++) {
+        if (!gm__hsa_sig_done(bctx, from->frontier[i]))
+            deps[(*ndeps)++] = gm__hsa_sig_ref(from->frontier[i]);
+    }
+}
+
+/* Whether work on `other` must wait for / be waited by the legacy stream. */
+static bool is_blocking(const gm_backend_stream *other)
+{
+    return other->kind != GM_HSA_STREAM_LEGACY && (other->flags & GM_STREAM_NON_BLOCKING) == 0;
+}
+
+/* Upper bound of the dependencies collect_deps may add. */
+static size_t count_deps(const gm_backend_ctx *bctx, const gm_backend_stream *stream)
+{
+    size_t n = stream->nfrontier;
+
+    if (stream->kind == GM_HSA_STREAM_LEGACY) {
+        for (const gm_backend_stream *s = bctx->streams; s != NULL; s = s->next)
+            n += is_blocking(s) ? s->nfrontier : 0;
+    } else if (is_blocking(stream)) {
+        n += bctx->legacy->nfrontier;
+    }
+    return n;
+}
+
+/*
+ * What a new operation on `stream` waits for: the stream's frontier, plus the
+ * legacy-stream rule (legacy work waits for every blocking stream, blocking
+ * streams' work waits for legacy work). Completed signals are left out.
+ */
+static gm_status collect_deps(gm_backend_ctx *bctx, gm_backend_stream *stream, gm__hsa_op *op)
+{
+    size_t cap = count_deps(bctx, stream);
+
+    if (cap == 0)
+        return GM_OK;
+    op->deps = gm__calloc(cap, sizeof(*op->deps));
+    if (op->deps == NULL)
+        return gm__error(GM_ERR_NO_MEMORY, "HSA backend: no memory for dependency signals");
+    add_pending(bctx, stream, op->deps, &op->ndeps);
+    if (stream->kind == GM_HSA_STREAM_LEGACY) {
+        for (gm_backend_stream *s = bctx->streams; s != NULL; s = s->next) {
+            if (is_blocking(s))
+                add_pending(bctx, s, op->deps, &op->ndeps);
+        }
+    } else if (is_blocking(stream)) {
+        add_pending(bctx, bctx->legacy, op->deps, &op->ndeps);
+    }
+    return GM_OK;
+}
+
+/*
+ * Start an operation on a resolved stream: reap finished work, collect the
+ * dependencies and make the completion signal with value n (n DMA copies or
+ * one packet each decrement it once). Lock held.
+ */
+gm_status gm__hsa_op_begin(gm_backend_ctx *bctx, gm_backend_stream *stream, hsa_signal_value_t n,
+                           const char *what, gm__hsa_op **op_p)
+{
+    gm__hsa_op *op = NULL;
+    gm_status status = GM_OK;
+
+    gm__hsa_stream_reap(bctx, stream);
+    op = gm__calloc(1, sizeof(*op));
+    if (op == NULL)
+        return gm__error(GM_ERR_NO_MEMORY, "%s: no memory for a stream operation", what);
+    op->what = what;
+    status = collect_deps(bctx, stream, op);
+    if (status != GM_OK)
+        goto fail;
+    status = gm__hsa_sig_new(bctx, n, &op->done);
+    if (status != GM_OK)
+        goto fail;
+    *op_p = op;
+    return GM_OK;
+
+fail:
+    release_op(bctx, op);
+    return status;
+}
+
+/* Drop the frontier's references. Lock held. */
+static void clear_frontier(gm_backend_ctx *bctx, gm_backend_stream *stream)
+{
+    for (size_t i = 0; i < stream->nfrontier; i++)
+        gm__hsa_sig_unref(bctx, stream->frontier[i]);
+    stream->nfrontier = 0;
+}
+
+/* Add a signal to what the stream's next operation waits for. Lock held. */
+gm_status gm__hsa_frontier_add(gm_backend_ctx *bctx, gm_backend_stream *stream, gm__hsa_sig *sig)
+{
+    if (stream->nfrontier == stream->frontier_cap) {
+        size_t cap = stream->frontier_cap == 0 ? 4 : 2 * stream->frontier_cap;
+        gm__hsa_sig **grown = gm__realloc(stream->frontier, cap * sizeof(*grown));
+
+        if (grown == NULL)
+            return gm__error(GM_ERR_NO_MEMORY, "stream_wait_event: no memory");
+        stream->frontier = grown;
+        stream->frontier_cap = cap;
+    }
+    stream->frontier[stream->nfrontier++] = gm__hsa_sig_ref(sig);
+    return GM_OK;
+}
+
+/* The operation was submitted: queue it and make it the frontier. Lock held. */
+void gm__hsa_op_commit(gm_backend_ctx *bctx, gm_backend_stream *stream, gm__hsa_op *op)
+{
+    if (stream->ops_tail != NULL)
+        stream->ops_tail->next = op;
+    else
+        stream->ops_head = op;
+    stream->ops_tail = op;
+    clear_frontier(bctx, stream);
+    /* frontier_cap >= 1 since stream creation: this cannot fail */
+    stream->frontier[stream->nfrontier++] = gm__hsa_sig_ref(op->done);
+}
+
+/* Nothing of the operation reached the runtime: free it. Lock held. */
+void gm__hsa_op_abort(gm_backend_ctx *bctx, gm__hsa_op *op)
+{
+    release_op(bctx, op);
+}
+
+/* Commit op and wait for it with the lock released; lock held on entry and exit. */
+gm_status gm__hsa_op_finish_sync(gm_backend_ctx *bctx, gm_backend_stream *stream, gm__hsa_op *op)
+{
+    gm__hsa_sig *done = gm__hsa_sig_ref(op->done);
+    gm_status status = GM_OK;
+
+    gm__hsa_op_commit(bctx, stream, op);
+    pthread_mutex_unlock(&bctx->lock);
+    status = gm__hsa_sig_wait(bctx, done, op->what);
+    pthread_mutex_lock(&bctx->lock);
+    if (status != GM_OK)
+        op->reported = true; /* op is still queued until reaped: its memory is valid */
+    gm__hsa_sig_unref(bctx, done);
+    gm__hsa_stream_reap(bctx, stream);
+    return status;
+}
+
+/*
+ * Wait until every operation of the stream completed, oldest first; lock held
+ * on entry and exit. Failed operations are left to the stream error (reap).
+ */
+static gm_status drain(gm_backend_ctx *bctx, gm_backend_stream *stream, const char *call)
+{
+    gm_status status = GM_OK;
+
+    gm__hsa_stream_reap(bctx, stream);
+    while (stream->ops_head != NULL && status == GM_OK) {
+        gm__hsa_sig *sig = gm__hsa_sig_ref(stream->ops_head->done);
+
+        pthread_mutex_unlock(&bctx->lock);
+        status = gm__hsa_sig_wait(bctx, sig, call);
+        pthread_mutex_lock(&bctx->lock);
+        gm__hsa_sig_unref(bctx, sig);
+        if (status == GM_ERR_DRIVER)
+            status = GM_OK;
+        gm__hsa_stream_reap(bctx, stream);
+    }
+    return status;
+}
+
+/* Free a stream whose work is finished (or abandoned after a queue failure). Lock held. */
+static void stream_free(gm_backend_ctx *bctx, gm_backend_stream *stream)
+{
+    gm_backend_stream **link = &bctx->streams;
+
+    while (*link != NULL && *link != stream)
+        link = &(*link)->next;
+    if (*link == stream)
+        *link = stream->next;
+    if (stream->queue != NULL)
+        (void)GM_HSA_CALL(&bctx->api, hsa_queue_destroy, (stream->queue));
+    gm__hsa_sig_unref(bctx, stream->queue_last);
+    while (stream->ops_head != NULL) {
+        gm__hsa_op *op = stream->ops_head;
+
+        stream->ops_head = op->next;
+        release_op(bctx, op);
+    }
+    clear_frontier(bctx, stream);
+    gm__free(stream->frontier);
+    pthread_mutex_destroy(&stream->error_lock);
+    stream->magic = 0;
+    gm__free(stream);
+}
+
+/* Drain and free every stream (context teardown). Lock held. */
+void gm__hsa_stream_free_all(gm_backend_ctx *bctx)
+{
+    while (bctx->thread_streams != NULL) {
+        gm__hsa_thread_stream *ts = bctx->thread_streams;
+
+        bctx->thread_streams = ts->next;
+        gm__free(ts);
+    }
+    while (bctx->streams != NULL) {
+        gm_backend_stream *stream = bctx->streams;
+
+        if (drain(bctx, stream, "context teardown") != GM_OK)
+            gm__log(GM_LOG_WARN, "HSA backend: %s", gm_last_error_message());
+        stream_free(bctx, stream);
+    }
+    bctx->legacy = NULL;
+}
+
+/* ----------------------------------------------------------- host work */
+
+/* Copy the rows of a host-to-host pitched copy. */
+static void host_rows(const gm_copy_desc *d)
+{
+    for (size_t z = 0; z < d->depth; z++) {
+        for (size_t y = 0; y < d->height; y++) {
+            char *dst = (char *)(uintptr_t)d->dst + (z * d->dst_height + y) * d->dst_pitch;
+            const char *src =
+                (const char *)(uintptr_t)d->src + (z * d->src_height + y) * d->src_pitch;
+
+            memmove(dst, src, d->width_bytes);
+        }
+    }
+}
+
+/* Run one work item's host side; its status becomes the stream's error. */
+static gm_status run_work(gm__hsa_work *w, gm_status upstream)
+{
+    gm_status status = upstream;
+
+    switch (w->kind) {
+    case GM_HSA_WORK_FN:
+        if (status == GM_OK)
+            status = w->fn(w->user);
+        if (w->cleanup != NULL)
+            w->cleanup(w->user);
+        break;
+    case GM_HSA_WORK_CALLBACK:
+        w->callback(status != GM_OK ? status : peek_error(w->stream), w->user);
+        status = GM_OK;
+        break;
+    case GM_HSA_WORK_STAMP:
+        atomic_store(&w->stamp_sig->stamp_ns, gm__hsa_now_ns());
+        break;
+    case GM_HSA_WORK_MEMCPY:
+        if (status == GM_OK)
+            host_rows(&w->copy);
+        break;
+    case GM_HSA_WORK_NOP:
+        break;
+    }
+    return status;
+}
+
+/* The async handler: runs once the dependency completes, then completes `done`. */
+static bool work_handler(hsa_signal_value_t value, void *arg)
+{
+    gm__hsa_work *w = arg;
+    const gm__hsa_api *api = w->api;
+    hsa_signal_t done = w->done;
+    gm_status upstream = GM_OK;
+    gm_status status = GM_OK;
+
+    gm_clear_error();
+    if (value < 0)
+        upstream = gm__error(GM_ERR_DRIVER,
+                             "stream work skipped: a preceding operation failed "
+                             "(signal %lld)",
+                             (long long)value);
+    status = run_work(w, upstream);
+    if (status != GM_OK && gm_last_error() != GM_OK)
+        gm__hsa_stream_set_error(w->stream, status, gm_last_error_message());
+    else if (status != GM_OK)
+        gm__hsa_stream_set_error(w->stream, status, gm_status_name(status));
+    /* Last touch of w: once done is 0 a reaper may free it. */
+    api->hsa_signal_store_screlease(done, 0);
+    return false;
+}
+
+/*
+ * The single signal host work waits for: none (the always-zero signal), the
+ * only one, or a barrier-AND packet merging them (*merged_p, held by op).
+ */
+static gm_status single_dep(gm_backend_ctx *bctx, gm_backend_stream *stream, gm__hsa_op *op,
+                            hsa_signal_t *dep_p, gm__hsa_sig **merged_p)
+{
+    hsa_queue_t *queue = NULL;
+    gm__hsa_sig *merged = NULL;
+    gm__hsa_sig **deps = NULL;
+    gm_status status = GM_OK;
+
+    if (op->ndeps <= 1) {
+        *dep_p = op->ndeps == 0 ? bctx->zero->handle : op->deps[0]->handle;
+        return GM_OK;
+    }
+    status = gm__hsa_stream_queue(bctx, stream, &queue);
+    if (status != GM_OK)
+        return status;
+    deps = gm__realloc(op->deps, (op->ndeps + 1) * sizeof(*deps));
+    if (deps == NULL)
+        return gm__error(GM_ERR_NO_MEMORY, "HSA backend: no memory for dependency signals");
+    op->deps = deps;
+    status = gm__hsa_sig_new(bctx, 1, &merged);
+    if (status != GM_OK)
+        return status;
+    status = gm__hsa_submit_barrier(bctx, queue, op->deps, op->ndeps, merged->handle);
+    op->deps[op->ndeps++] = merged; /* held until the operation completes */
+    if (status == GM_OK)
+        *merged_p = merged;
+    *dep_p = merged->handle;
+    return status;
+}
+
+/*
+ * Run `work` when op's dependencies complete and complete op->done after it.
+ * op (begun with n = 1) takes ownership of work; on failure the caller aborts
+ * op (which frees work) and nothing runs. Lock held.
+ */
+gm_status gm__hsa_host_work(gm_backend_ctx *bctx, gm_backend_stream *stream, gm__hsa_work *work,
+                            gm__hsa_op *op)
+{
+    hsa_signal_t dep = {0};
+    gm__hsa_sig *merged = NULL;
+    gm_status status = GM_OK;
+
+    work->api = &bctx->api;
+    work->stream = stream;
+    work->done = op->done->handle;
+    op->work = work;
+    status = single_dep(bctx, stream, op, &dep, &merged);
+    if (status != GM_OK)
+        return status;
+    status = GM_HSA_CALL(&bctx->api, hsa_amd_signal_async_handler,
+                         (dep, HSA_SIGNAL_CONDITION_LT, 1, work_handler, work));
+    if (status != GM_OK && merged != NULL) {
+        /* The merging barrier is in flight: its signal must outlive it. */
+        char detail[GM_HSA_ERROR_TEXT];
+
+        snprintf(detail, sizeof(detail), "%s", gm_last_error_message());
+        if (gm__hsa_sig_wait(bctx, merged, "host work") != GM_OK)
+            gm__log(GM_LOG_WARN, "HSA backend: %s", gm_last_error_message());
+        status = gm__error(status, "%s", detail);
+    }
+    return status;
+}
+
+/* --------------------------------------------------------------- ops */
+
+gm_status gm__hsa_stream_create(gm_backend_ctx *bctx, unsigned flags, gm_backend_stream **stream_p)
+{
+    gm_status status = GM_OK;
+
+    pthread_mutex_lock(&bctx->lock);
+    status = gm__hsa_stream_new(bctx, GM_HSA_STREAM_CREATED, flags, stream_p);
+    pthread_mutex_unlock(&bctx->lock);
+    return status;
+}
+
+gm_status gm__hsa_stream_destroy(gm_backend_ctx *bctx, gm_backend_stream *stream)
+{
+    gm_status status = GM_OK;
+
+    if (stream == NULL)
+        return gm__error(GM_ERR_NULL_POINTER, "stream_destroy: stream is NULL");
+    if (stream->kind != GM_HSA_STREAM_CREATED)
+        return gm__error(GM_ERR_INVALID_ARG, "stream_destroy: %s",
+                         stream->kind == GM_HSA_STREAM_WRAPPER
+                             ? "a wrapped stream is released with stream_unwrap"
+                             : "built-in streams belong to the context");
+    pthread_mutex_lock(&bctx->lock);
+    status = drain(bctx, stream, "stream_destroy");
+    if (status == GM_OK)
+        status = take_error(stream, "stream_destroy");
+    stream_free(bctx, stream);
+    pthread_mutex_unlock(&bctx->lock);
+    return status;
+}
+
+/* The calling thread's default stream, made on first use. Lock held. */
+static gm_status thread_stream(gm_backend_ctx *bctx, gm_backend_stream **stream_p)
+{
+    pthread_t self = pthread_self();
+    gm__hsa_thread_stream *ts = bctx->thread_streams;
+    gm_status status = GM_OK;
+
+    while (ts != NULL && pthread_equal(ts->thread, self) == 0)
+        ts = ts->next;
+    if (ts != NULL) {
+        *stream_p = ts->stream;
+        return GM_OK;
+    }
+    ts = gm__calloc(1, sizeof(*ts));
+    if (ts == NULL)
+        return gm__error(GM_ERR_NO_MEMORY, "stream_builtin: no memory for a per-thread stream");
+    status = gm__hsa_stream_new(bctx, GM_HSA_STREAM_PER_THREAD, GM_STREAM_DEFAULT, &ts->stream);
+    if (status != GM_OK)
+        goto fail_stream;
+    ts->thread = self;
+    ts->stream->owner = self;
+    ts->next = bctx->thread_streams;
+    bctx->thread_streams = ts;
+    *stream_p = ts->stream;
+    return GM_OK;
+
+fail_stream:
+    gm__free(ts);
+    return status;
+}
+
+/* DEFAULT is the legacy stream, as in Numba (no per-thread mode by default). */
+gm_status gm__hsa_stream_builtin(gm_backend_ctx *bctx, gm_builtin_stream which,
+                                 gm_backend_stream **stream_p)
+{
+    gm_status status = GM_OK;
+
+    pthread_mutex_lock(&bctx->lock);
+    if (which == GM_BUILTIN_STREAM_PER_THREAD)
+        status = thread_stream(bctx, stream_p);
+    else if (which == GM_BUILTIN_STREAM_DEFAULT || which == GM_BUILTIN_STREAM_LEGACY)
+        *stream_p = bctx->legacy;
+    else
+        status = gm__error(GM_ERR_INVALID_ARG, "stream_builtin: unknown stream %d", (int)which);
+    pthread_mutex_unlock(&bctx->lock);
+    return status;
+}
+
+/* A native HSA stream is a gm_backend_stream of this context (stream_native). */
+gm_status gm__hsa_stream_wrap(gm_backend_ctx *bctx, void *native, gm_backend_stream **stream_p)
+{
+    gm_backend_stream *target = NULL;
+    gm_backend_stream *wrapper = NULL;
+    gm_status status = GM_OK;
+
+    pthread_mutex_lock(&bctx->lock);
+    target = bctx->streams;
+    while (target != NULL && (void *)target != native)
+        target = target->next;
+    if (target == NULL) {
+        status = gm__error(GM_ERR_INVALID_HANDLE,
+                           "stream_wrap: %p is not an HSA stream of "
+                           "this context (HSA has no foreign stream handle)",
+                           native);
+        goto done;
+    }
+    status = gm__hsa_stream_new(bctx, GM_HSA_STREAM_WRAPPER, target->flags, &wrapper);
+    if (status != GM_OK)
+        goto done;
+    wrapper->target = target;
+    *stream_p = wrapper;
+done:
+    pthread_mutex_unlock(&bctx->lock);
+    return status;
+}
+
+void gm__hsa_stream_unwrap(gm_backend_ctx *bctx, gm_backend_stream *stream)
+{
+    (void)bctx;
+    if (stream == NULL || stream->kind != GM_HSA_STREAM_WRAPPER)
+        return;
+    pthread_mutex_destroy(&stream->error_lock);
+    stream->magic = 0;
+    gm__free(stream);
+}
+
+void *gm__hsa_stream_native(gm_backend_ctx *bctx, gm_backend_stream *stream)
+{
+    return gm__hsa_stream_resolve(bctx, stream);
+}
+
+gm_status gm__hsa_stream_synchronize(gm_backend_ctx *bctx, gm_backend_stream *stream)
+{
+    gm_status status = GM_OK;
+
+    pthread_mutex_lock(&bctx->lock);
+    stream = gm__hsa_stream_resolve(bctx, stream);
+    status = drain(bctx, stream, "stream_synchronize");
+    pthread_mutex_unlock(&bctx->lock);
+    if (status == GM_OK)
+        status = take_error(stream, "stream_synchronize");
+    return status;
+}
+
+gm_status gm__hsa_stream_query(gm_backend_ctx *bctx, gm_backend_stream *stream)
+{
+    gm_status status = GM_OK;
+
+    pthread_mutex_lock(&bctx->lock);
+    stream = gm__hsa_stream_resolve(bctx, stream);
+    gm__hsa_stream_reap(bctx, stream);
+    if (stream->ops_head != NULL)
+        status = GM_ERR_NOT_READY;
+    pthread_mutex_unlock(&bctx->lock);
+    return status;
+}
+
+/* Queue a work item on a stream. Takes ownership of work. */
+static gm_status enqueue_work(gm_backend_ctx *bctx, gm_backend_stream *stream, gm__hsa_work *work,
+                              const char *what)
+{
+    gm__hsa_op *op = NULL;
+    gm_status status = GM_OK;
+
+    pthread_mutex_lock(&bctx->lock);
+    stream = gm__hsa_stream_resolve(bctx, stream);
+    status = gm__hsa_op_begin(bctx, stream, 1, what, &op);
+    if (status != GM_OK) {
+        gm__free(work);
+        goto done;
+    }
+    status = gm__hsa_host_work(bctx, stream, work, op);
+    if (status != GM_OK) {
+        gm__hsa_op_abort(bctx, op);
+        goto done;
+    }
+    gm__hsa_op_commit(bctx, stream, op);
+done:
+    pthread_mutex_unlock(&bctx->lock);
+    return status;
+}
+
+gm_status gm__hsa_stream_add_callback(gm_backend_ctx *bctx, gm_backend_stream *stream,
+                                      gm_backend_callback_fn fn, void *user)
+{
+    gm__hsa_work *work = NULL;
+
+    if (fn == NULL)
+        return gm__error(GM_ERR_NULL_POINTER, "stream_add_callback: fn is NULL");
+    work = gm__calloc(1, sizeof(*work));
+    if (work == NULL)
+        return gm__error(GM_ERR_NO_MEMORY, "stream_add_callback: no memory");
+    work->kind = GM_HSA_WORK_CALLBACK;
+    work->callback = fn;
+    work->user = user;
+    return enqueue_work(bctx, stream, work, "stream callback");
+}
+
+/*
+ * Wait on the calling thread for what an operation on the legacy stream
+ * would wait for (the synchronous form of stream work). Lock not held.
+ */
+static gm_status sync_barrier(gm_backend_ctx *bctx)
+{
+    gm__hsa_work *work = gm__calloc(1, sizeof(*work));
+    gm__hsa_op *op = NULL;
+    gm_status status = GM_OK;
+
+    if (work == NULL)
+        return gm__error(GM_ERR_NO_MEMORY, "stream_enqueue_host: no memory");
+    work->kind = GM_HSA_WORK_NOP;
+    pthread_mutex_lock(&bctx->lock);
+    status = gm__hsa_op_begin(bctx, bctx->legacy, 1, "synchronous host work", &op);
+    if (status != GM_OK) {
+        gm__free(work);
+    } else if (op->ndeps == 0) {
+        gm__free(work);
+        gm__hsa_op_abort(bctx, op);
+    } else {
+        status = gm__hsa_host_work(bctx, bctx->legacy, work, op);
+        if (status != GM_OK)
+            gm__hsa_op_abort(bctx, op);
+        else
+            status = gm__hsa_op_finish_sync(bctx, bctx->legacy, op);
+    }
+    pthread_mutex_unlock(&bctx->lock);
+    return status;
+}
+
+/*
+ * On GM_OK with a stream, cleanup(user) runs exactly once after fn ran (or
+ * was skipped because earlier work failed); on an error return nothing runs
+ * and the caller keeps user. Stream NULL: fn runs now on the calling thread
+ * once the legacy stream's dependencies are done, then cleanup; fn's status
+ * is returned (the host backend's convention).
+ */
+gm_status gm__hsa_stream_enqueue_host(gm_backend_ctx *bctx, gm_backend_stream *stream,
+                                      gm_backend_host_work_fn fn, void *user,
+                                      void (*cleanup)(void *user))
+{
+    gm__hsa_work *work = NULL;
+    gm_status status = GM_OK;
+
+    if (fn == NULL)
+        return gm__error(GM_ERR_NULL_POINTER, "stream_enqueue_host: fn is NULL");
+    if (stream == NULL) {
+        status = sync_barrier(bctx);
+        if (status == GM_OK)
+            status = fn(user);
+        if (cleanup != NULL)
+            cleanup(user);
+        return status;
+    }
+    work = gm__calloc(1, sizeof(*work));
+    if (work == NULL)
+        return gm__error(GM_ERR_NO_MEMORY, "stream_enqueue_host: no memory");
+    work->kind = GM_HSA_WORK_FN;
+    work->fn = fn;
+    work->user = user;
+    work->cleanup = cleanup;
+    return enqueue_work(bctx, stream, work, "stream host work");
+}

@@ -1,0 +1,85 @@
+/*
+ * A test double of the CUDA driver (libcuda.so.1), built as a shared
+ * library and loaded by the CUDA backend through GM_CUDA_DRIVER_PATH in
+ * place of the real driver. It implements every entry point of
+ * src/cuda/cuda_driver.h on host memory (device memory is malloc'd; with
+ * unified addressing a device address is its host address) and checks
+ * what the real driver requires of its arguments: a current context, live
+ * handles, flags, device ranges inside allocations, pitches of 2-D/3-D
+ * copies, reserved fields, aligned memsets, kernel parameter arrays (read
+ * with the sizes the PTX declares), dynamic shared memory limits. A
+ * requirement broken is a "violation": the call fails as the driver would
+ * and the violation is counted for the tests to assert on.
+ *
+ * Modules are PTX text: the double reads the .entry signatures and
+ * module-scope .const/.global variables, and runs the kernels it knows by
+ * name (gm_test_fill_u32, gm_test_scale_f32; see tests/cuda/test_kernels.h)
+ * on the host. All work is synchronous: async calls complete before they
+ * return and host functions run inside cuLaunchHostFunc.
+ *
+ * The test program links this library to reach the control functions
+ * below; the backend's dlopen of the same file gets the same instance.
+ * Not thread-safe: calls must not overlap (tests join their threads).
+ */
+#ifndef GM_CUDA_DRIVER_DOUBLE_H
+#define GM_CUDA_DRIVER_DOUBLE_H
+
+#include <stddef.h>
+
+#include <cuda.h>
+
+/* Forget everything (objects are freed) and restore the defaults below. */
+void gm_cuda_double_reset(void);
+
+/* Number of devices cuDeviceGetCount reports (default 1, at most 4). */
+void gm_cuda_double_set_device_count(int count);
+
+/* Device memory (default 64 MiB): cuMemAlloc beyond it is CUDA_ERROR_OUT_OF_MEMORY. */
+void gm_cuda_double_set_device_memory(size_t bytes);
+
+/* Page-locked host memory cuMemHostAlloc may hand out (default 64 MiB). */
+void gm_cuda_double_set_pinned_memory(size_t bytes);
+
+/* CU_DEVICE_ATTRIBUTE_MAX_PITCH (default 2^31 - 1); copies with larger pitches fail. */
+void gm_cuda_double_set_max_pitch(int pitch);
+
+/*
+ * Fault injection: the n-th call (1-based, counted from now) of the entry
+ * point `symbol` (its exported name, e.g. "cuMemAlloc_v2"; NULL for any
+ * entry point) returns `result` without doing anything. One fault at a
+ * time; cuGetErrorName / cuGetErrorString are never counted.
+ */
+void gm_cuda_double_fail(const char *symbol, long n, CUresult result);
+
+/* The call log since the last reset or clear: count, and the symbol of call i (0-based). */
+long gm_cuda_double_call_count(void);
+const char *gm_cuda_double_call_name(long i);
+void gm_cuda_double_clear_calls(void);
+
+/* How many logged calls were to `symbol`. */
+long gm_cuda_double_count_calls(const char *symbol);
+
+/* Index in the log of the first call to `symbol` at or after `from`, or -1. */
+long gm_cuda_double_find_call(const char *symbol, long from);
+
+/*
+ * Everything the driver holds for the process: allocations (device,
+ * managed, pinned), host registrations, IPC mappings, streams, events,
+ * modules and primary-context retains. 0 once all was released.
+ */
+long gm_cuda_double_live_objects(void);
+
+/* Violations of the driver's argument rules since the reset, and the last one's text. */
+long gm_cuda_double_violations(void);
+const char *gm_cuda_double_last_violation(void);
+
+/* Flags an object was created with; -1 when it is not a live object of that kind. */
+long gm_cuda_double_stream_flags(CUstream stream);
+long gm_cuda_double_event_flags(CUevent event);
+long gm_cuda_double_host_flags(const void *host); /* cuMemHostAlloc or cuMemHostRegister flags */
+
+/* Dynamic shared memory of the last cuLaunchKernel, and the function's opt-in limit. */
+unsigned gm_cuda_double_last_launch_shared(void);
+long gm_cuda_double_function_max_dynamic_shared(CUfunction function);
+
+#endif /* GM_CUDA_DRIVER_DOUBLE_H */

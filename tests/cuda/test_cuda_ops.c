@@ -1,0 +1,563 @@
+/*
+ * The CUDA backend's copies, memsets, streams, events, modules and launches
+ * against the driver test double: the data that arrives, and which driver
+ * calls were made with which arguments (the double checks pitches,
+ * reserved fields, alignment, parameter arrays and shared memory limits).
+ */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cuda_test_util.h"
+#include "test_kernels.h"
+
+/* A copy descriptor for `bytes` contiguous bytes. */
+static gm_copy_desc linear(gm_copy_side dst_side, gm_devptr dst, gm_copy_side src_side,
+                           gm_devptr src, size_t bytes)
+{
+    gm_copy_desc d = {dst_side, src_side, dst, src, bytes, 1, 1, bytes, 1, bytes, 1};
+
+    return d;
+}
+
+static gm_devptr host_address(const void *p)
+{
+    return (gm_devptr)(uintptr_t)p;
+}
+
+/* 1-D copies: HtoD / DtoH / DtoD, synchronous and on a stream; sync ones finish the device. */
+static void test_linear_copies(void **state)
+{
+    gm_backend_ctx *bctx = cuda_test_open();
+    gm_backend_stream *stream = NULL;
+    gm_devptr a = 0;
+    gm_devptr b = 0;
+    char src[256];
+    char dst[256];
+    gm_copy_desc d;
+
+    (void)state;
+    for (int i = 0; i < 256; i++)
+        src[i] = (char)i;
+    assert_ok(CUDA_OPS->mem_alloc(bctx, 256, &a));
+    assert_ok(CUDA_OPS->mem_alloc(bctx, 256, &b));
+    assert_ok(CUDA_OPS->stream_create(bctx, 0, &stream));
+    gm_cuda_double_clear_calls();
+
+    d = linear(GM_COPY_DEVICE, a, GM_COPY_HOST, host_address(src), 256);
+    assert_ok(CUDA_OPS->copy(bctx, &d, NULL));
+    assert_int_equal(gm_cuda_double_count_calls("cuMemcpyHtoD_v2"), 1);
+    /* the synchronous copy to the device waited for the legacy stream */
+    assert_true(gm_cuda_double_find_call("cuStreamSynchronize",
+                                         gm_cuda_double_find_call("cuMemcpyHtoD_v2", 0)) > 0);
+    d = linear(GM_COPY_DEVICE, b, GM_COPY_DEVICE, a, 256);
+    assert_ok(CUDA_OPS->copy(bctx, &d, stream));
+    assert_int_equal(gm_cuda_double_count_calls("cuMemcpyDtoDAsync_v2"), 1);
+    memset(dst, 0, sizeof(dst));
+    d = linear(GM_COPY_HOST, host_address(dst), GM_COPY_DEVICE, b, 256);
+    assert_ok(CUDA_OPS->copy(bctx, &d, stream));
+    assert_int_equal(gm_cuda_double_count_calls("cuMemcpyDtoHAsync_v2"), 1);
+    assert_memory_equal(dst, src, 256);
+    memset(dst, 0, sizeof(dst));
+    d = linear(GM_COPY_HOST, host_address(dst), GM_COPY_DEVICE, a + 16, 100);
+    assert_ok(CUDA_OPS->copy(bctx, &d, NULL));
+    assert_int_equal(gm_cuda_double_count_calls("cuMemcpyDtoH_v2"), 1);
+    assert_memory_equal(dst, src + 16, 100);
+
+    /* empty copies make no call; a host-to-host copy takes the pitched path */
+    gm_cuda_double_clear_calls();
+    d = linear(GM_COPY_DEVICE, a, GM_COPY_HOST, host_address(src), 0);
+    assert_ok(CUDA_OPS->copy(bctx, &d, NULL));
+    assert_int_equal(gm_cuda_double_call_count(), 0);
+    d = linear(GM_COPY_HOST, host_address(dst), GM_COPY_HOST, host_address(src), 64);
+    assert_ok(CUDA_OPS->copy(bctx, &d, stream));
+    assert_int_equal(gm_cuda_double_count_calls("cuMemcpy2DAsync_v2"), 1);
+    assert_status(CUDA_OPS->copy(bctx, NULL, NULL), GM_ERR_NULL_POINTER);
+    d.src_side = (gm_copy_side)7;
+    assert_status(CUDA_OPS->copy(bctx, &d, NULL), GM_ERR_INVALID_ARG);
+
+    assert_ok(CUDA_OPS->stream_destroy(bctx, stream));
+    assert_ok(CUDA_OPS->mem_free(bctx, a));
+    assert_ok(CUDA_OPS->mem_free(bctx, b));
+    cuda_test_close(bctx);
+}
+
+/* 2-D: pitched copies go to cuMemcpy2D with the descriptor's pitches; contiguous ones are 1-D. */
+static void test_pitched_2d(void **state)
+{
+    gm_backend_ctx *bctx = cuda_test_open();
+    gm_devptr dev = 0;
+    unsigned char host[5 * 48];
+    unsigned char back[5 * 40];
+    gm_copy_desc up = {GM_COPY_DEVICE, GM_COPY_HOST, 0, host_address(host), 40, 5, 1, 64, 0, 48, 0};
+    gm_copy_desc down = {
+        GM_COPY_HOST, GM_COPY_DEVICE, host_address(back), 0, 40, 5, 1, 40, 0, 64, 0};
+
+    (void)state;
+    for (size_t i = 0; i < sizeof(host); i++)
+        host[i] = (unsigned char)(i * 7);
+    assert_ok(CUDA_OPS->mem_alloc(bctx, 5 * 64, &dev));
+    up.dst = down.src = dev;
+    gm_cuda_double_clear_calls();
+    assert_ok(CUDA_OPS->copy(bctx, &up, NULL));
+    assert_ok(CUDA_OPS->copy(bctx, &down, NULL));
+    assert_int_equal(gm_cuda_double_count_calls("cuMemcpy2D_v2"), 2);
+    for (int row = 0; row < 5; row++)
+        assert_memory_equal(back + 40 * row, host + 48 * row, 40);
+
+    /* equal pitch and width on both sides: one linear copy of 5 rows */
+    gm_cuda_double_clear_calls();
+    up.src_pitch = up.dst_pitch = 40;
+    assert_ok(CUDA_OPS->copy(bctx, &up, NULL));
+    assert_int_equal(gm_cuda_double_count_calls("cuMemcpyHtoD_v2"), 1);
+    assert_int_equal(gm_cuda_double_count_calls("cuMemcpy2D_v2"), 0);
+
+    /* a pitch below the width would overlap rows */
+    up.src_pitch = 32;
+    assert_status(CUDA_OPS->copy(bctx, &up, NULL), GM_ERR_INVALID_ARG);
+    assert_message_contains("below the row width");
+    assert_ok(CUDA_OPS->mem_free(bctx, dev));
+    cuda_test_close(bctx);
+}
+
+/* 3-D: padded planes go to cuMemcpy3D; contiguous planes or rows are merged into 2-D. */
+static void test_pitched_3d(void **state)
+{
+    enum { W = 8, H = 3, D = 4, PITCH = 16, PLANE_ROWS = 5 };
+    gm_backend_ctx *bctx = cuda_test_open();
+    gm_devptr dev = 0;
+    unsigned char host[D * H * W];
+    unsigned char back[D * H * W];
+    gm_copy_desc up = {
+        GM_COPY_DEVICE, GM_COPY_HOST, 0, host_address(host), W, H, D, PITCH, PLANE_ROWS, W, H};
+    gm_copy_desc down = {GM_COPY_HOST, GM_COPY_DEVICE, host_address(back), 0, W, H, D, W, H,
+                         PITCH,        PLANE_ROWS};
+
+    (void)state;
+    for (size_t i = 0; i < sizeof(host); i++)
+        host[i] = (unsigned char)(i + 1);
+    assert_ok(CUDA_OPS->mem_alloc(bctx, D * PLANE_ROWS * PITCH, &dev));
+    up.dst = down.src = dev;
+    gm_cuda_double_clear_calls();
+    assert_ok(CUDA_OPS->copy(bctx, &up, NULL));
+    memset(back, 0, sizeof(back));
+    assert_ok(CUDA_OPS->copy(bctx, &down, NULL));
+    assert_int_equal(gm_cuda_double_count_calls("cuMemcpy3D_v2"), 2);
+    assert_memory_equal(back, host, sizeof(host));
+
+    /* planes back to back (plane height == rows): one 2-D copy of D * H rows */
+    gm_cuda_double_clear_calls();
+    up.dst_height = H;
+    assert_ok(CUDA_OPS->copy(bctx, &up, NULL));
+    assert_int_equal(gm_cuda_double_count_calls("cuMemcpy2D_v2"), 1);
+    /* rows back to back, planes padded: one 2-D copy of D rows of a plane each */
+    gm_cuda_double_clear_calls();
+    up.dst_pitch = W;
+    up.dst_height = PLANE_ROWS;
+    assert_ok(CUDA_OPS->copy(bctx, &up, NULL));
+    assert_int_equal(gm_cuda_double_count_calls("cuMemcpy2D_v2"), 1);
+    up.dst_height = 2;
+    assert_status(CUDA_OPS->copy(bctx, &up, NULL), GM_ERR_INVALID_ARG);
+    assert_ok(CUDA_OPS->mem_free(bctx, dev));
+    cuda_test_close(bctx);
+}
+
+/* Pitches above CU_DEVICE_ATTRIBUTE_MAX_PITCH are copied one row at a time. */
+static void test_pitch_above_device_limit(void **state)
+{
+    gm_backend_ctx *bctx = NULL;
+    gm_devptr dev = 0;
+    unsigned char host[4 * 100];
+    unsigned char back[4 * 100];
+    gm_copy_desc up = {
+        GM_COPY_DEVICE, GM_COPY_HOST, 0, host_address(host), 20, 4, 1, 100, 0, 100, 0};
+    gm_copy_desc down = {
+        GM_COPY_HOST, GM_COPY_DEVICE, host_address(back), 0, 20, 4, 1, 100, 0, 100, 0};
+
+    (void)state;
+    gm_cuda_double_set_max_pitch(64);
+    bctx = cuda_test_open();
+    for (size_t i = 0; i < sizeof(host); i++)
+        host[i] = (unsigned char)(3 * i);
+    memset(back, 0, sizeof(back));
+    assert_ok(CUDA_OPS->mem_alloc(bctx, 400, &dev));
+    up.dst = down.src = dev;
+    assert_ok(CUDA_OPS->copy(bctx, &up, NULL));
+    assert_ok(CUDA_OPS->copy(bctx, &down, NULL));
+    assert_int_equal(gm_cuda_double_count_calls("cuMemcpyHtoD_v2"), 4);
+    assert_int_equal(gm_cuda_double_count_calls("cuMemcpyDtoH_v2"), 4);
+    assert_int_equal(gm_cuda_double_count_calls("cuMemcpy2D_v2"), 0);
+    for (int row = 0; row < 4; row++)
+        assert_memory_equal(back + 100 * row, host + 100 * row, 20);
+    assert_ok(CUDA_OPS->mem_free(bctx, dev));
+    cuda_test_close(bctx);
+}
+
+/* memset of 1, 2, 4 and 8-byte patterns, synchronous and on a stream. */
+static void test_memset(void **state)
+{
+    gm_backend_ctx *bctx = cuda_test_open();
+    gm_backend_stream *stream = NULL;
+    gm_devptr dev = 0;
+    const uint8_t b = 0xab;
+    const uint16_t h = 0x1234;
+    const uint32_t w = 0xdeadbeef;
+    const uint64_t q = 0x0123456789abcdefu;
+    const uint64_t q_equal = 0x5555aaaa5555aaaau;
+    const uint32_t bytewise = 0x07070707;
+    uint64_t back[16];
+    gm_copy_desc down;
+
+    (void)state;
+    assert_ok(CUDA_OPS->mem_alloc(bctx, sizeof(back), &dev));
+    assert_ok(CUDA_OPS->stream_create(bctx, 0, &stream));
+    down = linear(GM_COPY_HOST, host_address(back), GM_COPY_DEVICE, dev, sizeof(back));
+    gm_cuda_double_clear_calls();
+
+    assert_ok(CUDA_OPS->memset(bctx, dev, &b, 1, 128, NULL));
+    assert_int_equal(gm_cuda_double_count_calls("cuMemsetD8_v2"), 1);
+    assert_true(gm_cuda_double_find_call("cuStreamSynchronize", 0) >
+                gm_cuda_double_find_call("cuMemsetD8_v2", 0));
+    assert_ok(CUDA_OPS->copy(bctx, &down, NULL));
+    assert_int_equal(((uint8_t *)back)[127], 0xab);
+
+    assert_ok(CUDA_OPS->memset(bctx, dev, &h, 2, 64, stream));
+    assert_int_equal(gm_cuda_double_count_calls("cuMemsetD16Async"), 1);
+    assert_ok(CUDA_OPS->copy(bctx, &down, NULL));
+    assert_int_equal(((uint16_t *)back)[63], 0x1234);
+
+    assert_ok(CUDA_OPS->memset(bctx, dev, &w, 4, 32, NULL));
+    assert_int_equal(gm_cuda_double_count_calls("cuMemsetD32_v2"), 1);
+    assert_ok(CUDA_OPS->copy(bctx, &down, NULL));
+    assert_int_equal(((uint32_t *)back)[31], 0xdeadbeef);
+
+    /* distinct halves: two strided 32-bit memsets, low words then high words */
+    assert_ok(CUDA_OPS->memset(bctx, dev, &q, 8, 16, stream));
+    assert_int_equal(gm_cuda_double_count_calls("cuMemsetD2D32Async"), 2);
+    assert_ok(CUDA_OPS->copy(bctx, &down, NULL));
+    for (int i = 0; i < 16; i++)
+        assert_int_equal(back[i], q);
+    /* equal halves: one 32-bit memset of twice the count */
+    assert_ok(CUDA_OPS->memset(bctx, dev, &q_equal, 8, 16, NULL));
+    assert_int_equal(gm_cuda_double_count_calls("cuMemsetD32_v2"), 2);
+    assert_ok(CUDA_OPS->copy(bctx, &down, NULL));
+    assert_int_equal(back[15], q_equal);
+    /* every byte equal: a byte memset, any alignment */
+    assert_ok(CUDA_OPS->memset(bctx, dev + 1, &bytewise, 4, 8, NULL));
+    assert_int_equal(gm_cuda_double_count_calls("cuMemsetD8_v2"), 2);
+
+    assert_status(CUDA_OPS->memset(bctx, dev + 2, &w, 4, 4, NULL), GM_ERR_INVALID_ARG);
+    assert_message_contains("not aligned");
+    assert_status(CUDA_OPS->memset(bctx, dev, &w, 3, 4, NULL), GM_ERR_INVALID_ARG);
+    assert_status(CUDA_OPS->memset(bctx, dev, NULL, 4, 4, NULL), GM_ERR_NULL_POINTER);
+    assert_ok(CUDA_OPS->memset(bctx, dev, &w, 4, 0, NULL));
+
+    assert_ok(CUDA_OPS->stream_destroy(bctx, stream));
+    assert_ok(CUDA_OPS->mem_free(bctx, dev));
+    cuda_test_close(bctx);
+}
+
+/* Built-in, created and wrapped streams: handles, flags, ownership. */
+static void test_streams(void **state)
+{
+    gm_backend_ctx *bctx = cuda_test_open();
+    gm_backend_stream *def = NULL;
+    gm_backend_stream *legacy = NULL;
+    gm_backend_stream *per_thread = NULL;
+    gm_backend_stream *blocking = NULL;
+    gm_backend_stream *non_blocking = NULL;
+    gm_backend_stream *wrapped = NULL;
+    CUstream external = NULL;
+
+    (void)state;
+    assert_ok(CUDA_OPS->stream_builtin(bctx, GM_BUILTIN_STREAM_DEFAULT, &def));
+    assert_ok(CUDA_OPS->stream_builtin(bctx, GM_BUILTIN_STREAM_LEGACY, &legacy));
+    assert_ok(CUDA_OPS->stream_builtin(bctx, GM_BUILTIN_STREAM_PER_THREAD, &per_thread));
+    assert_status(CUDA_OPS->stream_builtin(bctx, (gm_builtin_stream)9, &def), GM_ERR_INVALID_ARG);
+    assert_null(CUDA_OPS->stream_native(bctx, def));
+    assert_ptr_equal(CUDA_OPS->stream_native(bctx, legacy), CU_STREAM_LEGACY);
+    assert_ptr_equal(CUDA_OPS->stream_native(bctx, per_thread), CU_STREAM_PER_THREAD);
+    assert_ok(CUDA_OPS->stream_synchronize(bctx, legacy));
+    assert_ok(CUDA_OPS->stream_query(bctx, per_thread));
+    assert_ok(CUDA_OPS->stream_destroy(bctx, def)); /* built-ins are not destroyed */
+
+    assert_ok(CUDA_OPS->stream_create(bctx, GM_STREAM_DEFAULT, &blocking));
+    assert_ok(CUDA_OPS->stream_create(bctx, GM_STREAM_NON_BLOCKING, &non_blocking));
+    assert_int_equal(gm_cuda_double_stream_flags(CUDA_OPS->stream_native(bctx, blocking)), 0);
+    assert_int_equal(gm_cuda_double_stream_flags(CUDA_OPS->stream_native(bctx, non_blocking)),
+                     CU_STREAM_NON_BLOCKING);
+    assert_status(CUDA_OPS->stream_create(bctx, 0x80, &blocking), GM_ERR_INVALID_ARG);
+
+    /* an external stream: wrapped, used, unwrapped or "destroyed", never destroyed */
+    assert_int_equal(cuStreamCreate(&external, 0), CUDA_SUCCESS);
+    assert_ok(CUDA_OPS->stream_wrap(bctx, external, &wrapped));
+    assert_ptr_equal(CUDA_OPS->stream_native(bctx, wrapped), external);
+    assert_ok(CUDA_OPS->stream_synchronize(bctx, wrapped));
+    CUDA_OPS->stream_unwrap(bctx, wrapped);
+    assert_ok(CUDA_OPS->stream_wrap(bctx, external, &wrapped));
+    assert_ok(CUDA_OPS->stream_destroy(bctx, wrapped));
+    assert_int_equal(gm_cuda_double_stream_flags(external), 0); /* still alive */
+    assert_int_equal(cuStreamDestroy(external), CUDA_SUCCESS);
+
+    /* pending work: GM_ERR_NOT_READY, and no error recorded for it */
+    gm_clear_error();
+    gm_cuda_double_fail("cuStreamQuery", 1, CUDA_ERROR_NOT_READY);
+    assert_status(CUDA_OPS->stream_query(bctx, blocking), GM_ERR_NOT_READY);
+    assert_int_equal(gm_last_error(), GM_OK);
+
+    /* a failing cuStreamDestroy keeps the stream, so the queue can retry */
+    gm_cuda_double_fail("cuStreamDestroy_v2", 1, CUDA_ERROR_UNKNOWN);
+    assert_status(CUDA_OPS->stream_destroy(bctx, blocking), GM_ERR_DRIVER);
+    assert_ok(CUDA_OPS->stream_destroy(bctx, blocking));
+    assert_ok(CUDA_OPS->stream_destroy(bctx, non_blocking));
+    cuda_test_close(bctx);
+}
+
+static int callback_status = 1;
+static int work_runs;
+static int cleanup_runs;
+static gm_status work_result;
+
+static void on_callback(gm_status status, void *user)
+{
+    callback_status = status;
+    *(int *)user += 1;
+}
+
+static gm_status host_work(void *user)
+{
+    (void)user;
+    work_runs++;
+    return work_result;
+}
+
+static void host_cleanup(void *user)
+{
+    (void)user;
+    cleanup_runs++;
+}
+
+/* Callbacks and host work through cuLaunchHostFunc; a failing work status reaches synchronize. */
+static void test_host_functions(void **state)
+{
+    gm_backend_ctx *bctx = cuda_test_open();
+    gm_backend_stream *stream = NULL;
+    gm_backend_stream *def = NULL;
+    int calls = 0;
+
+    (void)state;
+    work_runs = cleanup_runs = 0;
+    assert_ok(CUDA_OPS->stream_create(bctx, 0, &stream));
+    assert_ok(CUDA_OPS->stream_builtin(bctx, GM_BUILTIN_STREAM_DEFAULT, &def));
+    assert_ok(CUDA_OPS->stream_add_callback(bctx, stream, on_callback, &calls));
+    assert_ok(CUDA_OPS->stream_add_callback(bctx, def, on_callback, &calls));
+    assert_int_equal(calls, 2);
+    assert_int_equal(callback_status, GM_OK);
+    assert_int_equal(gm_cuda_double_count_calls("cuLaunchHostFunc"), 2);
+
+    work_result = GM_OK;
+    assert_ok(CUDA_OPS->stream_enqueue_host(bctx, stream, host_work, NULL, host_cleanup));
+    assert_ok(CUDA_OPS->stream_synchronize(bctx, stream));
+    work_result = GM_ERR_LAUNCH;
+    assert_ok(CUDA_OPS->stream_enqueue_host(bctx, stream, host_work, NULL, host_cleanup));
+    assert_ok(CUDA_OPS->stream_enqueue_host(bctx, stream, host_work, NULL, NULL));
+    assert_int_equal(work_runs, 3);
+    assert_int_equal(cleanup_runs, 2);
+    assert_status(CUDA_OPS->stream_synchronize(bctx, stream), GM_ERR_LAUNCH);
+    assert_message_contains("host work enqueued on the stream failed with ERR_LAUNCH");
+    assert_ok(CUDA_OPS->stream_synchronize(bctx, stream)); /* reported once */
+
+    /* refused by the driver: nothing runs, nothing is cleaned up, nothing leaks */
+    gm_cuda_double_fail("cuLaunchHostFunc", 1, CUDA_ERROR_INVALID_VALUE);
+    assert_status(CUDA_OPS->stream_enqueue_host(bctx, stream, host_work, NULL, host_cleanup),
+                  GM_ERR_INVALID_ARG);
+    assert_int_equal(work_runs, 3);
+    assert_int_equal(cleanup_runs, 2);
+    assert_status(CUDA_OPS->stream_add_callback(bctx, stream, NULL, NULL), GM_ERR_NULL_POINTER);
+    assert_ok(CUDA_OPS->stream_destroy(bctx, stream));
+    cuda_test_close(bctx);
+}
+
+/* Events with and without timing; record, wait, query, synchronize, elapsed. */
+static void test_events(void **state)
+{
+    gm_backend_ctx *bctx = cuda_test_open();
+    gm_backend_stream *stream = NULL;
+    gm_backend_event *start = NULL;
+    gm_backend_event *end = NULL;
+    gm_backend_event *untimed = NULL;
+    float ms = -1.0f;
+
+    (void)state;
+    assert_ok(CUDA_OPS->stream_create(bctx, 0, &stream));
+    assert_ok(CUDA_OPS->event_create(bctx, 1, &start));
+    assert_ok(CUDA_OPS->event_create(bctx, 1, &end));
+    assert_ok(CUDA_OPS->event_create(bctx, 0, &untimed));
+    assert_int_equal(gm_cuda_double_event_flags((CUevent)start), CU_EVENT_DEFAULT);
+    assert_int_equal(gm_cuda_double_event_flags((CUevent)untimed), CU_EVENT_DISABLE_TIMING);
+
+    assert_ok(CUDA_OPS->event_record(bctx, start, stream));
+    assert_ok(CUDA_OPS->event_record(bctx, untimed, NULL));
+    assert_ok(CUDA_OPS->stream_wait_event(bctx, stream, untimed));
+    assert_ok(CUDA_OPS->event_record(bctx, end, stream));
+    assert_ok(CUDA_OPS->event_query(bctx, end));
+    assert_ok(CUDA_OPS->event_synchronize(bctx, end));
+    assert_ok(CUDA_OPS->event_elapsed(bctx, start, end, &ms));
+    assert_float_equal(ms, 3.0f, 1e-6f);
+    assert_status(CUDA_OPS->event_elapsed(bctx, start, untimed, &ms), GM_ERR_INVALID_HANDLE);
+    assert_message_contains("cuEventElapsedTime failed: CUDA_ERROR_INVALID_HANDLE");
+
+    gm_clear_error();
+    gm_cuda_double_fail("cuEventQuery", 1, CUDA_ERROR_NOT_READY);
+    assert_status(CUDA_OPS->event_query(bctx, end), GM_ERR_NOT_READY);
+    assert_int_equal(gm_last_error(), GM_OK);
+
+    assert_ok(CUDA_OPS->event_destroy(bctx, start));
+    assert_ok(CUDA_OPS->event_destroy(bctx, end));
+    assert_ok(CUDA_OPS->event_destroy(bctx, untimed));
+    assert_ok(CUDA_OPS->event_destroy(bctx, NULL));
+    assert_ok(CUDA_OPS->stream_destroy(bctx, stream));
+    cuda_test_close(bctx);
+}
+
+/* Modules: PTX with or without its NUL, other kinds refused, JIT errors with their log. */
+static void test_module_load(void **state)
+{
+    gm_backend_ctx *bctx = cuda_test_open();
+    gm_backend_module *module = NULL;
+    gm_backend_kernel *kernel = NULL;
+    size_t bytes = strlen(gm_test_kernels_ptx);
+    char *unterminated = malloc(bytes);
+    static const char bad[] = ".version 7.0\n.target sm_52\n// GM_DOUBLE_JIT_ERROR\n";
+    gm_devptr coeffs = 0;
+    size_t coeff_bytes = 0;
+    gm_kernel_attrs attrs;
+
+    (void)state;
+    assert_non_null(unterminated);
+    memcpy(unterminated, gm_test_kernels_ptx, bytes); /* no NUL: ASan sees any overread */
+    assert_ok(CUDA_OPS->module_load(bctx, GM_IMAGE_CUDA, unterminated, bytes, &module));
+    free(unterminated);
+    assert_ok(CUDA_OPS->module_get_kernel(bctx, module, "gm_test_fill_u32", &kernel));
+    assert_status(CUDA_OPS->module_get_kernel(bctx, module, "no_such_kernel", &kernel),
+                  GM_ERR_NOT_FOUND);
+    assert_message_contains("no kernel \"no_such_kernel\"");
+    assert_message_contains("CUDA_ERROR_NOT_FOUND");
+    assert_ok(CUDA_OPS->module_get_global(bctx, module, "gm_test_coeffs", &coeffs, &coeff_bytes));
+    assert_int_equal(coeff_bytes, 16);
+    assert_status(CUDA_OPS->module_get_global(bctx, module, "nope", &coeffs, &coeff_bytes),
+                  GM_ERR_NOT_FOUND);
+    assert_ok(CUDA_OPS->module_get_kernel(bctx, module, "gm_test_fill_u32", &kernel));
+    assert_ok(CUDA_OPS->kernel_attrs(bctx, kernel, &attrs));
+    assert_int_equal(attrs.max_threads_per_block, 1024);
+    assert_int_equal(attrs.static_shared_bytes, 0);
+    assert_int_equal(attrs.kernarg_bytes, 24); /* u64, u32, (pad), u64 */
+    assert_ok(CUDA_OPS->module_unload(bctx, module));
+
+    assert_status(CUDA_OPS->module_load(bctx, GM_IMAGE_HOST, gm_test_kernels_ptx, 10, &module),
+                  GM_ERR_UNSUPPORTED);
+    assert_status(CUDA_OPS->module_load(bctx, GM_IMAGE_CUDA, gm_test_kernels_ptx, 0, &module),
+                  GM_ERR_INVALID_ARG);
+    assert_status(CUDA_OPS->module_load(bctx, GM_IMAGE_CUDA, bad, sizeof(bad), &module),
+                  GM_ERR_INVALID_ARG);
+    assert_message_contains("CUDA_ERROR_INVALID_PTX");
+    assert_message_contains("JIT log: ptxas fatal: GM_DOUBLE_JIT_ERROR requested");
+    cuda_test_close(bctx);
+}
+
+/* Launches: parameters by pointer, grid and block, dynamic shared memory, opt-in above 48 KiB. */
+static void test_launch(void **state)
+{
+    enum { N = 1000 };
+    gm_backend_ctx *bctx = cuda_test_open();
+    gm_backend_module *module = NULL;
+    gm_backend_kernel *fill = NULL;
+    gm_backend_kernel *scale = NULL;
+    gm_backend_stream *stream = NULL;
+    gm_devptr data = 0;
+    gm_devptr coeffs = 0;
+    size_t coeff_bytes = 0;
+    uint32_t value = 0x3f800000; /* 1.0f */
+    uint64_t n = N;
+    const float factors[4] = {3.0f, 0.5f, 0.0f, 0.0f};
+    float back[N];
+    void *fill_args[3] = {&data, &value, &n};
+    const size_t fill_sizes[3] = {8, 4, 8};
+    void *scale_args[2] = {&data, &n};
+    const size_t scale_sizes[2] = {8, 8};
+    gm_launch_config config = {{4, 1, 1}, {256, 1, 1}, 0};
+    gm_copy_desc to_const;
+    gm_copy_desc down;
+
+    (void)state;
+    assert_ok(CUDA_OPS->module_load(bctx, GM_IMAGE_CUDA, gm_test_kernels_ptx,
+                                    sizeof(gm_test_kernels_ptx), &module));
+    assert_ok(CUDA_OPS->module_get_kernel(bctx, module, "gm_test_fill_u32", &fill));
+    assert_ok(CUDA_OPS->module_get_kernel(bctx, module, "gm_test_scale_f32", &scale));
+    assert_ok(CUDA_OPS->module_get_global(bctx, module, "gm_test_coeffs", &coeffs, &coeff_bytes));
+    assert_ok(CUDA_OPS->mem_alloc(bctx, N * 4, &data));
+    assert_ok(CUDA_OPS->stream_create(bctx, 0, &stream));
+    to_const = linear(GM_COPY_DEVICE, coeffs, GM_COPY_HOST, host_address(factors), 16);
+    assert_ok(CUDA_OPS->copy(bctx, &to_const, NULL)); /* constant memory */
+
+    assert_ok(CUDA_OPS->launch(bctx, fill, &config, fill_args, fill_sizes, 3, stream));
+    config.dynamic_shared_bytes = 256 * 4;
+    assert_ok(CUDA_OPS->launch(bctx, scale, &config, scale_args, scale_sizes, 2, stream));
+    assert_int_equal(gm_cuda_double_last_launch_shared(), 1024);
+    assert_int_equal(gm_cuda_double_count_calls("cuFuncSetAttribute"), 0);
+    assert_ok(CUDA_OPS->stream_synchronize(bctx, stream));
+    down = linear(GM_COPY_HOST, host_address(back), GM_COPY_DEVICE, data, sizeof(back));
+    assert_ok(CUDA_OPS->copy(bctx, &down, NULL));
+    for (int i = 0; i < N; i++)
+        assert_float_equal(back[i], 3.5f, 0.0f);
+
+    /* above 48 KiB: opt in with cuFuncSetAttribute first, then launch */
+    gm_cuda_double_clear_calls();
+    config.dynamic_shared_bytes = 100 * 1024;
+    assert_ok(CUDA_OPS->launch(bctx, scale, &config, scale_args, scale_sizes, 2, NULL));
+    assert_true(gm_cuda_double_find_call("cuFuncSetAttribute", 0) <
+                gm_cuda_double_find_call("cuLaunchKernel", 0));
+    assert_int_equal(gm_cuda_double_function_max_dynamic_shared((CUfunction)scale), 100 * 1024);
+    assert_int_equal(gm_cuda_double_last_launch_shared(), 100 * 1024);
+
+    /* shapes the driver refuses are refused before it */
+    gm_cuda_double_clear_calls();
+    config.grid[1] = 0;
+    assert_status(CUDA_OPS->launch(bctx, fill, &config, fill_args, fill_sizes, 3, NULL),
+                  GM_ERR_INVALID_ARG);
+    config.grid[1] = 1;
+    assert_status(CUDA_OPS->launch(bctx, fill, &config, NULL, fill_sizes, 3, NULL),
+                  GM_ERR_INVALID_ARG);
+    assert_status(CUDA_OPS->launch(bctx, fill, NULL, fill_args, fill_sizes, 3, NULL),
+                  GM_ERR_NULL_POINTER);
+    assert_int_equal(gm_cuda_double_call_count(), 0);
+    /* more shared memory than the device has: the driver's refusal, translated */
+    config.dynamic_shared_bytes = 300 * 1024;
+    assert_status(CUDA_OPS->launch(bctx, scale, &config, scale_args, scale_sizes, 2, NULL),
+                  GM_ERR_INVALID_ARG);
+    assert_message_contains("cuFuncSetAttribute");
+
+    assert_ok(CUDA_OPS->stream_destroy(bctx, stream));
+    assert_ok(CUDA_OPS->mem_free(bctx, data));
+    assert_ok(CUDA_OPS->module_unload(bctx, module));
+    cuda_test_close(bctx);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup(test_linear_copies, cuda_test_setup),
+        cmocka_unit_test_setup(test_pitched_2d, cuda_test_setup),
+        cmocka_unit_test_setup(test_pitched_3d, cuda_test_setup),
+        cmocka_unit_test_setup(test_pitch_above_device_limit, cuda_test_setup),
+        cmocka_unit_test_setup(test_memset, cuda_test_setup),
+        cmocka_unit_test_setup(test_streams, cuda_test_setup),
+        cmocka_unit_test_setup(test_host_functions, cuda_test_setup),
+        cmocka_unit_test_setup(test_events, cuda_test_setup),
+        cmocka_unit_test_setup(test_module_load, cuda_test_setup),
+        cmocka_unit_test_setup(test_launch, cuda_test_setup),
+    };
+
+    return cmocka_run_group_tests_name("cuda/ops", tests, cuda_test_group_setup,
+                                       cuda_test_group_teardown);
+}

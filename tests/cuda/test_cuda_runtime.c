@@ -1,0 +1,197 @@
+/*
+ * The core runtime on the CUDA backend, over the driver test double
+ * (gm__context_create_with_ops with gm__cuda_backend): Numba's
+ * out-of-memory rule (a device or pinned allocation that fails with
+ * CUDA_ERROR_OUT_OF_MEMORY flushes the deallocation queue and retries
+ * once), defer_cleanup, copies between strided host and device views,
+ * fills, host memory and streams / events, and a teardown that leaves the
+ * driver holding nothing.
+ */
+#include <stdint.h>
+#include <string.h>
+
+#include "cuda_test_util.h"
+#include "runtime_internal.h"
+
+/* A context on the CUDA backend whose queue never flushes by itself. */
+static gm_context *open_context(void)
+{
+    gm_context_options options;
+    gm_context *ctx = NULL;
+
+    gm_context_options_default(&options);
+    options.max_pending_count = 1000;
+    options.max_pending_ratio = 1.0;
+    options.max_pending_pinned_bytes = (int64_t)1 << 40;
+    assert_ok(gm__context_create_with_ops(CUDA_OPS, &options, &ctx));
+    assert_int_equal(gm_context_backend(ctx), GM_BACKEND_CUDA);
+    return ctx;
+}
+
+static void close_context(gm_context *ctx)
+{
+    gm_context_destroy(&ctx);
+    assert_null(ctx);
+    assert_int_equal(gm_cuda_double_live_objects(), 0);
+    assert_no_violations();
+}
+
+/* Device memory: the failed cuMemAlloc flushes the queued free, and the retry succeeds. */
+static void test_device_oom_flushes_and_retries(void **state)
+{
+    const int64_t shape[1] = {600 * 1024};
+    gm_context *ctx = NULL;
+    gm_array *a = NULL;
+    gm_array *b = NULL;
+    gm_dealloc_stats stats;
+    long first = 0;
+
+    (void)state;
+    gm_cuda_double_set_device_memory(1 << 20);
+    ctx = open_context();
+    assert_ok(gm_device_array(ctx, 1, shape, GM_UINT8, GM_ORDER_C, &a));
+    gm_array_release(&a);
+    assert_ok(gm_deallocations_stats(ctx, &stats));
+    assert_int_equal(stats.pending_count, 1);
+    assert_int_equal(stats.pending_device_bytes, shape[0]);
+
+    gm_cuda_double_clear_calls();
+    assert_ok(gm_device_array(ctx, 1, shape, GM_UINT8, GM_ORDER_C, &b));
+    first = gm_cuda_double_find_call("cuMemAlloc_v2", 0);
+    assert_true(first >= 0);
+    assert_true(gm_cuda_double_find_call("cuMemFree_v2", first) > first);
+    assert_true(gm_cuda_double_find_call("cuMemAlloc_v2", first + 1) >
+                gm_cuda_double_find_call("cuMemFree_v2", first));
+    assert_ok(gm_deallocations_stats(ctx, &stats));
+    assert_int_equal(stats.pending_count, 0);
+    assert_true(stats.flushes >= 1);
+
+    /* inside defer_cleanup nothing may be freed: the out-of-memory error stands */
+    gm_array_release(&b);
+    assert_ok(gm_defer_cleanup_begin(ctx));
+    assert_status(gm_device_array(ctx, 1, shape, GM_UINT8, GM_ORDER_C, &a),
+                  GM_ERR_OUT_OF_DEVICE_MEMORY);
+    assert_message_contains("CUDA_ERROR_OUT_OF_MEMORY");
+    assert_ok(gm_defer_cleanup_end(ctx));
+    assert_ok(gm_device_array(ctx, 1, shape, GM_UINT8, GM_ORDER_C, &a));
+    gm_array_release(&a);
+    close_context(ctx);
+}
+
+/* Pinned memory follows the same rule. */
+static void test_pinned_oom_flushes_and_retries(void **state)
+{
+    const int64_t shape[1] = {600 * 1024};
+    gm_context *ctx = NULL;
+    gm_array *a = NULL;
+    gm_dealloc_stats stats;
+
+    (void)state;
+    gm_cuda_double_set_pinned_memory(1 << 20);
+    ctx = open_context();
+    assert_ok(gm_pinned_array(ctx, 1, shape, GM_UINT8, GM_ORDER_C, &a));
+    gm_array_release(&a);
+    assert_ok(gm_deallocations_stats(ctx, &stats));
+    assert_int_equal(stats.pending_pinned_bytes, shape[0]);
+    gm_cuda_double_clear_calls();
+    assert_ok(gm_pinned_array(ctx, 1, shape, GM_UINT8, GM_ORDER_C, &a));
+    assert_int_equal(gm_cuda_double_count_calls("cuMemHostAlloc"), 2);
+    assert_int_equal(gm_cuda_double_count_calls("cuMemFreeHost"), 1);
+    gm_array_release(&a);
+    close_context(ctx);
+}
+
+/* Strided host views to and from the device, and fills, through the core's copy engine. */
+static void test_copies_through_core(void **state)
+{
+    enum { R = 6, C = 5 };
+    const int64_t shape[2] = {R, C};
+    const int64_t transposed[2] = {C, R};
+    float host[R][C];
+    float back[C][R];
+    gm_context *ctx = NULL;
+    gm_array *dev = NULL;
+    gm_array *host_copy = NULL;
+    gm_ndview src;
+    gm_ndview dst;
+    const float seven = 7.0f;
+
+    (void)state;
+    for (int i = 0; i < R; i++)
+        for (int j = 0; j < C; j++)
+            host[i][j] = (float)(10 * i + j);
+    ctx = open_context();
+    assert_ok(gm_ndview_init(host, GM_FLOAT32, 2, shape, NULL, GM_ORDER_C, &src));
+    assert_ok(gm_to_device(ctx, &src, NULL, &dev));
+    /* the device array into a transposed (F-ordered view of a C) host buffer */
+    assert_ok(gm_ndview_init(back, GM_FLOAT32, 2, transposed, NULL, GM_ORDER_C, &dst));
+    assert_ok(gm_ndview_transpose(&dst, &dst));
+    assert_ok(gm_array_copy_to_host(dev, &dst, NULL));
+    for (int i = 0; i < R; i++)
+        for (int j = 0; j < C; j++)
+            assert_float_equal(back[j][i], host[i][j], 0.0f);
+    assert_ok(gm_array_fill(dev, &seven, NULL));
+    assert_ok(gm_array_copy_to_host_new(dev, NULL, &host_copy));
+    assert_float_equal(((const float *)gm_array_view(host_copy)->data)[R * C - 1], 7.0f, 0.0f);
+    gm_array_release(&host_copy);
+    gm_array_release(&dev);
+    close_context(ctx);
+}
+
+/* Mapped arrays, host registration scopes, streams and events; teardown releases everything. */
+static void test_host_memory_streams_events(void **state)
+{
+    const int64_t shape[1] = {256};
+    uint32_t user[256];
+    gm_context *ctx = NULL;
+    gm_array *mapped = NULL;
+    gm_ndview device_view;
+    gm_ndview user_view;
+    gm_host_scope *scope = NULL;
+    gm_stream *stream = NULL;
+    gm_event *start = NULL;
+    gm_event *end = NULL;
+    float ms = 0.0f;
+
+    (void)state;
+    ctx = open_context();
+    assert_ok(gm_mapped_array(ctx, 1, shape, GM_UINT32, GM_ORDER_C, GM_HOST_PORTABLE, &mapped));
+    assert_ok(gm_array_device_view(mapped, &device_view));
+    assert_int_equal(device_view.memory, GM_MEMORY_DEVICE); /* device side of mapped memory */
+    assert_ptr_equal(device_view.data, gm_array_view(mapped)->data); /* unified addressing */
+    assert_ok(gm_ndview_init(user, GM_UINT32, 1, shape, NULL, GM_ORDER_C, &user_view));
+    assert_ok(gm_pin(ctx, 1, &user_view, &scope));
+    assert_ok(gm_host_scope_end(&scope));
+    assert_ok(gm_pin(ctx, 1, &user_view, &scope)); /* pinning again at once works */
+    assert_ok(gm_host_scope_end(&scope));
+
+    assert_ok(gm_stream_create(ctx, GM_STREAM_NON_BLOCKING, &stream));
+    assert_ok(gm_event_create(ctx, true, &start));
+    assert_ok(gm_event_create(ctx, true, &end));
+    assert_ok(gm_event_record(start, stream));
+    assert_ok(gm_event_record(end, stream));
+    assert_ok(gm_event_synchronize(end));
+    assert_ok(gm_event_elapsed_ms(start, end, &ms));
+    assert_true(ms > 0.0f);
+    assert_ok(gm_stream_synchronize(gm_default_stream(ctx)));
+    assert_ok(gm_stream_synchronize(gm_legacy_default_stream(ctx)));
+    assert_ok(gm_stream_synchronize(gm_per_thread_default_stream(ctx)));
+    gm_event_destroy(&start);
+    gm_event_destroy(&end);
+    gm_stream_destroy(&stream);
+    gm_array_release(&mapped);
+    close_context(ctx);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup(test_device_oom_flushes_and_retries, cuda_test_setup),
+        cmocka_unit_test_setup(test_pinned_oom_flushes_and_retries, cuda_test_setup),
+        cmocka_unit_test_setup(test_copies_through_core, cuda_test_setup),
+        cmocka_unit_test_setup(test_host_memory_streams_events, cuda_test_setup),
+    };
+
+    return cmocka_run_group_tests_name("cuda/runtime", tests, cuda_test_group_setup,
+                                       cuda_test_group_teardown);
+}

@@ -1,0 +1,29 @@
+#!/bin/sh
+# Build the descriptor fuzzer with clang and run it.
+#
+#   tests/fuzz/run_fuzz.sh [SECONDS] [libFuzzer options...]
+#
+# SECONDS defaults to 60. The build directory is $GM_FUZZ_BUILD (default
+# build-fuzz in the source tree); the growing corpus lives in its fuzz-corpus/
+# and crash reproducers are written to it as fuzz-crash-*. Replay one with
+#   build-fuzz/tests/fuzz/fuzz_ndview build-fuzz/fuzz-crash-<hash>
+# Extra options go to libFuzzer, e.g. -jobs=4 -workers=4.
+set -eu
+
+seconds=${1:-60}
+[ $# -gt 0 ] && shift
+src=$(cd "$(dirname "$0")/../.." && pwd)
+build=${GM_FUZZ_BUILD:-$src/build-fuzz}
+
+if [ ! -f "$build/build.ninja" ]; then
+    CC=${CC:-clang} meson setup "$build" "$src" -Dtests=enabled -Dexamples=disabled \
+        -Dbench=disabled
+fi
+ninja -C "$build" tests/fuzz/fuzz_ndview
+if [ ! -x "$build/tests/fuzz/fuzz_ndview" ]; then
+    echo "run_fuzz.sh: fuzz_ndview was not built (needs clang with -fsanitize=fuzzer)" >&2
+    exit 1
+fi
+mkdir -p "$build/fuzz-corpus"
+exec "$build/tests/fuzz/fuzz_ndview" -max_total_time="$seconds" -max_len=512 \
+    -print_final_stats=1 -artifact_prefix="$build/fuzz-" "$@" "$build/fuzz-corpus"

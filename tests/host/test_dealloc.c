@@ -1,0 +1,481 @@
+/*
+ * Tests for the deallocation queue (src/core/dealloc.c), one rule at a time,
+ * on the host backend with a 64 MiB simulated device and 16 MiB of pinned
+ * memory. Failures are injected with the fault table of rt_helpers.c.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "rt_helpers.h"
+
+#define MIB ((int64_t)1024 * 1024)
+#define BIG (INT64_MAX / 4)
+
+/* A 1-D uint8 device array of n bytes. */
+static gm_array *device_bytes(gm_context *ctx, int64_t n)
+{
+    gm_array *a = NULL;
+
+    assert_ok(gm_device_array(ctx, 1, &n, GM_UINT8, GM_ORDER_C, &a));
+    return a;
+}
+
+/* A 1-D uint8 pinned array of n bytes. */
+static gm_array *pinned_bytes(gm_context *ctx, int64_t n)
+{
+    gm_array *a = NULL;
+
+    assert_ok(gm_pinned_array(ctx, 1, &n, GM_UINT8, GM_ORDER_C, &a));
+    return a;
+}
+
+static int group_setup(void **state)
+{
+    setenv("GM_HOST_DEVICE_MEMORY", "64M", 1);
+    setenv("GM_HOST_PINNED_MEMORY", "16M", 1);
+    return gm_test_use_cmocka_allocator(state);
+}
+
+static int test_setup(void **state)
+{
+    (void)state;
+    rt_fault_reset();
+    return 0;
+}
+
+/* The count bound: a flush happens exactly when the count exceeds max_pending_count. */
+static void test_count_bound(void **state)
+{
+    gm_context_options o = rt_options(3, 10.0, BIG);
+    gm_context *ctx = NULL;
+    gm_array *a[5];
+    gm_dealloc_stats s;
+
+    (void)state;
+    assert_ok(gm_context_create(&o, &ctx));
+    for (int i = 0; i < 5; i++)
+        a[i] = device_bytes(ctx, 1000);
+    for (int i = 0; i < 3; i++) {
+        gm_array_release(&a[i]);
+        assert_null(a[i]);
+        s = rt_stats(ctx);
+        assert_int_equal(s.pending_count, i + 1);
+        assert_int_equal(s.pending_device_bytes, 1000 * (i + 1));
+        assert_int_equal(s.flushes, 0);
+    }
+    gm_array_release(&a[3]);
+    s = rt_stats(ctx);
+    assert_int_equal(s.pending_count, 0);
+    assert_int_equal(s.pending_device_bytes, 0);
+    assert_int_equal(s.flushes, 1);
+    assert_int_equal(s.freed_count, 4);
+    assert_int_equal(s.peak_pending_bytes, 4000);
+    gm_array_release(&a[4]);
+    assert_int_equal(rt_stats(ctx).pending_count, 1);
+    gm_context_destroy(&ctx);
+    assert_null(ctx);
+}
+
+/* max_pending_count 0: every release flushes at once. */
+static void test_count_bound_zero(void **state)
+{
+    gm_context_options o = rt_options(0, 10.0, BIG);
+    gm_context *ctx = NULL;
+    gm_array *a = NULL;
+
+    (void)state;
+    assert_ok(gm_context_create(&o, &ctx));
+    a = device_bytes(ctx, 10);
+    gm_array_release(&a);
+    assert_int_equal(rt_stats(ctx).pending_count, 0);
+    assert_int_equal(rt_stats(ctx).freed_count, 1);
+    gm_context_destroy(&ctx);
+}
+
+/* The device-byte bound: ratio x total device memory, exceeded strictly. */
+static void test_device_byte_bound(void **state)
+{
+    gm_context_options o = rt_options(1000, 0.25, BIG); /* 16 MiB of 64 MiB */
+    gm_context *ctx = NULL;
+    gm_array *a = NULL, *b = NULL, *c = NULL;
+    gm_dealloc_stats s;
+
+    (void)state;
+    assert_ok(gm_context_create(&o, &ctx));
+    a = device_bytes(ctx, 10 * MIB);
+    b = device_bytes(ctx, 6 * MIB);
+    c = device_bytes(ctx, 1);
+    gm_array_release(&a);
+    gm_array_release(&b);
+    s = rt_stats(ctx);
+    assert_int_equal(s.pending_device_bytes, 16 * MIB); /* equal: not exceeded */
+    assert_int_equal(s.flushes, 0);
+    gm_array_release(&c);
+    s = rt_stats(ctx);
+    assert_int_equal(s.pending_device_bytes, 0);
+    assert_int_equal(s.pending_count, 0);
+    assert_int_equal(s.flushes, 1);
+    assert_int_equal(s.peak_pending_bytes, 16 * MIB + 1);
+    gm_context_destroy(&ctx);
+}
+
+/* Pinned and mapped bytes have their own bound, and do not count as device bytes. */
+static void test_pinned_byte_bound(void **state)
+{
+    gm_context_options o = rt_options(1000, 0.0001, 1 * MIB);
+    gm_context *ctx = NULL;
+    gm_array *p = NULL, *m = NULL, *d = NULL;
+    int64_t n = 600 * 1024;
+    gm_dealloc_stats s;
+
+    (void)state;
+    o.max_pending_ratio = 1.0;
+    assert_ok(gm_context_create(&o, &ctx));
+    p = pinned_bytes(ctx, n);
+    assert_ok(gm_mapped_array(ctx, 1, &n, GM_UINT8, GM_ORDER_C, 0, &m));
+    d = device_bytes(ctx, 2 * MIB);
+    gm_array_release(&d);
+    gm_array_release(&p);
+    s = rt_stats(ctx);
+    assert_int_equal(s.pending_device_bytes, 2 * MIB);
+    assert_int_equal(s.pending_pinned_bytes, n);
+    assert_int_equal(s.flushes, 0);
+    gm_array_release(&m);
+    s = rt_stats(ctx);
+    assert_int_equal(s.pending_pinned_bytes, 0);
+    assert_int_equal(s.pending_device_bytes, 0);
+    assert_int_equal(s.flushes, 1);
+    assert_int_equal(s.freed_count, 3);
+    gm_context_destroy(&ctx);
+}
+
+/* Streams and events count toward the count bound only. */
+static void test_streams_events_count_only(void **state)
+{
+    gm_context_options o = rt_options(2, 0.0, 0);
+    gm_context *ctx = NULL;
+    gm_stream *st[2] = {NULL, NULL};
+    gm_event *ev = NULL;
+    gm_dealloc_stats s;
+
+    (void)state;
+    assert_ok(gm_context_create(&o, &ctx));
+    assert_ok(gm_stream_create(ctx, GM_STREAM_DEFAULT, &st[0]));
+    assert_ok(gm_stream_create(ctx, GM_STREAM_NON_BLOCKING, &st[1]));
+    assert_ok(gm_event_create(ctx, false, &ev));
+    gm_stream_destroy(&st[0]);
+    gm_event_destroy(&ev);
+    assert_null(st[0]);
+    assert_null(ev);
+    s = rt_stats(ctx);
+    assert_int_equal(s.pending_count, 2);
+    assert_int_equal(s.pending_device_bytes, 0);
+    assert_int_equal(s.flushes, 0);
+    gm_stream_destroy(&st[1]);
+    s = rt_stats(ctx);
+    assert_int_equal(s.pending_count, 0);
+    assert_int_equal(s.freed_count, 3);
+    gm_context_destroy(&ctx);
+}
+
+/* An allocation that runs out of device memory flushes the queue and retries once. */
+static void test_oom_flush_and_retry(void **state)
+{
+    gm_context_options o = rt_options(1000, 10.0, BIG);
+    gm_context *ctx = NULL;
+    gm_array *a = NULL, *b = NULL;
+    gm_dealloc_stats s;
+
+    (void)state;
+    assert_ok(rt_fault_context(&o, &ctx));
+    a = device_bytes(ctx, 40 * MIB);
+    gm_array_release(&a);
+    assert_int_equal(rt_stats(ctx).pending_count, 1);
+    b = device_bytes(ctx, 40 * MIB); /* fails once for lack of memory, then succeeds */
+    assert_int_equal(rt_fault_calls(RT_MEM_ALLOC), 3);
+    assert_int_equal(rt_fault_calls(RT_MEM_FREE), 1);
+    s = rt_stats(ctx);
+    assert_int_equal(s.pending_count, 0);
+    assert_int_equal(s.flushes, 1);
+    assert_int_equal(s.freed_count, 1);
+    gm_array_release(&b);
+    gm_context_destroy(&ctx);
+}
+
+/* With nothing to free, the retry fails too and the error is reported. */
+static void test_oom_without_pending(void **state)
+{
+    gm_context *ctx = NULL;
+    gm_array *a = NULL;
+    int64_t n = 100 * MIB;
+
+    (void)state;
+    assert_ok(rt_fault_context(NULL, &ctx));
+    assert_status(gm_device_array(ctx, 1, &n, GM_UINT8, GM_ORDER_C, &a),
+                  GM_ERR_OUT_OF_DEVICE_MEMORY);
+    assert_null(a);
+    assert_message_contains("cannot allocate");
+    assert_int_equal(rt_fault_calls(RT_MEM_ALLOC), 2);
+    gm_context_destroy(&ctx);
+}
+
+/* Pinned and mapped allocations follow the same rule. */
+static void test_oom_pinned_and_mapped(void **state)
+{
+    gm_context_options o = rt_options(1000, 10.0, BIG);
+    gm_context *ctx = NULL;
+    gm_array *a = NULL, *b = NULL;
+    int64_t n = 10 * MIB;
+
+    (void)state;
+    assert_ok(rt_fault_context(&o, &ctx));
+    a = pinned_bytes(ctx, n);
+    gm_array_release(&a);
+    b = pinned_bytes(ctx, n);
+    assert_int_equal(rt_fault_calls(RT_HOST_ALLOC), 3);
+    assert_int_equal(rt_stats(ctx).freed_count, 1);
+    gm_array_release(&b);
+    assert_ok(gm_mapped_array(ctx, 1, &n, GM_UINT8, GM_ORDER_C, GM_HOST_PORTABLE, &a));
+    assert_int_equal(rt_fault_calls(RT_HOST_ALLOC), 5);
+    assert_int_equal(rt_stats(ctx).freed_count, 2);
+    gm_array_release(&a);
+    gm_context_destroy(&ctx);
+}
+
+/* Inside defer_cleanup nothing is freed, not even to retry an allocation. */
+static void test_oom_inside_defer(void **state)
+{
+    gm_context_options o = rt_options(1000, 10.0, BIG);
+    gm_context *ctx = NULL;
+    gm_array *a = NULL, *b = NULL;
+    int64_t n = 40 * MIB;
+
+    (void)state;
+    assert_ok(rt_fault_context(&o, &ctx));
+    a = device_bytes(ctx, n);
+    assert_ok(gm_defer_cleanup_begin(ctx));
+    gm_array_release(&a);
+    assert_status(gm_device_array(ctx, 1, &n, GM_UINT8, GM_ORDER_C, &b),
+                  GM_ERR_OUT_OF_DEVICE_MEMORY);
+    assert_int_equal(rt_fault_calls(RT_MEM_ALLOC), 2); /* no retry */
+    assert_int_equal(rt_stats(ctx).pending_count, 1);
+    assert_ok(gm_defer_cleanup_end(ctx));
+    assert_int_equal(rt_stats(ctx).pending_count, 1); /* still within the bounds */
+    b = device_bytes(ctx, n);                         /* now the retry rule applies */
+    assert_int_equal(rt_stats(ctx).pending_count, 0);
+    gm_array_release(&b);
+    gm_context_destroy(&ctx);
+}
+
+/* defer_cleanup scopes nest; the limits apply again when the last one ends. */
+static void test_defer_nesting(void **state)
+{
+    gm_context_options o = rt_options(2, 10.0, BIG);
+    gm_context *ctx = NULL;
+    gm_array *a[4];
+    gm_dealloc_stats s;
+
+    (void)state;
+    assert_ok(gm_context_create(&o, &ctx));
+    for (int i = 0; i < 4; i++)
+        a[i] = device_bytes(ctx, 100);
+    assert_ok(gm_defer_cleanup_begin(ctx));
+    assert_ok(gm_defer_cleanup_begin(ctx));
+    assert_int_equal(rt_stats(ctx).defer_depth, 2);
+    for (int i = 0; i < 4; i++)
+        gm_array_release(&a[i]);
+    assert_ok(gm_deallocations_flush(ctx)); /* explicit flushes wait too */
+    s = rt_stats(ctx);
+    assert_int_equal(s.pending_count, 4);
+    assert_int_equal(s.flushes, 0);
+    assert_ok(gm_defer_cleanup_end(ctx));
+    s = rt_stats(ctx);
+    assert_int_equal(s.defer_depth, 1);
+    assert_int_equal(s.pending_count, 4);
+    assert_ok(gm_defer_cleanup_end(ctx));
+    s = rt_stats(ctx);
+    assert_int_equal(s.defer_depth, 0);
+    assert_int_equal(s.pending_count, 0);
+    assert_int_equal(s.flushes, 1);
+    assert_status(gm_defer_cleanup_end(ctx), GM_ERR_STATE);
+    assert_message_contains("no defer_cleanup scope");
+    gm_context_destroy(&ctx);
+}
+
+/* A flush stops at the first failing deallocation and keeps exact accounting. */
+static void test_flush_stops_at_failure(void **state)
+{
+    gm_context_options o = rt_options(1000, 10.0, BIG);
+    gm_context *ctx = NULL;
+    gm_array *a[4];
+    gm_dealloc_stats s;
+
+    (void)state;
+    assert_ok(rt_fault_context(&o, &ctx));
+    for (int i = 0; i < 4; i++)
+        a[i] = device_bytes(ctx, 1000 * (i + 1));
+    for (int i = 0; i < 4; i++)
+        gm_array_release(&a[i]);
+    rt_fault_fail_at(RT_MEM_FREE, 2, GM_ERR_DRIVER);
+    assert_status(gm_deallocations_flush(ctx), GM_ERR_DRIVER);
+    assert_message_contains("gm_deallocations_flush: freeing device memory");
+    assert_message_contains("(2000 bytes) failed: mem_free: injected failure on call 2");
+    s = rt_stats(ctx);
+    assert_int_equal(s.pending_count, 3);
+    assert_int_equal(s.pending_device_bytes, 2000 + 3000 + 4000);
+    assert_int_equal(s.freed_count, 1);
+    assert_int_equal(s.flushes, 1);
+    assert_ok(gm_deallocations_flush(ctx)); /* the failed entry is retried first */
+    s = rt_stats(ctx);
+    assert_int_equal(s.pending_count, 0);
+    assert_int_equal(s.pending_device_bytes, 0);
+    assert_int_equal(s.freed_count, 4);
+    assert_int_equal(rt_fault_calls(RT_MEM_FREE), 5);
+    gm_context_destroy(&ctx);
+}
+
+/* A failing automatic flush is logged and the entries stay queued. */
+static void test_auto_flush_failure_logged(void **state)
+{
+    gm_context_options o = rt_options(1, 10.0, BIG);
+    gm_context *ctx = NULL;
+    gm_array *a = NULL, *b = NULL;
+
+    (void)state;
+    assert_ok(rt_fault_context(&o, &ctx));
+    a = device_bytes(ctx, 64);
+    b = device_bytes(ctx, 64);
+    rt_fault_fail_at(RT_MEM_FREE, 1, GM_ERR_DRIVER);
+    rt_log_capture(GM_LOG_WARN);
+    gm_array_release(&a);
+    gm_array_release(&b);
+    rt_log_stop();
+    assert_true(rt_log_contains(GM_LOG_WARN, "automatic flush stopped"));
+    assert_int_equal(rt_stats(ctx).pending_count, 2);
+    assert_ok(gm_deallocations_flush(ctx));
+    assert_int_equal(rt_stats(ctx).pending_count, 0);
+    gm_context_destroy(&ctx);
+}
+
+/* Teardown frees everything, ignoring defer_cleanup, and logs failures. */
+static void test_teardown(void **state)
+{
+    gm_context_options o = rt_options(1000, 10.0, BIG);
+    gm_context *ctx = NULL;
+    gm_array *a = NULL, *b = NULL;
+
+    (void)state;
+    assert_ok(rt_fault_context(&o, &ctx));
+    a = device_bytes(ctx, 64);
+    b = device_bytes(ctx, 64);
+    assert_ok(gm_defer_cleanup_begin(ctx));
+    gm_array_release(&a);
+    gm_array_release(&b);
+    rt_fault_fail_at(RT_MEM_FREE, 1, GM_ERR_DRIVER);
+    rt_log_capture(GM_LOG_WARN);
+    gm_context_destroy(&ctx);
+    rt_log_stop();
+    assert_true(rt_log_contains(GM_LOG_ERROR, "gm_context_destroy: freeing device memory"));
+    assert_int_equal(rt_fault_calls(RT_MEM_FREE), 2);
+}
+
+/* Module entries call their unload function; gpumem host buffers count only. */
+static int unloads;
+
+static gm_status unload_module(gm_context *ctx, void *module)
+{
+    (void)ctx;
+    unloads += module == (void *)&unloads ? 1 : 100;
+    return GM_OK;
+}
+
+static void test_internal_kinds(void **state)
+{
+    gm_context_options o = rt_options(1000, 10.0, BIG);
+    gm_context *ctx = NULL;
+    gm__dealloc_entry *e = NULL;
+    gm_dealloc_stats s;
+
+    (void)state;
+    unloads = 0;
+    assert_ok(gm_context_create(&o, &ctx));
+    assert_ok(gm__dealloc_entry_create("test", GM__DEALLOC_MODULE, &e));
+    e->handle = &unloads;
+    e->unload = unload_module;
+    gm__dealloc_enqueue(ctx, e);
+    assert_ok(gm__dealloc_entry_create("test", GM__DEALLOC_HOST_COPY, &e));
+    e->handle = test_malloc(32);
+    e->bytes = 32;
+    gm__dealloc_enqueue_no_flush(ctx, e);
+    s = rt_stats(ctx);
+    assert_int_equal(s.pending_count, 2);
+    assert_int_equal(s.pending_device_bytes + s.pending_pinned_bytes, 0);
+    assert_ok(gm_deallocations_flush(ctx));
+    assert_int_equal(unloads, 1);
+    assert_ok(gm__dealloc_entry_create("test", GM__DEALLOC_DEVICE, &e));
+    gm__dealloc_entry_discard(e);
+    gm__dealloc_entry_discard(NULL);
+    gm_context_destroy(&ctx);
+}
+
+/* Argument checks of the public queue calls. */
+static void test_queue_arguments(void **state)
+{
+    gm_context *ctx = NULL;
+    gm_dealloc_stats s;
+
+    (void)state;
+    assert_status(gm_defer_cleanup_begin(NULL), GM_ERR_NULL_POINTER);
+    assert_status(gm_defer_cleanup_end(NULL), GM_ERR_NULL_POINTER);
+    assert_status(gm_deallocations_flush(NULL), GM_ERR_NULL_POINTER);
+    assert_status(gm_deallocations_stats(NULL, &s), GM_ERR_NULL_POINTER);
+    assert_ok(gm_context_create(NULL, &ctx));
+    assert_status(gm_deallocations_stats(ctx, NULL), GM_ERR_NULL_POINTER);
+    assert_message_contains("gm_deallocations_stats: stats_p is NULL");
+    assert_ok(gm_deallocations_flush(ctx)); /* empty queue */
+    assert_int_equal(rt_stats(ctx).flushes, 0);
+    gm_context_destroy(&ctx);
+}
+
+/* The bounds come from the environment when the options are defaulted. */
+static void test_bounds_from_environment(void **state)
+{
+    gm_context *ctx = NULL;
+    gm_array *a[3];
+
+    (void)state;
+    setenv("GM_MAX_PENDING_DEALLOCS_COUNT", "1", 1);
+    assert_ok(gm_context_create(NULL, &ctx));
+    unsetenv("GM_MAX_PENDING_DEALLOCS_COUNT");
+    for (int i = 0; i < 3; i++)
+        a[i] = device_bytes(ctx, 8);
+    gm_array_release(&a[0]);
+    assert_int_equal(rt_stats(ctx).pending_count, 1);
+    gm_array_release(&a[1]);
+    assert_int_equal(rt_stats(ctx).pending_count, 0);
+    gm_array_release(&a[2]);
+    gm_context_destroy(&ctx);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup(test_count_bound, test_setup),
+        cmocka_unit_test_setup(test_count_bound_zero, test_setup),
+        cmocka_unit_test_setup(test_device_byte_bound, test_setup),
+        cmocka_unit_test_setup(test_pinned_byte_bound, test_setup),
+        cmocka_unit_test_setup(test_streams_events_count_only, test_setup),
+        cmocka_unit_test_setup(test_oom_flush_and_retry, test_setup),
+        cmocka_unit_test_setup(test_oom_without_pending, test_setup),
+        cmocka_unit_test_setup(test_oom_pinned_and_mapped, test_setup),
+        cmocka_unit_test_setup(test_oom_inside_defer, test_setup),
+        cmocka_unit_test_setup(test_defer_nesting, test_setup),
+        cmocka_unit_test_setup(test_flush_stops_at_failure, test_setup),
+        cmocka_unit_test_setup(test_auto_flush_failure_logged, test_setup),
+        cmocka_unit_test_setup(test_teardown, test_setup),
+        cmocka_unit_test_setup(test_internal_kinds, test_setup),
+        cmocka_unit_test_setup(test_queue_arguments, test_setup),
+        cmocka_unit_test_setup(test_bounds_from_environment, test_setup),
+    };
+    return cmocka_run_group_tests(tests, group_setup, gm_test_restore_allocator);
+}

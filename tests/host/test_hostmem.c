@@ -1,0 +1,341 @@
+/*
+ * Tests for host memory (src/core/hostmem.c): pinned and mapped arrays,
+ * device views of mapped memory, and registration scopes (gm_pin / gm_map /
+ * gm_register): overlapping arrays registered once, immediate undo so the
+ * same memory can be pinned again (numba#3508), and every failure path.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "rt_helpers.h"
+
+static int group_setup(void **state)
+{
+    setenv("GM_HOST_DEVICE_MEMORY", "64M", 1);
+    setenv("GM_HOST_PINNED_MEMORY", "16M", 1);
+    return gm_test_use_cmocka_allocator(state);
+}
+
+static int test_setup(void **state)
+{
+    (void)state;
+    rt_fault_reset();
+    return 0;
+}
+
+/* A 1-D float64 host view of n elements of buf starting at element `first`, step `step`. */
+static gm_ndview slice_of(double *buf, int64_t first, int64_t n, int64_t step)
+{
+    gm_ndview v;
+    int64_t stride = step * 8;
+
+    assert_ok(gm_ndview_init(buf, GM_FLOAT64, 1, &n, &stride, GM_ORDER_C, &v));
+    v.offset = first * 8;
+    return v;
+}
+
+static void test_pinned_array(void **state)
+{
+    int64_t shape[2] = {3, 4};
+    gm_context *ctx = NULL;
+    gm_array *p = NULL, *f = NULL, *d = NULL, *like = NULL;
+    double *data = NULL;
+    gm_ndview t;
+
+    (void)state;
+    assert_ok(rt_fault_context(NULL, &ctx));
+    assert_ok(gm_pinned_array(ctx, 2, shape, GM_FLOAT64, GM_ORDER_C, &p));
+    assert_int_equal(gm_array_view(p)->memory, GM_MEMORY_PINNED);
+    assert_int_equal(gm_array_view(p)->device_id, -1);
+    assert_int_equal(rt_fault_calls(RT_HOST_ALLOC), 1);
+    data = gm_array_view(p)->data;
+    for (int i = 0; i < 12; i++)
+        data[i] = i;
+    assert_ok(gm_to_device(ctx, gm_array_view(p), NULL, &d));
+    assert_ok(gm_pinned_array(ctx, 2, shape, GM_FLOAT64, GM_ORDER_F, &f));
+    assert_true(gm_ndview_is_f_contiguous(gm_array_view(f)));
+    assert_ok(gm_array_copy_to_host(d, gm_array_view(f), NULL));
+    assert_true(((double *)gm_array_view(f)->data)[1] == 4.0); /* (1, 0) */
+    assert_ok(gm_ndview_transpose(gm_array_view(p), &t));
+    assert_ok(gm_pinned_array_like(ctx, &t, &like));
+    assert_true(gm_ndview_is_f_contiguous(gm_array_view(like)));
+    assert_status(gm_pinned_array(ctx, 2, shape, GM_FLOAT64, GM_ORDER_K, &like),
+                  GM_ERR_INVALID_ARG);
+    assert_status(gm_pinned_array(NULL, 2, shape, GM_FLOAT64, GM_ORDER_C, &like),
+                  GM_ERR_NULL_POINTER);
+    assert_status(gm_pinned_array(ctx, 2, shape, GM_FLOAT64, GM_ORDER_C, NULL),
+                  GM_ERR_NULL_POINTER);
+    assert_status(gm_pinned_array_like(ctx, NULL, &like), GM_ERR_NULL_POINTER);
+    gm_array_release(&like);
+    gm_array_release(&f);
+    gm_array_release(&d);
+    gm_array_release(&p);
+    gm_context_destroy(&ctx);
+}
+
+static void test_mapped_array(void **state)
+{
+    int64_t shape[2] = {2, 5};
+    double out[10];
+    gm_context *ctx = NULL;
+    gm_array *m = NULL, *like = NULL, *d = NULL, *z = NULL;
+    gm_ndview dv, hv;
+    int64_t zero = 0;
+
+    (void)state;
+    assert_ok(rt_fault_context(NULL, &ctx));
+    assert_ok(gm_mapped_array(ctx, 2, shape, GM_FLOAT64, GM_ORDER_C,
+                              GM_HOST_PORTABLE | GM_HOST_WRITECOMBINED, &m));
+    assert_int_equal(gm_array_view(m)->memory, GM_MEMORY_MAPPED);
+    assert_int_equal(gm_array_view(m)->device_id, 0);
+    for (int i = 0; i < 10; i++)
+        ((double *)gm_array_view(m)->data)[i] = 2.0 * i;
+    assert_ok(gm_array_device_view(m, &dv));
+    assert_int_equal(dv.memory, GM_MEMORY_DEVICE);
+    assert_ptr_equal(dv.data, gm_array_view(m)->data); /* the simulator maps 1:1 */
+    assert_ok(gm_ndview_init(out, GM_FLOAT64, 2, shape, NULL, GM_ORDER_C, &hv));
+    assert_ok(gm_copy(ctx, &hv, &dv, NULL));
+    assert_true(out[9] == 18.0);
+    assert_ok(gm_mapped_array_like(ctx, gm_array_view(m), 0, &like));
+    assert_int_equal(gm_array_view(like)->memory, GM_MEMORY_MAPPED);
+    assert_status(gm_mapped_array(ctx, 2, shape, GM_FLOAT64, GM_ORDER_C, 1u << 8, &d),
+                  GM_ERR_INVALID_ARG);
+    assert_message_contains("unknown flags");
+    assert_status(gm_mapped_array_like(ctx, gm_array_view(m), 1u << 9, &d), GM_ERR_INVALID_ARG);
+    assert_status(gm_mapped_array_like(NULL, gm_array_view(m), 0, &d), GM_ERR_NULL_POINTER);
+    /* device views: device arrays are their own; pinned memory has none; size 0 has no address */
+    assert_ok(gm_device_array(ctx, 2, shape, GM_FLOAT64, GM_ORDER_C, &d));
+    assert_ok(gm_array_device_view(d, &dv));
+    assert_ptr_equal(dv.data, gm_array_view(d)->data);
+    gm_array_release(&d);
+    assert_ok(gm_pinned_array(ctx, 2, shape, GM_FLOAT64, GM_ORDER_C, &d));
+    assert_status(gm_array_device_view(d, &dv), GM_ERR_INVALID_ARG);
+    assert_message_contains("not mapped");
+    assert_ok(gm_mapped_array(ctx, 1, &zero, GM_FLOAT64, GM_ORDER_C, 0, &z));
+    assert_ok(gm_array_device_view(z, &dv));
+    assert_null(dv.data);
+    assert_status(gm_array_device_view(m, NULL), GM_ERR_NULL_POINTER);
+    assert_status(gm_array_device_view(NULL, &dv), GM_ERR_NULL_POINTER);
+    rt_fault_fail_at(RT_HOST_DEVICE_POINTER, rt_fault_calls(RT_HOST_DEVICE_POINTER) + 1,
+                     GM_ERR_DRIVER);
+    assert_status(gm_array_device_view(m, &dv), GM_ERR_DRIVER);
+    gm_array_release(&z);
+    gm_array_release(&d);
+    gm_array_release(&like);
+    gm_array_release(&m);
+    gm_context_destroy(&ctx);
+}
+
+/* Overlapping and duplicate arrays are registered once; undo is immediate. */
+static void test_pin_overlapping_and_repin(void **state)
+{
+    double buf[64];
+    gm_ndview arrays[4];
+    gm_context *ctx = NULL;
+    gm_host_scope *scope = NULL, *again = NULL;
+
+    (void)state;
+    arrays[0] = slice_of(buf, 0, 32, 1);
+    arrays[1] = slice_of(buf, 16, 32, 1);
+    arrays[2] = arrays[0];
+    arrays[3] = slice_of(buf, 47, 16, -1); /* elements 47 .. 32, negative stride */
+    assert_ok(rt_fault_context(NULL, &ctx));
+    assert_ok(gm_pin(ctx, 4, arrays, &scope));
+    assert_int_equal(rt_fault_calls(RT_HOST_REGISTER), 1);
+    assert_status(gm_pin(ctx, 1, &arrays[1], &again), GM_ERR_STATE); /* already registered */
+    assert_null(again);
+    assert_ok(gm_host_scope_end(&scope));
+    assert_null(scope);
+    assert_int_equal(rt_fault_calls(RT_HOST_UNREGISTER), 1);
+    assert_ok(gm_pin(ctx, 1, &arrays[1], &again)); /* numba#3508: pinning again works */
+    assert_ok(gm_deregister(&again));
+    assert_ok(gm_register(ctx, 2, arrays, &scope));
+    assert_ok(gm_deregister(&scope));
+    /* disjoint arrays: one registration each */
+    arrays[1] = slice_of(buf, 40, 8, 1);
+    assert_ok(gm_register(ctx, 2, arrays, &scope));
+    assert_int_equal(rt_fault_calls(RT_HOST_REGISTER), 6);
+    assert_ok(gm_host_scope_end(&scope));
+    assert_ok(gm_host_scope_end(&scope));
+    assert_ok(gm_host_scope_end(NULL));
+    gm_context_destroy(&ctx);
+}
+
+/* Which arrays a scope registers: pageable host memory only. */
+static void test_pin_memory_kinds(void **state)
+{
+    double buf[8];
+    int64_t n = 8, zero = 0;
+    gm_ndview arrays[3];
+    gm_context *ctx = NULL;
+    gm_array *p = NULL, *m = NULL, *d = NULL;
+    gm_host_scope *scope = NULL;
+    gm_ndview views[2];
+
+    (void)state;
+    assert_ok(rt_fault_context(NULL, &ctx));
+    assert_ok(gm_pinned_array(ctx, 1, &n, GM_FLOAT64, GM_ORDER_C, &p));
+    assert_ok(gm_mapped_array(ctx, 1, &n, GM_FLOAT64, GM_ORDER_C, 0, &m));
+    assert_ok(gm_device_array(ctx, 1, &n, GM_FLOAT64, GM_ORDER_C, &d));
+    arrays[0] = *gm_array_view(p);
+    arrays[1] = *gm_array_view(m);
+    assert_ok(gm_ndview_init(buf, GM_FLOAT64, 1, &zero, NULL, GM_ORDER_C, &arrays[2]));
+    assert_ok(gm_pin(ctx, 3, arrays, &scope)); /* already pinned, mapped, empty: nothing to do */
+    assert_int_equal(rt_fault_calls(RT_HOST_REGISTER), 0);
+    assert_ok(gm_host_scope_end(&scope));
+    assert_status(gm_map(ctx, 1, &arrays[0], NULL, &scope), GM_ERR_INVALID_ARG);
+    assert_message_contains("pinned but not mapped");
+    assert_ok(gm_map(ctx, 1, &arrays[1], views, &scope)); /* mapped: its own device view */
+    assert_ptr_equal(views[0].data, arrays[1].data);
+    assert_ok(gm_host_scope_end(&scope));
+    arrays[0] = *gm_array_view(d);
+    assert_status(gm_pin(ctx, 1, arrays, &scope), GM_ERR_INVALID_ARG);
+    assert_message_contains("gm_pin: array 0 is not host memory");
+    (void)buf;
+    gm_array_release(&p);
+    gm_array_release(&m);
+    gm_array_release(&d);
+    gm_context_destroy(&ctx);
+}
+
+/* gm_map gives device views that transfers accept. */
+static void test_map(void **state)
+{
+    double buf[16], out[8];
+    gm_ndview arrays[2], views[2], hout;
+    int64_t n = 8;
+    gm_context *ctx = NULL;
+    gm_host_scope *scope = NULL;
+    gm_array *d = NULL;
+
+    (void)state;
+    for (int i = 0; i < 16; i++)
+        buf[i] = i;
+    arrays[0] = slice_of(buf, 15, 8, -1); /* 15, 14, ..., 8 */
+    arrays[1] = slice_of(buf, 0, 8, 2);   /* 0, 2, ..., 14 */
+    memset(views, 0, sizeof(views));
+    assert_ok(rt_fault_context(NULL, &ctx));
+    assert_ok(gm_map(ctx, 2, arrays, views, &scope));
+    assert_int_equal(rt_fault_calls(RT_HOST_REGISTER), 1);
+    assert_int_equal(views[0].memory, GM_MEMORY_DEVICE);
+    assert_int_equal(views[0].offset, arrays[0].offset);
+    assert_ptr_equal(views[0].data, buf);
+    assert_ok(gm_to_device(ctx, &views[0], NULL, &d));
+    assert_ok(gm_ndview_init(out, GM_FLOAT64, 1, &n, NULL, GM_ORDER_C, &hout));
+    assert_ok(gm_array_copy_to_host(d, &hout, NULL));
+    assert_true(out[0] == 15.0 && out[7] == 8.0);
+    assert_ok(gm_host_scope_end(&scope));
+    assert_ok(gm_map(ctx, 2, arrays, NULL, &scope));
+    assert_ok(gm_host_scope_end(&scope));
+    gm_array_release(&d);
+    gm_context_destroy(&ctx);
+}
+
+/* Failures while registering undo what was done; ending reports the first failure. */
+static void test_scope_failures(void **state)
+{
+    double buf[64];
+    gm_ndview arrays[2];
+    gm_ndview views[2];
+    gm_context *ctx = NULL;
+    gm_host_scope *scope = NULL;
+
+    (void)state;
+    arrays[0] = slice_of(buf, 0, 8, 1);
+    arrays[1] = slice_of(buf, 32, 8, 1);
+    assert_ok(rt_fault_context(NULL, &ctx));
+    rt_fault_fail_at(RT_HOST_REGISTER, 2, GM_ERR_PERMISSION);
+    assert_status(gm_pin(ctx, 2, arrays, &scope), GM_ERR_PERMISSION);
+    assert_null(scope);
+    assert_int_equal(rt_fault_calls(RT_HOST_UNREGISTER), 1);
+    rt_fault_reset();
+    rt_fault_fail_at(RT_HOST_DEVICE_POINTER, 2, GM_ERR_DRIVER);
+    assert_status(gm_map(ctx, 2, arrays, views, &scope), GM_ERR_DRIVER);
+    assert_int_equal(rt_fault_calls(RT_HOST_UNREGISTER), 2);
+    rt_fault_reset();
+    assert_ok(gm_pin(ctx, 2, arrays, &scope));
+    rt_fault_fail_at(RT_HOST_UNREGISTER, 1, GM_ERR_DRIVER);
+    assert_status(gm_host_scope_end(&scope), GM_ERR_DRIVER);
+    assert_null(scope);
+    assert_int_equal(rt_fault_calls(RT_HOST_UNREGISTER), 2);
+    rt_fault_reset();
+    assert_ok(gm_pin(ctx, 1, &arrays[0], &scope)); /* the other range is still registered */
+    assert_ok(gm_host_scope_end(&scope));
+    gm_context_destroy(&ctx); /* the leftover registration goes with the backend */
+}
+
+static void test_scope_arguments(void **state)
+{
+    double buf[4];
+    gm_ndview a = slice_of(buf, 0, 4, 1);
+    gm_context *ctx = NULL;
+    gm_host_scope *scope = NULL;
+
+    (void)state;
+    assert_status(gm_pin(NULL, 1, &a, &scope), GM_ERR_NULL_POINTER);
+    assert_ok(gm_context_create(NULL, &ctx));
+    assert_status(gm_pin(ctx, 1, &a, NULL), GM_ERR_NULL_POINTER);
+    assert_status(gm_pin(ctx, -1, &a, &scope), GM_ERR_INVALID_ARG);
+    assert_status(gm_pin(ctx, 1, NULL, &scope), GM_ERR_NULL_POINTER);
+    a.ndim = -1;
+    assert_status(gm_map(ctx, 1, &a, NULL, &scope), GM_ERR_INVALID_ARG);
+    assert_ok(gm_pin(ctx, 0, NULL, &scope));
+    assert_non_null(scope);
+    assert_ok(gm_host_scope_end(&scope));
+    gm_context_destroy(&ctx);
+}
+
+/* Every bookkeeping allocation of the host-memory calls may fail. */
+static void test_injected_alloc_failures(void **state)
+{
+    double buf[32];
+    gm_ndview arrays[2] = {slice_of(buf, 0, 16, 1), slice_of(buf, 16, 16, 1)};
+    gm_ndview views[2];
+    int64_t n = 1, four = 4;
+
+    (void)state;
+    for (;; n++) {
+        gm_context *ctx = NULL;
+        gm_host_scope *scope = NULL;
+        gm_array *m = NULL;
+        gm_status s = GM_OK;
+
+        rt_fault_reset();
+        rt_alloc_fail_at(n);
+        s = rt_fault_context(NULL, &ctx);
+        if (s == GM_OK)
+            s = gm_map(ctx, 2, arrays, views, &scope);
+        if (s == GM_OK)
+            s = gm_host_scope_end(&scope);
+        if (s == GM_OK)
+            s = gm_mapped_array(ctx, 1, &four, GM_FLOAT64, GM_ORDER_C, 0, &m);
+        if (s == GM_OK)
+            s = gm_array_device_view(m, &views[0]);
+        gm_array_release(&m);
+        gm_context_destroy(&ctx);
+        assert_ok(gm_test_use_cmocka_allocator(NULL));
+        if (s == GM_OK && rt_alloc_calls() < n)
+            break;
+        if (s != GM_OK && s != GM_ERR_NO_MEMORY)
+            fail_msg("allocation %lld: %s (%s)", (long long)n, gm_status_name(s),
+                     gm_last_error_message());
+        assert_true(n < 1000);
+    }
+    print_message("%lld bookkeeping allocations failed in turn\n", (long long)n);
+    assert_true(n > 5);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup(test_pinned_array, test_setup),
+        cmocka_unit_test_setup(test_mapped_array, test_setup),
+        cmocka_unit_test_setup(test_pin_overlapping_and_repin, test_setup),
+        cmocka_unit_test_setup(test_pin_memory_kinds, test_setup),
+        cmocka_unit_test_setup(test_map, test_setup),
+        cmocka_unit_test_setup(test_scope_failures, test_setup),
+        cmocka_unit_test_setup(test_scope_arguments, test_setup),
+        cmocka_unit_test_setup(test_injected_alloc_failures, test_setup),
+    };
+    return cmocka_run_group_tests(tests, group_setup, gm_test_restore_allocator);
+}

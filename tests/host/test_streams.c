@@ -1,0 +1,413 @@
+/*
+ * Tests for streams and events (src/core/stream.c, src/core/event.c):
+ * created streams destroyed through the queue, the built-in streams,
+ * wrapped external streams, synchronize / query / callbacks,
+ * auto_synchronize nesting, and events.
+ */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "rt_helpers.h"
+
+#define BIG (INT64_MAX / 4)
+
+static int group_setup(void **state)
+{
+    setenv("GM_HOST_DEVICE_MEMORY", "64M", 1);
+    return gm_test_use_cmocka_allocator(state);
+}
+
+static int test_setup(void **state)
+{
+    (void)state;
+    rt_fault_reset();
+    return 0;
+}
+
+static gm_context *fault_ctx(void)
+{
+    gm_context_options o = rt_options(1000, 10.0, BIG);
+    gm_context *ctx = NULL;
+
+    assert_ok(rt_fault_context(&o, &ctx));
+    return ctx;
+}
+
+static void sleep_ms(int ms)
+{
+    struct timespec ts = {0, (long)ms * 1000000L};
+
+    nanosleep(&ts, NULL);
+}
+
+/* A callback that blocks its stream until `release` is set, then records its arguments. */
+typedef struct gate {
+    atomic_int release;
+    atomic_int ran;
+    gm_stream *seen_stream;
+    gm_status seen_status;
+} gate;
+
+static void gate_callback(gm_stream *stream, gm_status status, void *user)
+{
+    gate *g = user;
+
+    while (atomic_load(&g->release) == 0)
+        sleep_ms(1);
+    g->seen_stream = stream;
+    g->seen_status = status;
+    atomic_store(&g->ran, 1);
+}
+
+static void test_create_destroy(void **state)
+{
+    gm_context *ctx = fault_ctx();
+    gm_stream *a = NULL, *b = NULL;
+
+    (void)state;
+    assert_ok(gm_stream_create(ctx, GM_STREAM_DEFAULT, &a));
+    assert_ok(gm_stream_create(ctx, GM_STREAM_NON_BLOCKING, &b));
+    assert_non_null(gm_stream_native(a));
+    assert_ptr_not_equal(gm_stream_native(a), gm_stream_native(b));
+    assert_status(gm_stream_create(ctx, 4, &b), GM_ERR_INVALID_ARG);
+    assert_status(gm_stream_create(ctx, 0, NULL), GM_ERR_NULL_POINTER);
+    assert_status(gm_stream_create(NULL, 0, &b), GM_ERR_NULL_POINTER);
+    gm_stream_destroy(&a);
+    assert_null(a);
+    assert_int_equal(rt_stats(ctx).pending_count, 1);
+    assert_int_equal(rt_fault_calls(RT_STREAM_DESTROY), 0);
+    assert_ok(gm_deallocations_flush(ctx));
+    assert_int_equal(rt_fault_calls(RT_STREAM_DESTROY), 1);
+    gm_stream_destroy(&b);
+    gm_stream_destroy(&b);
+    gm_stream_destroy(NULL);
+    assert_null(gm_stream_native(NULL));
+    rt_fault_fail_at(RT_STREAM_CREATE, rt_fault_calls(RT_STREAM_CREATE) + 1, GM_ERR_DRIVER);
+    assert_status(gm_stream_create(ctx, 0, &a), GM_ERR_DRIVER);
+    assert_null(a);
+    gm_context_destroy(&ctx);
+}
+
+static void *per_thread_main(void *arg)
+{
+    return gm_per_thread_default_stream(arg);
+}
+
+/*
+ * The built-in streams. cmocka's leak-checking allocator keeps per-thread
+ * lists, so this test, which makes gpumem allocate on a second thread, runs
+ * on the C library's allocator (ASan checks it for leaks).
+ */
+static void test_builtin_streams(void **state)
+{
+    gm_context *ctx = NULL;
+    gm_stream *def = NULL, *legacy = NULL, *mine = NULL, *other = NULL, *copy = NULL;
+    pthread_t thread;
+    void *result = NULL;
+
+    (void)state;
+    assert_ok(gm_set_host_allocator(NULL));
+    ctx = fault_ctx();
+    def = gm_default_stream(ctx);
+    legacy = gm_legacy_default_stream(ctx);
+    mine = gm_per_thread_default_stream(ctx);
+    assert_non_null(def);
+    assert_non_null(legacy);
+    assert_non_null(mine);
+    assert_ptr_equal(gm_default_stream(ctx), def);
+    assert_ptr_equal(gm_legacy_default_stream(ctx), legacy);
+    assert_ptr_equal(gm_per_thread_default_stream(ctx), mine);
+    assert_int_equal(pthread_create(&thread, NULL, per_thread_main, ctx), 0);
+    assert_int_equal(pthread_join(thread, &result), 0);
+    other = result;
+    assert_non_null(other);
+    assert_ptr_not_equal(other, mine);
+    copy = def;
+    gm_stream_destroy(&copy); /* built-in: ignored */
+    assert_ptr_equal(copy, def);
+    assert_ok(gm_stream_synchronize(def));
+    assert_ok(gm_stream_synchronize(other));
+    assert_ok(gm_stream_query(legacy));
+    assert_int_equal(rt_stats(ctx).pending_count, 0);
+    assert_null(gm_default_stream(NULL));
+    assert_message_contains("gm_default_stream: ctx is NULL");
+    assert_null(gm_legacy_default_stream(NULL));
+    assert_null(gm_per_thread_default_stream(NULL));
+    gm_context_destroy(&ctx);
+    assert_ok(gm_test_use_cmocka_allocator(NULL));
+}
+
+/* A wrapped stream is never destroyed by gpumem: the owner keeps using it. */
+static void test_wrap_external(void **state)
+{
+    gm_context *ctx = fault_ctx();
+    gm_stream *owner = NULL, *ext = NULL;
+    int64_t n = 16;
+    gm_array *a = NULL;
+    int token = 0;
+
+    (void)state;
+    assert_ok(gm_stream_create(ctx, 0, &owner));
+    assert_ok(gm_stream_wrap_external(ctx, gm_stream_native(owner), &ext));
+    assert_ptr_equal(gm_stream_native(ext), gm_stream_native(owner));
+    assert_ok(gm_device_array(ctx, 1, &n, GM_UINT8, GM_ORDER_C, &a));
+    assert_ok(gm_array_memset(a, 1, ext));
+    assert_ok(gm_stream_synchronize(ext));
+    gm_stream_destroy(&ext);
+    assert_null(ext);
+    assert_int_equal(rt_stats(ctx).pending_count, 0);
+    assert_ok(gm_array_memset(a, 2, owner));
+    assert_ok(gm_stream_synchronize(owner));
+    assert_status(gm_stream_wrap_external(ctx, NULL, &ext), GM_ERR_NULL_POINTER);
+    assert_status(gm_stream_wrap_external(ctx, &token, NULL), GM_ERR_NULL_POINTER);
+    assert_status(gm_stream_wrap_external(NULL, &token, &ext), GM_ERR_NULL_POINTER);
+    assert_true(gm_stream_wrap_external(ctx, &token, &ext) != GM_OK);
+    assert_null(ext);
+    assert_int_equal(rt_fault_calls(RT_STREAM_DESTROY), 0);
+    gm_array_release(&a);
+    gm_stream_destroy(&owner);
+    gm_context_destroy(&ctx);
+}
+
+static void test_synchronize_query_callback(void **state)
+{
+    gm_context *ctx = fault_ctx();
+    gm_stream *st = NULL;
+    gate g;
+
+    (void)state;
+    memset(&g, 0, sizeof(g));
+    g.seen_status = GM_ERR_INTERNAL;
+    assert_ok(gm_stream_create(ctx, 0, &st));
+    assert_ok(gm_stream_add_callback(st, gate_callback, &g));
+    assert_status(gm_stream_query(st), GM_ERR_NOT_READY);
+    atomic_store(&g.release, 1);
+    assert_ok(gm_stream_synchronize(st));
+    assert_ok(gm_stream_query(st));
+    assert_int_equal(atomic_load(&g.ran), 1);
+    assert_ptr_equal(g.seen_stream, st);
+    assert_int_equal(g.seen_status, GM_OK);
+    assert_int_equal(rt_stats(ctx).pending_count, 1); /* the trampoline, freed by a flush */
+    assert_status(gm_stream_add_callback(st, NULL, &g), GM_ERR_NULL_POINTER);
+    assert_status(gm_stream_add_callback(NULL, gate_callback, &g), GM_ERR_NULL_POINTER);
+    assert_status(gm_stream_synchronize(NULL), GM_ERR_NULL_POINTER);
+    assert_status(gm_stream_query(NULL), GM_ERR_NULL_POINTER);
+    rt_fault_fail_at(RT_ADD_CALLBACK, 2, GM_ERR_DRIVER);
+    assert_status(gm_stream_add_callback(st, gate_callback, &g), GM_ERR_DRIVER);
+    gm_stream_destroy(&st);
+    gm_context_destroy(&ctx);
+}
+
+/* A callback that takes a while, then sets a flag. */
+static void slow_callback(gm_stream *stream, gm_status status, void *user)
+{
+    (void)stream;
+    (void)status;
+    sleep_ms(30);
+    atomic_store((atomic_int *)user, 1);
+}
+
+static void test_auto_synchronize(void **state)
+{
+    gm_context *ctx = fault_ctx();
+    gm_stream *st = NULL;
+    atomic_int done;
+
+    (void)state;
+    atomic_init(&done, 0);
+    assert_ok(gm_stream_create(ctx, 0, &st));
+    assert_ok(gm_stream_auto_synchronize_begin(st));
+    assert_ok(gm_stream_auto_synchronize_begin(st));
+    assert_ok(gm_stream_add_callback(st, slow_callback, &done));
+    assert_ok(gm_stream_auto_synchronize_end(st));
+    assert_int_equal(rt_fault_calls(RT_STREAM_SYNCHRONIZE), 0);
+    assert_ok(gm_stream_auto_synchronize_end(st)); /* depth 0: synchronizes */
+    assert_int_equal(rt_fault_calls(RT_STREAM_SYNCHRONIZE), 1);
+    assert_int_equal(atomic_load(&done), 1);
+    assert_status(gm_stream_auto_synchronize_end(st), GM_ERR_STATE);
+    assert_message_contains("no auto_synchronize scope is open");
+    assert_ok(gm_stream_auto_synchronize_begin(st));
+    rt_fault_fail_at(RT_STREAM_SYNCHRONIZE, 2, GM_ERR_LAUNCH);
+    assert_status(gm_stream_auto_synchronize_end(st), GM_ERR_LAUNCH);
+    assert_status(gm_stream_auto_synchronize_begin(NULL), GM_ERR_NULL_POINTER);
+    assert_status(gm_stream_auto_synchronize_end(NULL), GM_ERR_NULL_POINTER);
+    gm_stream_destroy(&st);
+    gm_context_destroy(&ctx);
+}
+
+static void test_events(void **state)
+{
+    gm_context *ctx = fault_ctx(), *other = NULL;
+    gm_stream *st = NULL;
+    gm_event *start = NULL, *end = NULL, *plain = NULL, *foreign = NULL;
+    float ms = -1.0f;
+    atomic_int done;
+
+    (void)state;
+    atomic_init(&done, 0);
+    assert_ok(gm_context_create(NULL, &other));
+    assert_ok(gm_stream_create(ctx, 0, &st));
+    assert_ok(gm_event_create(ctx, true, &start));
+    assert_ok(gm_event_create(ctx, true, &end));
+    assert_ok(gm_event_create(ctx, false, &plain));
+    assert_ok(gm_event_create(other, true, &foreign));
+    assert_ok(gm_event_record(start, st));
+    assert_ok(gm_stream_add_callback(st, slow_callback, &done));
+    assert_ok(gm_event_record(end, st));
+    assert_ok(gm_event_synchronize(end));
+    assert_ok(gm_event_query(end));
+    assert_ok(gm_event_elapsed_ms(start, end, &ms));
+    assert_true(ms >= 20.0f);
+    assert_ok(gm_event_record(plain, NULL)); /* the default stream */
+    assert_ok(gm_stream_wait_event(st, plain));
+    assert_ok(gm_stream_synchronize(st));
+    assert_status(gm_event_elapsed_ms(start, plain, &ms), GM_ERR_INVALID_ARG);
+    assert_message_contains("the end event was created without timing");
+    assert_status(gm_event_elapsed_ms(start, foreign, &ms), GM_ERR_WRONG_CONTEXT);
+    assert_status(gm_event_elapsed_ms(start, end, NULL), GM_ERR_NULL_POINTER);
+    assert_status(gm_event_elapsed_ms(NULL, end, &ms), GM_ERR_NULL_POINTER);
+    assert_status(gm_event_record(foreign, st), GM_ERR_WRONG_CONTEXT);
+    assert_status(gm_stream_wait_event(st, foreign), GM_ERR_WRONG_CONTEXT);
+    assert_status(gm_stream_wait_event(NULL, end), GM_ERR_NULL_POINTER);
+    assert_status(gm_stream_wait_event(st, NULL), GM_ERR_NULL_POINTER);
+    assert_status(gm_event_record(NULL, st), GM_ERR_NULL_POINTER);
+    assert_status(gm_event_query(NULL), GM_ERR_NULL_POINTER);
+    assert_status(gm_event_synchronize(NULL), GM_ERR_NULL_POINTER);
+    assert_status(gm_event_create(NULL, true, &plain), GM_ERR_NULL_POINTER);
+    assert_status(gm_event_create(ctx, true, NULL), GM_ERR_NULL_POINTER);
+    gm_event_destroy(&start);
+    gm_event_destroy(&end);
+    assert_null(start);
+    assert_int_equal(rt_stats(ctx).pending_count, 3); /* two events and a trampoline */
+    assert_int_equal(rt_fault_calls(RT_EVENT_DESTROY), 0);
+    rt_fault_fail_at(RT_EVENT_CREATE, rt_fault_calls(RT_EVENT_CREATE) + 1, GM_ERR_DRIVER);
+    assert_status(gm_event_create(ctx, false, &start), GM_ERR_DRIVER);
+    assert_null(start);
+    gm_event_destroy(NULL);
+    gm_event_destroy(&start);
+    gm_event_destroy(&plain);
+    gm_event_destroy(&foreign);
+    gm_stream_destroy(&st);
+    gm_context_destroy(&ctx);
+    assert_int_equal(rt_fault_calls(RT_EVENT_DESTROY), 3);
+    gm_context_destroy(&other);
+}
+
+typedef struct release_job {
+    gm_context *ctx;
+    gm_array *array;
+    gm_status flush_status;
+    int delay_ms;
+} release_job;
+
+/* A callback that releases an array and tries to flush. */
+static void release_callback(gm_stream *stream, gm_status status, void *user)
+{
+    release_job *job = user;
+
+    (void)stream;
+    (void)status;
+    sleep_ms(job->delay_ms);
+    gm_array_release(&job->array);
+    job->flush_status = gm_deallocations_flush(job->ctx);
+}
+
+/*
+ * Releasing inside a callback only queues (no flush on the worker thread),
+ * and destroying the context while such a callback is pending does not
+ * deadlock. Frees happen on the worker thread, so the C allocator is used.
+ */
+static void test_callback_releases(void **state)
+{
+    gm_context_options o = rt_options(0, 10.0, BIG); /* every release would flush */
+    gm_context *ctx = NULL;
+    gm_stream *st = NULL;
+    int64_t n = 64;
+    release_job job = {NULL, NULL, GM_OK, 0};
+
+    (void)state;
+    assert_ok(gm_set_host_allocator(NULL));
+    assert_ok(gm_context_create(&o, &ctx));
+    assert_ok(gm_stream_create(ctx, 0, &st));
+    job.ctx = ctx;
+    assert_ok(gm_device_array(ctx, 1, &n, GM_UINT8, GM_ORDER_C, &job.array));
+    assert_ok(gm_stream_add_callback(st, release_callback, &job));
+    assert_ok(gm_stream_synchronize(st));
+    assert_null(job.array);
+    assert_int_equal(job.flush_status, GM_ERR_STATE);
+    assert_int_equal(rt_stats(ctx).pending_count, 2); /* the array and the trampoline */
+    assert_int_equal(rt_stats(ctx).flushes, 0);
+    assert_ok(gm_deallocations_flush(ctx));
+    assert_int_equal(rt_stats(ctx).pending_count, 0);
+    job.delay_ms = 30;
+    assert_ok(gm_device_array(ctx, 1, &n, GM_UINT8, GM_ORDER_C, &job.array));
+    assert_ok(gm_stream_add_callback(st, release_callback, &job));
+    gm_context_destroy(&ctx); /* waits for the callback, which takes the context's lock */
+    assert_null(job.array);
+    assert_ok(gm_test_use_cmocka_allocator(NULL));
+}
+
+/* Every bookkeeping allocation of stream and event calls may fail. */
+static void test_injected_alloc_failures(void **state)
+{
+    int64_t n = 1;
+
+    (void)state;
+    for (;; n++) {
+        gm_context *ctx = NULL;
+        gm_stream *st = NULL, *ext = NULL;
+        gm_event *ev = NULL;
+        atomic_int done;
+        gm_status s = GM_OK;
+
+        atomic_init(&done, 0);
+        rt_fault_reset();
+        rt_alloc_fail_at(n);
+        s = rt_fault_context(NULL, &ctx);
+        if (s == GM_OK)
+            s = gm_stream_create(ctx, 0, &st);
+        if (s == GM_OK)
+            s = gm_stream_wrap_external(ctx, gm_stream_native(st), &ext);
+        if (s == GM_OK && gm_per_thread_default_stream(ctx) == NULL)
+            s = gm_last_error();
+        if (s == GM_OK)
+            s = gm_event_create(ctx, true, &ev);
+        if (s == GM_OK)
+            s = gm_event_record(ev, ext);
+        if (s == GM_OK)
+            s = gm_stream_add_callback(st, slow_callback, &done);
+        if (s == GM_OK)
+            s = gm_stream_synchronize(st);
+        gm_event_destroy(&ev);
+        gm_stream_destroy(&ext);
+        gm_stream_destroy(&st);
+        gm_context_destroy(&ctx);
+        assert_ok(gm_test_use_cmocka_allocator(NULL));
+        if (s == GM_OK && rt_alloc_calls() < n)
+            break;
+        if (s != GM_OK && s != GM_ERR_NO_MEMORY)
+            fail_msg("allocation %lld: %s (%s)", (long long)n, gm_status_name(s),
+                     gm_last_error_message());
+        assert_true(n < 1000);
+    }
+    print_message("%lld bookkeeping allocations failed in turn\n", (long long)n);
+    assert_true(n > 5);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup(test_create_destroy, test_setup),
+        cmocka_unit_test_setup(test_builtin_streams, test_setup),
+        cmocka_unit_test_setup(test_wrap_external, test_setup),
+        cmocka_unit_test_setup(test_synchronize_query_callback, test_setup),
+        cmocka_unit_test_setup(test_auto_synchronize, test_setup),
+        cmocka_unit_test_setup(test_events, test_setup),
+        cmocka_unit_test_setup(test_callback_releases, test_setup),
+        cmocka_unit_test_setup(test_injected_alloc_failures, test_setup),
+    };
+    return cmocka_run_group_tests(tests, group_setup, gm_test_restore_allocator);
+}

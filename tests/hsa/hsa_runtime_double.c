@@ -1,0 +1,2501 @@
+/*
+ * The HSA runtime test double (see hsa_runtime_double.h). One mutex guards
+ * the whole state; one condition variable is broadcast on every change
+ * (signal values, new work), and the worker threads (DMA engine, async
+ * handler thread, one packet processor per queue) wait on it.
+ */
+#include <elf.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "hsa_runtime_double.h"
+
+/* hsa.h declares these with empty parentheses; give them prototypes. */
+hsa_status_t hsa_init(void);
+hsa_status_t hsa_shut_down(void);
+
+#define CPU_AGENT        0xA000u
+#define GPU_AGENT(g)     (0xB000u + (uint64_t)(g))
+#define GPU_ISA(g)       (0xC000u + (uint64_t)(g))
+#define POOL_DEVICE(g)   (0x1000u + (uint64_t)(g))
+#define POOL_GROUP(g)    (0x2000u + (uint64_t)(g))
+#define POOL_CPU_FINE    0x3001u
+#define POOL_CPU_KERNARG 0x3002u
+#define POOL_CPU_COARSE  0x3003u
+#define POOL_CODE        0x4000u /* loaded code object segments (not a real pool) */
+#define GRANULE          4096u
+#define GROUP_BYTES      65536u
+#define KEEP_RECORDS     256
+#define VIOLATIONS_MAX   8192
+#define ISA_NAME         "amdgcn-amd-amdhsa--gfx906:sramecc+:xnack-"
+#ifndef EM_AMDGPU
+#define EM_AMDGPU 224
+#endif
+
+/* ------------------------------------------------------------- state */
+
+typedef struct dsig {
+    struct dsig *next;
+    _Atomic int64_t value;
+} dsig;
+
+typedef struct dalloc {
+    struct dalloc *next;
+    char *base;
+    size_t size;
+    uint64_t pool;
+    uint32_t gpu_access; /* bit g: GPU g may access */
+    uint64_t id;         /* for IPC handles */
+} dalloc;
+
+typedef struct dlock {
+    struct dlock *next;
+    char *base;
+    size_t size;
+    uint32_t gpu_access;
+} dlock;
+
+typedef struct dipc {
+    struct dipc *next;
+    dalloc *source;
+    char *mapped;
+} dipc;
+
+typedef struct dhandler {
+    struct dhandler *next;
+    dsig *signal;
+    hsa_signal_condition_t cond;
+    hsa_signal_value_t value;
+    hsa_amd_signal_handler fn;
+    void *arg;
+} dhandler;
+
+typedef struct dcopy {
+    struct dcopy *next;
+    hsa_double_copy rec;
+    hsa_signal_t *deps; /* all of them (rec keeps the first 8) */
+    long seq;
+} dcopy;
+
+typedef struct dsymbol {
+    struct dsymbol *next;
+    char name[256];
+    int is_kernel;
+    uint64_t address; /* kernel: descriptor; variable: data */
+    uint32_t size;
+    uint32_t group, private_size, kernarg;
+    hsa_agent_t agent;
+} dsymbol;
+
+typedef struct dsegment {
+    struct dsegment *next;
+    char *base; /* a POOL_CODE record in g.allocs owns the memory */
+} dsegment;
+
+typedef struct dexec {
+    struct dexec *next;
+    hsa_profile_t profile;
+    int frozen;
+    dsymbol *symbols;
+    dsegment *segments;
+} dexec;
+
+typedef struct dreader {
+    struct dreader *next;
+    const void *image;
+    size_t size;
+} dreader;
+
+typedef struct dqueue {
+    hsa_queue_t q; /* first: the pointer the backend holds */
+    struct dqueue *next;
+    _Atomic uint64_t read_index;
+    _Atomic uint64_t write_index;
+    void (*callback)(hsa_status_t status, hsa_queue_t *source, void *data);
+    void *data;
+    int gpu;
+    int stop, dead;
+    pthread_t thread;
+    int64_t waiting_since; /* a published packet without doorbell: since when */
+} dqueue;
+
+typedef struct dkernel {
+    struct dkernel *next;
+    char name[128];
+    hsa_double_kernel_fn fn;
+    void *user;
+} dkernel;
+
+typedef struct fault_rule {
+    int active;
+    char call[64]; /* "" for any fallible call */
+    long at;       /* fire when the counter reaches this */
+    hsa_status_t status;
+    int sticky;
+} fault_rule;
+
+typedef struct call_count {
+    char name[64];
+    long count;
+} call_count;
+
+static struct {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    hsa_double_config cfg;
+    int init_count;
+    int threads_running, stop_threads;
+    pthread_t dma_thread, handler_thread;
+    int paused;
+    dsig *signals;
+    dalloc *allocs;
+    dlock *locks;
+    dipc *ipcs;
+    dhandler *handlers;
+    dcopy *copies;
+    dqueue *queues;
+    dexec *execs;
+    dreader *readers;
+    dkernel *kernels;
+    uint64_t used[HSA_DOUBLE_MAX_GPUS];
+    uint64_t host_used;
+    uint64_t next_id;
+    long sequence;
+    call_count counts[96];
+    int ncounts;
+    long total_calls;
+    fault_rule rule;
+    char last_injected[64];
+    char violations[VIOLATIONS_MAX];
+    size_t violations_len;
+    long nviolations;
+    hsa_double_packet packets[KEEP_RECORDS];
+    long npackets;
+    hsa_double_copy done_copies[KEEP_RECORDS];
+    long ncopies;
+} g = {.mu = PTHREAD_MUTEX_INITIALIZER,
+       .cv = PTHREAD_COND_INITIALIZER,
+       /* hsa_double_config_default(), for programs that never call hsa_double_reset */
+       .cfg = {.gpu_count = 1,
+               .gpu_memory_bytes = 64u << 20,
+               .host_memory_bytes = 256u << 20,
+               .init_status = HSA_STATUS_SUCCESS,
+               .queue_max_size = 64,
+               .report_memory_avail = 1,
+               .isa_mach = 0x2f}};
+
+static int64_t now_ns(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* Wait on the condition variable for at most ms milliseconds. Lock held. */
+static void wait_ms(long ms)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_nsec += ms * 1000000L;
+    ts.tv_sec += ts.tv_nsec / 1000000000L;
+    ts.tv_nsec %= 1000000000L;
+    pthread_cond_timedwait(&g.cv, &g.mu, &ts);
+}
+
+/* Record a breach of the runtime's rules. Lock held. */
+static void violation(const char *fmt, ...)
+{
+    va_list ap;
+    int n = 0;
+
+    g.nviolations++;
+    if (g.violations_len + 2 >= sizeof(g.violations))
+        return;
+    va_start(ap, fmt);
+    n = vsnprintf(g.violations + g.violations_len, sizeof(g.violations) - g.violations_len - 1, fmt,
+                  ap);
+    va_end(ap);
+    if (n > 0)
+        g.violations_len += (size_t)n;
+    if (g.violations_len >= sizeof(g.violations) - 1)
+        g.violations_len = sizeof(g.violations) - 2;
+    g.violations[g.violations_len++] = '\n';
+    g.violations[g.violations_len] = '\0';
+}
+
+/* ------------------------------------------------------------- faults */
+
+static call_count *counter(const char *name)
+{
+    for (int i = 0; i < g.ncounts; i++) {
+        if (strcmp(g.counts[i].name, name) == 0)
+            return &g.counts[i];
+    }
+    if (g.ncounts == (int)(sizeof(g.counts) / sizeof(g.counts[0])))
+        return NULL;
+    snprintf(g.counts[g.ncounts].name, sizeof(g.counts[0].name), "%s", name);
+    g.counts[g.ncounts].count = 0;
+    return &g.counts[g.ncounts++];
+}
+
+/*
+ * Entry of every fallible function: count the call, refuse it before
+ * hsa_init, and fire a matching fault rule.
+ */
+static hsa_status_t enter(const char *name)
+{
+    hsa_status_t status = HSA_STATUS_SUCCESS;
+    call_count *c = NULL;
+    long count = 0;
+
+    pthread_mutex_lock(&g.mu);
+    c = counter(name);
+    count = c != NULL ? ++c->count : 0;
+    g.total_calls++;
+    if (g.init_count == 0 && strcmp(name, "hsa_init") != 0)
+        status = HSA_STATUS_ERROR_NOT_INITIALIZED;
+    if (g.rule.active != 0) {
+        long n = g.rule.call[0] == '\0' ? g.total_calls : count;
+        bool match = g.rule.call[0] == '\0' || strcmp(g.rule.call, name) == 0;
+
+        if (match && (n == g.rule.at || (g.rule.sticky != 0 && n > g.rule.at))) {
+            status = g.rule.status;
+            snprintf(g.last_injected, sizeof(g.last_injected), "%s", name);
+            if (g.rule.sticky == 0)
+                g.rule.active = 0;
+        }
+    }
+    pthread_mutex_unlock(&g.mu);
+    return status;
+}
+
+void hsa_double_fail(const char *call, long nth, hsa_status_t status, int sticky)
+{
+    pthread_mutex_lock(&g.mu);
+    memset(&g.rule, 0, sizeof(g.rule));
+    g.rule.active = 1;
+    g.rule.status = status;
+    g.rule.sticky = sticky;
+    if (call != NULL) {
+        call_count *c = counter(call);
+
+        snprintf(g.rule.call, sizeof(g.rule.call), "%s", call);
+        g.rule.at = (c != NULL ? c->count : 0) + nth;
+    } else {
+        g.rule.at = g.total_calls + nth;
+    }
+    pthread_mutex_unlock(&g.mu);
+}
+
+void hsa_double_fail_clear(void)
+{
+    pthread_mutex_lock(&g.mu);
+    memset(&g.rule, 0, sizeof(g.rule));
+    pthread_mutex_unlock(&g.mu);
+}
+
+const char *hsa_double_last_injected(void)
+{
+    return g.last_injected;
+}
+
+long hsa_double_calls(const char *call)
+{
+    long n = 0;
+
+    pthread_mutex_lock(&g.mu);
+    if (call == NULL) {
+        n = g.total_calls;
+    } else {
+        for (int i = 0; i < g.ncounts; i++) {
+            if (strcmp(g.counts[i].name, call) == 0)
+                n = g.counts[i].count;
+        }
+    }
+    pthread_mutex_unlock(&g.mu);
+    return n;
+}
+
+/* ------------------------------------------------------------- signals */
+
+/* The live signal behind a handle, or NULL. Lock held. */
+static dsig *find_signal(hsa_signal_t s)
+{
+    for (dsig *p = g.signals; p != NULL; p = p->next) {
+        if ((uint64_t)(uintptr_t)p == s.handle)
+            return p;
+    }
+    return NULL;
+}
+
+/* A signal for a non-fallible call; records a violation for bad handles. Lock held. */
+static dsig *use_signal(hsa_signal_t s, const char *call)
+{
+    dsig *sig = find_signal(s);
+
+    if (sig == NULL)
+        violation("%s: invalid or destroyed signal 0x%llx", call, (unsigned long long)s.handle);
+    return sig;
+}
+
+static bool condition_met(hsa_signal_condition_t cond, int64_t v, int64_t cmp)
+{
+    switch (cond) {
+    case HSA_SIGNAL_CONDITION_EQ:
+        return v == cmp;
+    case HSA_SIGNAL_CONDITION_NE:
+        return v != cmp;
+    case HSA_SIGNAL_CONDITION_LT:
+        return v < cmp;
+    case HSA_SIGNAL_CONDITION_GTE:
+        return v >= cmp;
+    }
+    return false;
+}
+
+/* Change a signal's value and wake everyone. Lock held. */
+static void set_value(dsig *sig, int64_t value)
+{
+    atomic_store(&sig->value, value);
+    pthread_cond_broadcast(&g.cv);
+}
+
+hsa_status_t hsa_signal_create(hsa_signal_value_t initial_value, uint32_t num_consumers,
+                               const hsa_agent_t *consumers, hsa_signal_t *signal)
+{
+    hsa_status_t st = enter("hsa_signal_create");
+    dsig *sig = NULL;
+
+    if (st != HSA_STATUS_SUCCESS)
+        return st;
+    if (signal == NULL || (num_consumers != 0 && consumers == NULL))
+        return HSA_STATUS_ERROR_INVALID_ARGUMENT;
+    sig = calloc(1, sizeof(*sig));
+    if (sig == NULL)
+        return HSA_STATUS_ERROR_OUT_OF_RESOURCES;
+    atomic_store(&sig->value, initial_value);
+    pthread_mutex_lock(&g.mu);
+    sig->next = g.signals;
+    g.signals = sig;
+    pthread_mutex_unlock(&g.mu);
+    signal->handle = (uint64_t)(uintptr_t)sig;
+    return HSA_STATUS_SUCCESS;
+}
+
+/* Whether a pending copy, handler or queued packet still uses the signal. Lock held. */
+static const char *signal_user(uint64_t handle)
+{
+    for (dcopy *c = g.copies; c != NULL; c = c->next) {
+        if (c->rec.completion.handle == handle)
+            return "a pending copy's completion";
+        for (uint32_t i = 0; i < c->rec.ndeps; i++) {
+            if (c->deps[i].handle == handle)
+                return "a pending copy's dependency";
+        }
+    }
+    for (dhandler *h = g.handlers; h != NULL; h = h->next) {
+        if ((uint64_t)(uintptr_t)h->signal == handle)
+            return "a pending async handler";
+    }
+    for (dqueue *q = g.queues; q != NULL; q = q->next) {
+        for (uint64_t id = atomic_load(&q->read_index); id < atomic_load(&q->write_index); id++) {
+            const unsigned char *slot =
+                (const unsigned char *)q->q.base_address + (id & (q->q.size - 1)) * 64;
+            hsa_barrier_and_packet_t pkt;
+
+            memcpy(&pkt, slot, sizeof(pkt));
+            if ((pkt.header & 0xff) == HSA_PACKET_TYPE_INVALID)
+                continue;
+            if (pkt.completion_signal.handle == handle)
+                return "a queued packet's completion";
+            for (int d = 0; d < 5 && (pkt.header & 0xff) == HSA_PACKET_TYPE_BARRIER_AND; d++) {
+                if (pkt.dep_signal[d].handle == handle)
+                    return "a queued barrier's dependency";
+            }
+        }
+    }
+    return NULL;
+}
+
+hsa_status_t hsa_signal_destroy(hsa_signal_t signal)
+{
+    hsa_status_t st = enter("hsa_signal_destroy");
+    dsig **link = &g.signals;
+    const char *user = NULL;
+
+    if (st != HSA_STATUS_SUCCESS)
+        return st;
+    pthread_mutex_lock(&g.mu);
+    while (*link != NULL && (uint64_t)(uintptr_t)*link != signal.handle)
+        link = &(*link)->next;
+    if (*link == NULL) {
+        violation("hsa_signal_destroy: invalid or destroyed signal 0x%llx",
+                  (unsigned long long)signal.handle);
+        st = HSA_STATUS_ERROR_INVALID_SIGNAL;
+    } else {
+        dsig *sig = *link;
+
+        user = signal_user(signal.handle);
+        if (user != NULL)
+            violation("hsa_signal_destroy: signal still used by %s", user);
+        *link = sig->next;
+        free(sig);
+    }
+    pthread_mutex_unlock(&g.mu);
+    return st;
+}
+
+hsa_signal_value_t hsa_signal_load_scacquire(hsa_signal_t signal)
+{
+    hsa_signal_value_t v = 0;
+    dsig *sig = NULL;
+
+    pthread_mutex_lock(&g.mu);
+    sig = use_signal(signal, "hsa_signal_load_scacquire");
+    if (sig != NULL)
+        v = atomic_load(&sig->value);
+    pthread_mutex_unlock(&g.mu);
+    return v;
+}
+
+void hsa_signal_store_screlease(hsa_signal_t signal, hsa_signal_value_t value)
+{
+    dsig *sig = NULL;
+
+    pthread_mutex_lock(&g.mu);
+    sig = use_signal(signal, "hsa_signal_store_screlease");
+    if (sig != NULL)
+        set_value(sig, value);
+    pthread_mutex_unlock(&g.mu);
+}
+
+void hsa_signal_subtract_screlease(hsa_signal_t signal, hsa_signal_value_t value)
+{
+    dsig *sig = NULL;
+
+    pthread_mutex_lock(&g.mu);
+    sig = use_signal(signal, "hsa_signal_subtract_screlease");
+    if (sig != NULL)
+        set_value(sig, atomic_load(&sig->value) - value);
+    pthread_mutex_unlock(&g.mu);
+}
+
+hsa_signal_value_t hsa_signal_wait_scacquire(hsa_signal_t signal, hsa_signal_condition_t condition,
+                                             hsa_signal_value_t compare_value,
+                                             uint64_t timeout_hint,
+                                             hsa_wait_state_t wait_state_hint)
+{
+    int64_t deadline =
+        timeout_hint > (uint64_t)INT64_MAX / 2 ? INT64_MAX : now_ns() + (int64_t)timeout_hint;
+    hsa_signal_value_t v = 0;
+    dsig *sig = NULL;
+
+    (void)wait_state_hint;
+    pthread_mutex_lock(&g.mu);
+    sig = use_signal(signal, "hsa_signal_wait_scacquire");
+    while (sig != NULL) {
+        v = atomic_load(&sig->value);
+        if (condition_met(condition, v, compare_value) || now_ns() >= deadline)
+            break;
+        wait_ms(5);
+        sig = find_signal(signal); /* destroyed while waiting: stop */
+    }
+    pthread_mutex_unlock(&g.mu);
+    return v;
+}
+
+/* ---------------------------------------------------- async handlers */
+
+hsa_status_t hsa_amd_signal_async_handler(hsa_signal_t signal, hsa_signal_condition_t cond,
+                                          hsa_signal_value_t value, hsa_amd_signal_handler handler,
+                                          void *arg)
+{
+    hsa_status_t st = enter("hsa_amd_signal_async_handler");
+    dhandler *h = NULL;
+
+    if (st != HSA_STATUS_SUCCESS)
+        return st;
+    if (handler == NULL)
+        return HSA_STATUS_ERROR_INVALID_ARGUMENT;
+    h = calloc(1, sizeof(*h));
+    if (h == NULL)
+        return HSA_STATUS_ERROR_OUT_OF_RESOURCES;
+    pthread_mutex_lock(&g.mu);
+    h->signal = find_signal(signal);
+    if (h->signal == NULL) {
+        violation("hsa_amd_signal_async_handler: invalid signal 0x%llx",
+                  (unsigned long long)signal.handle);
+        free(h);
+        st = HSA_STATUS_ERROR_INVALID_SIGNAL;
+    } else {
+        h->cond = cond;
+        h->value = value;
+        h->fn = handler;
+        h->arg = arg;
+        h->next = g.handlers;
+        g.handlers = h;
+        pthread_cond_broadcast(&g.cv);
+    }
+    pthread_mutex_unlock(&g.mu);
+    return st;
+}
+
+/* Take one handler whose condition holds off the list. Lock held. */
+static dhandler *ready_handler(void)
+{
+    for (dhandler **link = &g.handlers; *link != NULL; link = &(*link)->next) {
+        dhandler *h = *link;
+
+        if (condition_met(h->cond, atomic_load(&h->signal->value), h->value)) {
+            *link = h->next;
+            return h;
+        }
+    }
+    return NULL;
+}
+
+/* The runtime's async-event thread: run handlers whose condition holds. */
+static void *handler_thread(void *unused)
+{
+    (void)unused;
+    pthread_mutex_lock(&g.mu);
+    while (g.stop_threads == 0) {
+        dhandler *h = ready_handler();
+        int64_t value = 0;
+
+        if (h == NULL) {
+            wait_ms(20);
+            continue;
+        }
+        value = atomic_load(&h->signal->value);
+        pthread_mutex_unlock(&g.mu);
+        if (h->fn(value, h->arg)) {
+            pthread_mutex_lock(&g.mu);
+            h->next = g.handlers;
+            g.handlers = h;
+        } else {
+            free(h);
+            pthread_mutex_lock(&g.mu);
+        }
+    }
+    pthread_mutex_unlock(&g.mu);
+    return NULL;
+}
+
+/* ---------------------------------------------------------- agents */
+
+static int gpu_index(hsa_agent_t agent)
+{
+    if (agent.handle >= GPU_AGENT(0) && agent.handle < GPU_AGENT(g.cfg.gpu_count))
+        return (int)(agent.handle - GPU_AGENT(0));
+    return -1;
+}
+
+static bool is_cpu(hsa_agent_t agent)
+{
+    return agent.handle == CPU_AGENT;
+}
+
+hsa_status_t hsa_iterate_agents(hsa_status_t (*callback)(hsa_agent_t agent, void *data), void *data)
+{
+    hsa_status_t st = enter("hsa_iterate_agents");
+    hsa_agent_t agent = {CPU_AGENT};
+
+    if (st != HSA_STATUS_SUCCESS)
+        return st;
+    if (callback == NULL)
+        return HSA_STATUS_ERROR_INVALID_ARGUMENT;
+    st = callback(agent, data);
+    for (int i = 0; i < g.cfg.gpu_count && st == HSA_STATUS_SUCCESS; i++) {
+        agent.handle = GPU_AGENT(i);
+        st = callback(agent, data);
+    }
+    return st;
+}
+
+/* Answers common to both agent kinds; 1 when handled. */
+static int agent_common_info(bool gpu, int attribute, void *value)
+{
+    switch (attribute) {
+    case HSA_AGENT_INFO_DEVICE:
+        *(hsa_device_type_t *)value = gpu ? HSA_DEVICE_TYPE_GPU : HSA_DEVICE_TYPE_CPU;
+        return 1;
+    case HSA_AGENT_INFO_FEATURE:
+        *(hsa_agent_feature_t *)value =
+            gpu ? HSA_AGENT_FEATURE_KERNEL_DISPATCH : HSA_AGENT_FEATURE_AGENT_DISPATCH;
+        return 1;
+    case HSA_AGENT_INFO_NAME:
+        memset(value, 0, 64);
+        strcpy(value, gpu ? "gfx906" : "Double x86-64 CPU");
+        return 1;
+    case HSA_AGENT_INFO_VENDOR_NAME:
+        memset(value, 0, 64);
+        strcpy(value, "AMD");
+        return 1;
+    case HSA_AGENT_INFO_PROFILE:
+        *(hsa_profile_t *)value = gpu ? HSA_PROFILE_BASE : HSA_PROFILE_FULL;
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+/* GPU-only answers; 1 when handled. */
+static int agent_gpu_info(int gpu, int attribute, void *value)
+{
+    static const uint16_t wg_dim[3] = {1024, 1024, 1024};
+    hsa_dim3_t grid = {UINT32_MAX, UINT32_MAX, UINT32_MAX};
+
+    switch (attribute) {
+    case HSA_AGENT_INFO_WAVEFRONT_SIZE:
+        *(uint32_t *)value = 64;
+        return 1;
+    case HSA_AGENT_INFO_WORKGROUP_MAX_SIZE:
+        *(uint32_t *)value = 1024;
+        return 1;
+    case HSA_AGENT_INFO_WORKGROUP_MAX_DIM:
+        memcpy(value, wg_dim, sizeof(wg_dim));
+        return 1;
+    case HSA_AGENT_INFO_GRID_MAX_DIM:
+        memcpy(value, &grid, sizeof(grid));
+        return 1;
+    case HSA_AGENT_INFO_QUEUE_MAX_SIZE:
+        *(uint32_t *)value = g.cfg.queue_max_size;
+        return 1;
+    case HSA_AGENT_INFO_QUEUE_MIN_SIZE:
+        *(uint32_t *)value = 16;
+        return 1;
+    case HSA_AGENT_INFO_ISA:
+        ((hsa_isa_t *)value)->handle = GPU_ISA(gpu);
+        return 1;
+    case HSA_AMD_AGENT_INFO_PRODUCT_NAME:
+        memset(value, 0, 64);
+        strcpy(value, "Double Radeon (HSA test double)");
+        return 1;
+    case HSA_AMD_AGENT_INFO_COMPUTE_UNIT_COUNT:
+        *(uint32_t *)value = 60;
+        return 1;
+    case 0xA015: /* HSA_AMD_AGENT_INFO_MEMORY_AVAIL (ROCm >= 5.3) */
+        if (g.cfg.report_memory_avail == 0)
+            return 0;
+        *(uint64_t *)value = g.cfg.gpu_memory_bytes - g.used[gpu];
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+hsa_status_t hsa_agent_get_info(hsa_agent_t agent, hsa_agent_info_t attribute, void *value)
+{
+    hsa_status_t st = enter("hsa_agent_get_info");
+    int gpu = gpu_index(agent);
+    int handled = 0;
+
+    if (st != HSA_STATUS_SUCCESS)
+        return st;
+    if (value == NULL)
+        return HSA_STATUS_ERROR_INVALID_ARGUMENT;
+    if (gpu < 0 && !is_cpu(agent))
+        return HSA_STATUS_ERROR_INVALID_AGENT;
+    pthread_mutex_lock(&g.mu);
+    handled = agent_common_info(gpu >= 0, (int)attribute, value);
+    if (handled == 0 && gpu >= 0)
+        handled = agent_gpu_info(gpu, (int)attribute, value);
+    pthread_mutex_unlock(&g.mu);
+    return handled != 0 ? HSA_STATUS_SUCCESS : HSA_STATUS_ERROR_INVALID_ARGUMENT;
+}
+
+hsa_status_t hsa_isa_get_info_alt(hsa_isa_t isa, hsa_isa_info_t attribute, void *value)
+{
+    hsa_status_t st = enter("hsa_isa_get_info_alt");
+
+    if (st != HSA_STATUS_SUCCESS)
+        return st;
+    if (isa.handle < GPU_ISA(0) || isa.handle >= GPU_ISA(g.cfg.gpu_count))
+        return HSA_STATUS_ERROR_INVALID_ISA;
+    if (attribute == HSA_ISA_INFO_NAME_LENGTH)
+        *(uint32_t *)value = (uint32_t)strlen(ISA_NAME);
+    else if (attribute == HSA_ISA_INFO_NAME)
+        memcpy(value, ISA_NAME, strlen(ISA_NAME)); /* not NUL-terminated, as the spec allows */
+    else
+        return HSA_STATUS_ERROR_INVALID_ARGUMENT;
+    return HSA_STATUS_SUCCESS;
+}
+
+hsa_status_t hsa_system_get_info(hsa_system_info_t attribute, void *value)
+{
+    hsa_status_t st = enter("hsa_system_get_info");
+
+    if (st != HSA_STATUS_SUCCESS)
+        return st;
+    if (attribute != HSA_SYSTEM_INFO_TIMESTAMP_FREQUENCY)
+        return HSA_STATUS_ERROR_INVALID_ARGUMENT;
+    *(uint64_t *)value = 1000000000u; /* timestamps in nanoseconds */
+    return HSA_STATUS_SUCCESS;
+}
+
+/* ------------------------------------------------------------- pools */
+
+/* Which GPU a pool belongs to (-1: a CPU pool, -2: unknown). */
+static int pool_gpu(uint64_t pool)
+{
+    for (int i = 0; i < g.cfg.gpu_count; i++) {
+        if (pool == POOL_DEVICE(i) || pool == POOL_GROUP(i))
+            return i;
+    }
+    if (pool == POOL_CPU_FINE || pool == POOL_CPU_KERNARG || pool == POOL_CPU_COARSE)
+        return -1;
+    return -2;
+}
+
+hsa_status_t hsa_amd_agent_iterate_memory_pools(
+    hsa_agent_t agent, hsa_status_t (*callback)(hsa_amd_memory_pool_t, void *), void *data)
+{
+    hsa_status_t st = enter("hsa_amd_agent_iterate_memory_pools");
+    int gpu = gpu_index(agent);
+    hsa_amd_memory_pool_t pools[3];
+    int n = 0;
+
+    if (st != HSA_STATUS_SUCCESS)
+        return st;
+    if (callback == NULL)
+        return HSA_STATUS_ERROR_INVALID_ARGUMENT;
+    if (gpu >= 0) {
+        pools[n++].handle = POOL_GROUP(gpu); /* the group pool first: order must not matter */
+        pools[n++].handle = POOL_DEVICE(gpu);
+    } else if (is_cpu(agent)) {
+        pools[n++].handle = POOL_CPU_COARSE;
+        pools[n++].handle = POOL_CPU_FINE;
+        pools[n++].handle = POOL_CPU_KERNARG;
+    } else {
+        return HSA_STATUS_ERROR_INVALID_AGENT;
+    }
+    for (int i = 0; i < n && st == HSA_STATUS_SUCCESS; i++)
+        st = callback(pools[i], data);
+    return st;
+}
+
+static uint32_t pool_flags(uint64_t pool)
+{
+    if (pool == POOL_CPU_FINE)
+        return HSA_AMD_MEMORY_POOL_GLOBAL_FLAG_FINE_GRAINED;
+    if (pool == POOL_CPU_KERNARG)
+        return HSA_AMD_MEMORY_POOL_GLOBAL_FLAG_FINE_GRAINED |
+               HSA_AMD_MEMORY_POOL_GLOBAL_FLAG_KERNARG_INIT;
+    return HSA_AMD_MEMORY_POOL_GLOBAL_FLAG_COARSE_GRAINED;
+}
+
+hsa_status_t hsa_amd_memory_pool_get_info(hsa_amd_memory_pool_t memory_pool,
+                                          hsa_amd_memory_pool_info_t attribute, void *value)
+{
+    hsa_status_t st = enter("hsa_amd_memory_pool_get_info");
+    int gpu = pool_gpu(memory_pool.handle);
+    bool group = gpu >= 0 && memory_pool.handle == POOL_GROUP(gpu);
+
+    if (st != HSA_STATUS_SUCCESS)
+        return st;
+    if (gpu == -2)
+        return (hsa_status_t)HSA_STATUS_ERROR_INVALID_MEMORY_POOL;
+    switch (attribute) {
+    case HSA_AMD_MEMORY_POOL_INFO_SEGMENT:
+        *(hsa_amd_segment_t *)value = group ? HSA_AMD_SEGMENT_GROUP : HSA_AMD_SEGMENT_GLOBAL;
+        break;
+    case HSA_AMD_MEMORY_POOL_INFO_GLOBAL_FLAGS:
+        if (group)
+            violation("pool_get_info: GLOBAL_FLAGS of a group pool is undefined");
+        *(uint32_t *)value = pool_flags(memory_pool.handle);
+        break;
+    case HSA_AMD_MEMORY_POOL_INFO_SIZE:
+        *(size_t *)value = group      ? GROUP_BYTES
+                           : gpu >= 0 ? g.cfg.gpu_memory_bytes
+                                      : g.cfg.host_memory_bytes;
+        break;
+    case HSA_AMD_MEMORY_POOL_INFO_RUNTIME_ALLOC_ALLOWED:
+        *(bool *)value = !group;
+        break;
+    case HSA_AMD_MEMORY_POOL_INFO_RUNTIME_ALLOC_GRANULE:
+    case HSA_AMD_MEMORY_POOL_INFO_RUNTIME_ALLOC_ALIGNMENT:
+        *(size_t *)value = GRANULE;
+        break;
+    default:
+        return HSA_STATUS_ERROR_INVALID_ARGUMENT;
+    }
+    return HSA_STATUS_SUCCESS;
+}
+
+hsa_status_t hsa_amd_agent_memory_pool_get_info(hsa_agent_t agent,
+                                                hsa_amd_memory_pool_t memory_pool,
+                                                hsa_amd_agent_memory_pool_info_t attribute,
+                                                void *value)
+{
+    hsa_status_t st = enter("hsa_amd_agent_memory_pool_get_info");
+    int gpu = gpu_index(agent);
+    int owner = pool_gpu(memory_pool.handle);
+    hsa_amd_memory_pool_access_t access = HSA_AMD_MEMORY_POOL_ACCESS_NEVER_ALLOWED;
+
+    if (st != HSA_STATUS_SUCCESS)
+        return st;
+    if (attribute != HSA_AMD_AGENT_MEMORY_POOL_INFO_ACCESS || owner == -2)
+        return HSA_STATUS_ERROR_INVALID_ARGUMENT;
+    if (gpu < 0 && !is_cpu(agent))
+        return HSA_STATUS_ERROR_INVALID_AGENT;
+    if (gpu >= 0 && owner == gpu)
+        access = HSA_AMD_MEMORY_POOL_ACCESS_ALLOWED_BY_DEFAULT;
+    else if (gpu >= 0 && owner == -1)
+        access = HSA_AMD_MEMORY_POOL_ACCESS_DISALLOWED_BY_DEFAULT;
+    else if (gpu < 0 && owner == -1)
+        access = HSA_AMD_MEMORY_POOL_ACCESS_ALLOWED_BY_DEFAULT;
+    else if (gpu >= 0 || owner >= 0)
+        access = HSA_AMD_MEMORY_POOL_ACCESS_DISALLOWED_BY_DEFAULT;
+    *(hsa_amd_memory_pool_access_t *)value = access;
+    return HSA_STATUS_SUCCESS;
+}
+
+/* Reserve capacity for an allocation from pool; 0 when full. Lock held. */
+static int reserve_capacity(uint64_t pool, size_t rounded)
+{
+    int gpu = pool_gpu(pool);
+
+    if (gpu >= 0) {
+        if (g.used[gpu] + rounded > g.cfg.gpu_memory_bytes)
+            return 0;
+        g.used[gpu] += rounded;
+    } else {
+        if (g.host_used + rounded > g.cfg.host_memory_bytes)
+            return 0;
+        g.host_used += rounded;
+    }
+    return 1;
+}
+
+static void release_capacity(uint64_t pool, size_t rounded)
+{
+    int gpu = pool_gpu(pool);
+
+    if (gpu >= 0)
+        g.used[gpu] -= rounded;
+    else if (pool != POOL_CODE)
+        g.host_used -= rounded;
+}
+
+static size_t round_granule(size_t size)
+{
+    return (size + GRANULE - 1) / GRANULE * GRANULE;
+}
+
+/* Add an allocation record. Lock held. */
+static dalloc *track(char *base, size_t size, uint64_t pool)
+{
+    dalloc *a = calloc(1, sizeof(*a));
+
+    if (a == NULL)
+        return NULL;
+    a->base = base;
+    a->size = size;
+    a->pool = pool;
+    a->id = ++g.next_id;
+    if (pool_gpu(pool) >= 0)
+        a->gpu_access = 1u << pool_gpu(pool);
+    a->next = g.allocs;
+    g.allocs = a;
+    return a;
+}
+
+hsa_status_t hsa_amd_memory_pool_allocate(hsa_amd_memory_pool_t memory_pool, size_t size,
+                                          uint32_t flags, void **ptr)
+{
+    hsa_status_t st = enter("hsa_amd_memory_pool_allocate");
+    int gpu = pool_gpu(memory_pool.handle);
+    size_t rounded = round_granule(size);
+    char *mem = NULL;
+
+    if (st != HSA_STATUS_SUCCESS)
+        return st;
+    if (gpu == -2)
+        return (hsa_status_t)HSA_STATUS_ERROR_INVALID_MEMORY_POOL;
+    if (size == 0 || flags != 0 || ptr == NULL)
+        return HSA_STATUS_ERROR_INVALID_ARGUMENT;
+    if (gpu >= 0 && memory_pool.handle == POOL_GROUP(gpu))
+        return HSA_STATUS_ERROR_INVALID_ALLOCATION;
+    pthread_mutex_lock(&g.mu);
+    if (reserve_capacity(memory_pool.handle, rounded) == 0) {
+        st = HSA_STATUS_ERROR_OUT_OF_RESOURCES;
+    } else {
+        mem = aligned_alloc(GRANULE, rounded);
+        if (mem == NULL || track(mem, size, memory_pool.handle) == NULL) {
+            free(mem);
+            release_capacity(memory_pool.handle, rounded);
+            st = HSA_STATUS_ERROR_OUT_OF_RESOURCES;
+        } else {
+            memset(mem, 0xCD, rounded); /* uninitialized, like fresh device memory */
+            *ptr = mem;
+        }
+    }
+    pthread_mutex_unlock(&g.mu);
+    return st;
+}
+
+/* The allocation containing [p, p + n) or NULL. Lock held. */
+static dalloc *find_alloc(const void *p, size_t n)
+{
+    for (dalloc *a = g.allocs; a != NULL; a = a->next) {
+        if ((const char *)p >= a->base && (const char *)p + n <= a->base + round_granule(a->size))
+            return a;
+    }
+    return NULL;
+}
+
+hsa_status_t hsa_amd_memory_pool_free(void *ptr)
+{
+    hsa_status_t st = enter("hsa_amd_memory_pool_free");
+    dalloc **link = &g.allocs;
+
+    if (st != HSA_STATUS_SUCCESS)
+        return st;
+    pthread_mutex_lock(&g.mu);
+    while (*link != NULL && ((*link)->base != ptr || (*link)->pool == POOL_CODE))
+        link = &(*link)->next;
+    if (*link == NULL) {
+        violation("hsa_amd_memory_pool_free: %p is not the base of a pool allocation", ptr);
+        st = HSA_STATUS_ERROR_INVALID_ARGUMENT;
+    } else {
+        dalloc *a = *link;
+
+        for (dipc *i = g.ipcs; i != NULL; i = i->next) {
+            if (i->source == a)
+                violation("hsa_amd_memory_pool_free: %p is still attached through IPC", ptr);
+        }
+        *link = a->next;
+        release_capacity(a->pool, round_granule(a->size));
+        free(a->base);
+        free(a);
+    }
+    pthread_mutex_unlock(&g.mu);
+    return st;
+}
+
+hsa_status_t hsa_amd_agents_allow_access(uint32_t num_agents, const hsa_agent_t *agents,
+                                         const uint32_t *flags, const void *ptr)
+{
+    hsa_status_t st = enter("hsa_amd_agents_allow_access");
+    dalloc *a = NULL;
+
+    if (st != HSA_STATUS_SUCCESS)
+        return st;
+    if (num_agents == 0 || agents == NULL || flags != NULL)
+        return HSA_STATUS_ERROR_INVALID_ARGUMENT;
+    pthread_mutex_lock(&g.mu);
+    a = find_alloc(ptr, 1);
+    if (a == NULL || a->base != ptr) {
+        violation("hsa_amd_agents_allow_access: %p is not the base of a pool allocation", ptr);
+        st = HSA_STATUS_ERROR_INVALID_ARGUMENT;
+    }
+    for (uint32_t i = 0; i < num_agents && st == HSA_STATUS_SUCCESS; i++) {
+        int gpu = gpu_index(agents[i]);
+
+        if (gpu >= 0)
+            a->gpu_access |= 1u << gpu;
+        else if (!is_cpu(agents[i]))
+            st = HSA_STATUS_ERROR_INVALID_AGENT;
+    }
+    pthread_mutex_unlock(&g.mu);
+    return st;
+}
+
+/* ------------------------------------------------- locking and info */
+
+/* The lock record containing [p, p + n), or NULL. Lock held. */
+static dlock *find_lock(const void *p, size_t n)
+{
+    for (dlock *l = g.locks; l != NULL; l = l->next) {
+        if ((const char *)p >= l->base && (const char *)p + n <= l->base + l->size)
+            return l;
+    }
+    return NULL;
+}
+
+hsa_status_t hsa_amd_memory_lock(void *host_ptr, size_t size, hsa_agent_t *agents, int num_agent,
+                                 void **agent_ptr)
+{
+    hsa_status_t st = enter("hsa_amd_memory_lock");
+    dlock *l = NULL;
+
+    if (st != HSA_STATUS_SUCCESS)
+        return st;
+    if (host_ptr == NULL || size == 0 || agent_ptr == NULL || agents == NULL || num_agent <= 0)
+        return HSA_STATUS_ERROR_INVALID_ARGUMENT;
+    l = calloc(1, sizeof(*l));
+    if (l == NULL)
+        return HSA_STATUS_ERROR_OUT_OF_RESOURCES;
+    pthread_mutex_lock(&g.mu);
+    if (find_alloc(host_ptr, 1) != NULL)
+        violation("hsa_amd_memory_lock: %p is runtime pool memory already", host_ptr);
+    for (int i = 0; i < num_agent; i++) {
+        int gpu = gpu_index(agents[i]);
+
+        if (gpu < 0)
+            st = HSA_STATUS_ERROR_INVALID_AGENT;
+        else
+            l->gpu_access |= 1u << gpu;
+    }
+    if (st == HSA_STATUS_SUCCESS) {
+        l->base = host_ptr;
+        l->size = size;
+        l->next = g.locks;
+        g.locks = l;
+        *agent_ptr = host_ptr;
+    } else {
+        free(l);
+    }
+    pthread_mutex_unlock(&g.mu);
+    return st;
+}
+
+hsa_status_t hsa_amd_memory_unlock(void *host_ptr)
+{
+    hsa_status_t st = enter("hsa_amd_memory_unlock");
+    dlock **link = &g.locks;
+
+    if (st != HSA_STATUS_SUCCESS)
+        return st;
+    pthread_mutex_lock(&g.mu);
+    while (*link != NULL && (*link)->base != host_ptr)
+        link = &(*link)->next;
+    if (*link == NULL) {
+        violation("hsa_amd_memory_unlock: %p was not locked", host_ptr);
+        st = HSA_STATUS_ERROR_INVALID_ARGUMENT;
+    } else {
+        dlock *l = *link;
+
+        for (dcopy *c = g.copies; c != NULL; c = c->next) {
+            if (((const char *)c->rec.src >= l->base &&
+                 (const char *)c->rec.src < l->base + l->size) ||
+                ((char *)c->rec.dst >= l->base && (char *)c->rec.dst < l->base + l->size))
+                violation("hsa_amd_memory_unlock: %p unlocked under a pending copy", host_ptr);
+        }
+        *link = l->next;
+        free(l);
+    }
+    pthread_mutex_unlock(&g.mu);
+    return st;
+}
+
+/* hsa_memory_register is a no-op in ROCr: counted so tests can prove it is not relied on. */
+hsa_status_t hsa_memory_register(void *ptr, size_t size)
+{
+    (void)ptr;
+    (void)size;
+    return enter("hsa_memory_register");
+}
+
+hsa_status_t hsa_memory_deregister(void *ptr, size_t size)
+{
+    (void)ptr;
+    (void)size;
+    return enter("hsa_memory_deregister");
+}
+
+/* Fill pointer info from an allocation record. Lock held. */
+static void info_from_alloc(const dalloc *a, hsa_amd_pointer_info_t *info)
+{
+    int gpu = pool_gpu(a->pool);
+
+    info->type = HSA_EXT_POINTER_TYPE_HSA;
+    info->agentBaseAddress = a->base;
+    info->hostBaseAddress = a->base;
+    info->sizeInBytes = a->size;
+    info->agentOwner.handle = a->pool == POOL_CODE ? GPU_AGENT(0)
+                              : gpu >= 0           ? GPU_AGENT(gpu)
+                                                   : CPU_AGENT;
+    info->global_flags = pool_flags(a->pool);
+}
+
+hsa_status_t hsa_amd_pointer_info(const void *ptr, hsa_amd_pointer_info_t *info,
+                                  void *(*alloc)(size_t), uint32_t *num_agents_accessible,
+                                  hsa_agent_t **accessible)
+{
+    hsa_status_t st = enter("hsa_amd_pointer_info");
+    uint32_t size = 0;
+    dalloc *a = NULL;
+    dlock *l = NULL;
+
+    if (st != HSA_STATUS_SUCCESS)
+        return st;
+    if (ptr == NULL || info == NULL || info->size < sizeof(*info))
+        return HSA_STATUS_ERROR_INVALID_ARGUMENT;
+    (void)alloc;
+    (void)num_agents_accessible;
+    (void)accessible;
+    size = info->size;
+    memset(info, 0, sizeof(*info));
+    info->size = size;
+    pthread_mutex_lock(&g.mu);
+    a = find_alloc(ptr, 1);
+    l = find_lock(ptr, 1);
+    if (a != NULL) {
+        info_from_alloc(a, info);
+    } else if (l != NULL) {
+        info->type = HSA_EXT_POINTER_TYPE_LOCKED;
+        info->agentBaseAddress = l->base;
+        info->hostBaseAddress = l->base;
+        info->sizeInBytes = l->size;
+        info->agentOwner.handle = CPU_AGENT;
+    } else {
+        info->type = HSA_EXT_POINTER_TYPE_UNKNOWN;
+    }
+    pthread_mutex_unlock(&g.mu);
+    return HSA_STATUS_SUCCESS;
+}
+
+/* ---------------------------------------------------------------- IPC */
+
+hsa_status_t hsa_amd_ipc_memory_create(void *ptr, size_t len, hsa_amd_ipc_memory_t *handle)
+{
+    hsa_status_t st = enter("hsa_amd_ipc_memory_create");
+    dalloc *a = NULL;
+
+    if (st != HSA_STATUS_SUCCESS)
+        return st;
+    if (g.cfg.no_ipc != 0)
+        return HSA_STATUS_ERROR;
+    pthread_mutex_lock(&g.mu);
+    a = find_alloc(ptr, 1);
+    if (a == NULL || a->base != ptr || a->size != len || handle == NULL) {
+        violation("hsa_amd_ipc_memory_create: %p/%zu is not a whole allocation", ptr, len);
+        st = HSA_STATUS_ERROR_INVALID_ARGUMENT;
+    } else {
+        memset(handle, 0, sizeof(*handle));
+        memcpy(handle->handle, &a->id, sizeof(a->id));
+    }
+    pthread_mutex_unlock(&g.mu);
+    return st;
+}
+
+hsa_status_t hsa_amd_ipc_memory_attach(const hsa_amd_ipc_memory_t *handle, size_t len,
+                                       uint32_t num_agents, const hsa_agent_t *mapping_agents,
+                                       void **mapped_ptr)
+{
+    hsa_status_t st = enter("hsa_amd_ipc_memory_attach");
+    uint64_t id = 0;
+    dalloc *a = NULL;
+    dipc *m = NULL;
+
+    if (st != HSA_STATUS_SUCCESS)
+        return st;
+    if (g.cfg.no_ipc != 0)
+        return HSA_STATUS_ERROR;
+    if (handle == NULL || mapped_ptr == NULL || (num_agents != 0 && mapping_agents == NULL))
+        return HSA_STATUS_ERROR_INVALID_ARGUMENT;
+    memcpy(&id, handle->handle, sizeof(id));
+    pthread_mutex_lock(&g.mu);
+    for (a = g.allocs; a != NULL && a->id != id; a = a->next)
+        continue;
+    m = a != NULL && a->size == len ? calloc(1, sizeof(*m)) : NULL;
+    if (m == NULL) {
+        st = HSA_STATUS_ERROR_INVALID_ARGUMENT;
+    } else {
+        m->source = a;
+        m->mapped = a->base; /* same process: the same address */
+        m->next = g.ipcs;
+        g.ipcs = m;
+        *mapped_ptr = m->mapped;
+    }
+    pthread_mutex_unlock(&g.mu);
+    return st;
+}
+
+hsa_status_t hsa_amd_ipc_memory_detach(void *mapped_ptr)
+{
+    hsa_status_t st = enter("hsa_amd_ipc_memory_detach");
+    dipc **link = &g.ipcs;
+
+    if (st != HSA_STATUS_SUCCESS)
+        return st;
+    pthread_mutex_lock(&g.mu);
+    while (*link != NULL && (*link)->mapped != mapped_ptr)
+        link = &(*link)->next;
+    if (*link == NULL) {
+        violation("hsa_amd_ipc_memory_detach: %p is not an attachment", mapped_ptr);
+        st = HSA_STATUS_ERROR_INVALID_ARGUMENT;
+    } else {
+        dipc *m = *link;
+
+        *link = m->next;
+        free(m);
+    }
+    pthread_mutex_unlock(&g.mu);
+    return st;
+}
+
+/* ------------------------------------------------------------ copies */
+
+/*
+ * Whether GPU `gpu` may DMA [p, p + n): its own pool memory, CPU pool memory
+ * it was allowed to access, or memory locked for it. Lock held.
+ */
+static bool dma_reachable(int gpu, const void *p, size_t n)
+{
+    dalloc *a = find_alloc(p, n);
+    dlock *l = find_lock(p, n);
+
+    if (a != NULL)
+        return a->pool == POOL_CODE || (a->gpu_access & (1u << gpu)) != 0;
+    return l != NULL && (l->gpu_access & (1u << gpu)) != 0;
+}
+
+/* Check one side of a copy against its agent. Lock held. */
+static bool copy_side_ok(const char *side, const void *p, size_t n, hsa_agent_t agent, int gpu)
+{
+    dalloc *a = find_alloc(p, n);
+
+    if (a != NULL && pool_gpu(a->pool) >= 0 && is_cpu(agent)) {
+        violation("hsa_amd_memory_async_copy: %s %p is device memory but its agent is the CPU",
+                  side, p);
+        return false;
+    }
+    if (!dma_reachable(gpu, p, n)) {
+        violation("hsa_amd_memory_async_copy: %s %p+%zu is not reachable by the GPU (pageable, "
+                  "unlocked, out of bounds or access not allowed)",
+                  side, p, n);
+        return false;
+    }
+    return true;
+}
+
+/* Validate a copy's arguments. Lock held. */
+static hsa_status_t check_copy(void *dst, hsa_agent_t dst_agent, const void *src,
+                               hsa_agent_t src_agent, size_t size, uint32_t ndeps,
+                               const hsa_signal_t *deps, hsa_signal_t completion)
+{
+    int gpu = gpu_index(dst_agent) >= 0 ? gpu_index(dst_agent) : gpu_index(src_agent);
+
+    if (dst == NULL || src == NULL || completion.handle == 0 || (ndeps != 0 && deps == NULL))
+        return HSA_STATUS_ERROR_INVALID_ARGUMENT;
+    if ((gpu_index(dst_agent) < 0 && !is_cpu(dst_agent)) ||
+        (gpu_index(src_agent) < 0 && !is_cpu(src_agent)))
+        return HSA_STATUS_ERROR_INVALID_AGENT;
+    if (gpu < 0) {
+        violation("hsa_amd_memory_async_copy: no GPU agent among dst/src agents");
+        return HSA_STATUS_ERROR_INVALID_AGENT;
+    }
+    if (use_signal(completion, "hsa_amd_memory_async_copy") == NULL)
+        return HSA_STATUS_ERROR_INVALID_SIGNAL;
+    for (uint32_t i = 0; i < ndeps; i++) {
+        if (use_signal(deps[i], "hsa_amd_memory_async_copy dependency") == NULL)
+            return HSA_STATUS_ERROR_INVALID_SIGNAL;
+    }
+    if (!copy_side_ok("dst", dst, size, dst_agent, gpu) ||
+        !copy_side_ok("src", src, size, src_agent, gpu))
+        return HSA_STATUS_ERROR_INVALID_ARGUMENT;
+    return HSA_STATUS_SUCCESS;
+}
+
+hsa_status_t hsa_amd_memory_async_copy(void *dst, hsa_agent_t dst_agent, const void *src,
+                                       hsa_agent_t src_agent, size_t size, uint32_t num_dep_signals,
+                                       const hsa_signal_t *dep_signals,
+                                       hsa_signal_t completion_signal)
+{
+    hsa_status_t st = enter("hsa_amd_memory_async_copy");
+    dcopy *c = NULL;
+
+    if (st != HSA_STATUS_SUCCESS)
+        return st;
+    c = calloc(1, sizeof(*c));
+    if (c == NULL)
+        return HSA_STATUS_ERROR_OUT_OF_RESOURCES;
+    c->deps = calloc(num_dep_signals + 1, sizeof(hsa_signal_t));
+    pthread_mutex_lock(&g.mu);
+    st = c->deps == NULL ? HSA_STATUS_ERROR_OUT_OF_RESOURCES
+                         : check_copy(dst, dst_agent, src, src_agent, size, num_dep_signals,
+                                      dep_signals, completion_signal);
+    if (st == HSA_STATUS_SUCCESS) {
+        c->rec.dst = dst;
+        c->rec.src = src;
+        c->rec.size = size;
+        c->rec.ndeps = num_dep_signals;
+        c->rec.completion = completion_signal;
+        for (uint32_t i = 0; i < num_dep_signals; i++) {
+            c->deps[i] = dep_signals[i];
+            if (i < 8)
+                c->rec.deps[i] = dep_signals[i];
+        }
+        c->seq = ++g.next_id;
+        c->next = g.copies;
+        g.copies = c;
+        pthread_cond_broadcast(&g.cv);
+        c = NULL;
+    }
+    pthread_mutex_unlock(&g.mu);
+    if (c != NULL) {
+        free(c->deps);
+        free(c);
+    }
+    return st;
+}
+
+/* Whether every dependency of a copy is done. Lock held. */
+static bool copy_ready(const dcopy *c)
+{
+    for (uint32_t i = 0; i < c->rec.ndeps; i++) {
+        dsig *d = find_signal(c->deps[i]);
+
+        if (d != NULL && atomic_load(&d->value) > 0)
+            return false;
+    }
+    return true;
+}
+
+/* Take the copy to run next: newest ready first unless copies_in_order. Lock held. */
+static dcopy *take_copy(void)
+{
+    dcopy **best = NULL;
+
+    for (dcopy **link = &g.copies; *link != NULL; link = &(*link)->next) {
+        if (!copy_ready(*link))
+            continue;
+        if (best == NULL || (g.cfg.copies_in_order != 0) == ((*link)->seq < (*best)->seq))
+            best = link;
+    }
+    if (best != NULL) {
+        dcopy *c = *best;
+
+        *best = c->next;
+        return c;
+    }
+    return NULL;
+}
+
+/* Finish a copy: record it and decrement its completion signal. Lock held. */
+static void complete_copy(dcopy *c)
+{
+    dsig *done = use_signal(c->rec.completion, "DMA engine completion");
+
+    c->rec.sequence = ++g.sequence;
+    g.done_copies[g.ncopies % KEEP_RECORDS] = c->rec;
+    g.ncopies++;
+    if (done != NULL)
+        set_value(done, atomic_load(&done->value) - 1);
+    free(c->deps);
+    free(c);
+}
+
+/* The DMA engine. */
+static void *dma_thread(void *unused)
+{
+    (void)unused;
+    pthread_mutex_lock(&g.mu);
+    while (g.stop_threads == 0) {
+        dcopy *c = g.paused != 0 ? NULL : take_copy();
+
+        if (c == NULL) {
+            wait_ms(20);
+            continue;
+        }
+        pthread_mutex_unlock(&g.mu);
+        if (g.cfg.copy_delay_us != 0) {
+            struct timespec ts = {0, (long)g.cfg.copy_delay_us * 1000L};
+
+            nanosleep(&ts, NULL);
+        }
+        memmove(c->rec.dst, c->rec.src, c->rec.size);
+        pthread_mutex_lock(&g.mu);
+        complete_copy(c);
+    }
+    pthread_mutex_unlock(&g.mu);
+    return NULL;
+}
+
+/* ------------------------------------------------------ code objects */
+
+hsa_status_t hsa_code_object_reader_create_from_memory(const void *code_object, size_t size,
+                                                       hsa_code_object_reader_t *reader)
+{
+    hsa_status_t st = enter("hsa_code_object_reader_create_from_memory");
+    dreader *r = NULL;
+
+    if (st != HSA_STATUS_SUCCESS)
+        return st;
+    if (code_object == NULL || size == 0 || reader == NULL)
+        return HSA_STATUS_ERROR_INVALID_ARGUMENT;
+    r = calloc(1, sizeof(*r));
+    if (r == NULL)
+        return HSA_STATUS_ERROR_OUT_OF_RESOURCES;
+    r->image = code_object;
+    r->size = size;
+    pthread_mutex_lock(&g.mu);
+    r->next = g.readers;
+    g.readers = r;
+    pthread_mutex_unlock(&g.mu);
+    reader->handle = (uint64_t)(uintptr_t)r;
+    return HSA_STATUS_SUCCESS;
+}
+
+hsa_status_t hsa_code_object_reader_destroy(hsa_code_object_reader_t reader)
+{
+    hsa_status_t st = enter("hsa_code_object_reader_destroy");
+    dreader **link = &g.readers;
+
+    if (st != HSA_STATUS_SUCCESS)
+        return st;
+    pthread_mutex_lock(&g.mu);
+    while (*link != NULL && (uint64_t)(uintptr_t)*link != reader.handle)
+        link = &(*link)->next;
+    if (*link == NULL) {
+        st = HSA_STATUS_ERROR_INVALID_CODE_OBJECT_READER;
+    } else {
+        dreader *r = *link;
+
+        *link = r->next;
+        free(r);
+    }
+    pthread_mutex_unlock(&g.mu);
+    return st;
+}
+
+hsa_status_t
+hsa_executable_create_alt(hsa_profile_t profile,
+                          hsa_default_float_rounding_mode_t default_float_rounding_mode,
+                          const char *options, hsa_executable_t *executable)
+{
+    hsa_status_t st = enter("hsa_executable_create_alt");
+    dexec *e = NULL;
+
+    (void)default_float_rounding_mode;
+    (void)options;
+    if (st != HSA_STATUS_SUCCESS)
+        return st;
+    if (executable == NULL)
+        return HSA_STATUS_ERROR_INVALID_ARGUMENT;
+    e = calloc(1, sizeof(*e));
+    if (e == NULL)
+        return HSA_STATUS_ERROR_OUT_OF_RESOURCES;
+    e->profile = profile;
+    pthread_mutex_lock(&g.mu);
+    e->next = g.execs;
+    g.execs = e;
+    pthread_mutex_unlock(&g.mu);
+    executable->handle = (uint64_t)(uintptr_t)e;
+    return HSA_STATUS_SUCCESS;
+}
+
+/* Lock held. */
+static dexec *find_exec(hsa_executable_t x)
+{
+    for (dexec *e = g.execs; e != NULL; e = e->next) {
+        if ((uint64_t)(uintptr_t)e == x.handle)
+            return e;
+    }
+    return NULL;
+}
+
+static dreader *find_reader(hsa_code_object_reader_t x)
+{
+    for (dreader *r = g.readers; r != NULL; r = r->next) {
+        if ((uint64_t)(uintptr_t)r == x.handle)
+            return r;
+    }
+    return NULL;
+}
+
+/* Copy the PT_LOAD segments into fresh memory; returns its base. Lock held. */
+static char *load_segments(const unsigned char *img, size_t size, const Elf64_Ehdr *eh,
+                           size_t *span_p)
+{
+    size_t span = 0;
+    char *base = NULL;
+
+    for (int pass = 0; pass < 2; pass++) {
+        for (uint16_t i = 0; i < eh->e_phnum; i++) {
+            Elf64_Phdr ph;
+
+            if (eh->e_phoff + (uint64_t)(i + 1) * sizeof(ph) > size)
+                return NULL;
+            memcpy(&ph, img + eh->e_phoff + (uint64_t)i * sizeof(ph), sizeof(ph));
+            if (ph.p_type != PT_LOAD || ph.p_offset + ph.p_filesz > size)
+                continue;
+            if (pass == 0 && ph.p_vaddr + ph.p_memsz > span)
+                span = ph.p_vaddr + ph.p_memsz;
+            if (pass == 1)
+                memcpy(base + ph.p_vaddr, img + ph.p_offset, ph.p_filesz);
+        }
+        if (pass == 0) {
+            base = span != 0 ? aligned_alloc(GRANULE, round_granule(span)) : NULL;
+            if (base == NULL)
+                return NULL;
+            memset(base, 0, round_granule(span));
+        }
+    }
+    *span_p = span;
+    return base;
+}
+
+/* Add a symbol from .dynsym. Lock held. */
+static void add_symbol(dexec *e, const char *name, const Elf64_Sym *sym, char *base,
+                       hsa_agent_t agent)
+{
+    dsymbol *s = calloc(1, sizeof(*s));
+    size_t len = strlen(name);
+
+    if (s == NULL)
+        return;
+    snprintf(s->name, sizeof(s->name), "%s", name);
+    s->address = (uint64_t)(uintptr_t)(base + sym->st_value);
+    s->size = (uint32_t)sym->st_size;
+    s->agent = agent;
+    s->is_kernel = len > 3 && strcmp(name + len - 3, ".kd") == 0;
+    if (s->is_kernel) {
+        memcpy(&s->group, base + sym->st_value, 4);            /* group_segment_fixed_size */
+        memcpy(&s->private_size, base + sym->st_value + 4, 4); /* private_segment_fixed_size */
+        memcpy(&s->kernarg, base + sym->st_value + 8, 4);      /* kernarg_size */
+    }
+    s->next = e->symbols;
+    e->symbols = s;
+}
+
+/* Read .dynsym's global objects. Lock held. */
+static void load_symbols(dexec *e, const unsigned char *img, size_t size, const Elf64_Ehdr *eh,
+                         char *base, hsa_agent_t agent)
+{
+    for (uint16_t i = 0; i < eh->e_shnum; i++) {
+        Elf64_Shdr sh, strs;
+
+        if (eh->e_shoff + (uint64_t)(i + 1) * sizeof(sh) > size)
+            return;
+        memcpy(&sh, img + eh->e_shoff + (uint64_t)i * sizeof(sh), sizeof(sh));
+        if (sh.sh_type != SHT_DYNSYM || sh.sh_link >= eh->e_shnum)
+            continue;
+        memcpy(&strs, img + eh->e_shoff + (uint64_t)sh.sh_link * sizeof(strs), sizeof(strs));
+        for (uint64_t at = sh.sh_offset;
+             at + sizeof(Elf64_Sym) <= sh.sh_offset + sh.sh_size && at + sizeof(Elf64_Sym) <= size;
+             at += sizeof(Elf64_Sym)) {
+            Elf64_Sym sym;
+
+            memcpy(&sym, img + at, sizeof(sym));
+            if (ELF64_ST_TYPE(sym.st_info) == STT_OBJECT && sym.st_name < strs.sh_size &&
+                ELF64_ST_BIND(sym.st_info) == STB_GLOBAL)
+                add_symbol(e, (const char *)img + strs.sh_offset + sym.st_name, &sym, base, agent);
+        }
+    }
+}
+
+/* Check the ELF header against the agent. */
+static hsa_status_t check_elf(const unsigned char *img, size_t size, Elf64_Ehdr *eh)
+{
+    if (size < sizeof(*eh))
+        return HSA_STATUS_ERROR_INVALID_CODE_OBJECT;
+    memcpy(eh, img, sizeof(*eh));
+    if (memcmp(eh->e_ident, ELFMAG, SELFMAG) != 0 || eh->e_machine != EM_AMDGPU)
+        return HSA_STATUS_ERROR_INVALID_CODE_OBJECT;
+    if ((eh->e_flags & 0xff) != g.cfg.isa_mach)
+        return HSA_STATUS_ERROR_INVALID_ISA;
+    return HSA_STATUS_SUCCESS;
+}
+
+/* Load a code object's segments and remember them with the executable. Lock held. */
+static hsa_status_t add_segment(dexec *e, const dreader *r, const Elf64_Ehdr *eh, char **base_p)
+{
+    dsegment *seg = calloc(1, sizeof(*seg));
+    size_t span = 0;
+    char *base = seg != NULL ? load_segments(r->image, r->size, eh, &span) : NULL;
+
+    if (base == NULL || track(base, span, POOL_CODE) == NULL) {
+        free(base);
+        free(seg);
+        return HSA_STATUS_ERROR_INVALID_CODE_OBJECT;
+    }
+    seg->base = base;
+    seg->next = e->segments;
+    e->segments = seg;
+    *base_p = base;
+    return HSA_STATUS_SUCCESS;
+}
+
+hsa_status_t hsa_executable_load_agent_code_object(hsa_executable_t executable, hsa_agent_t agent,
+                                                   hsa_code_object_reader_t code_object_reader,
+                                                   const char *options,
+                                                   hsa_loaded_code_object_t *loaded_code_object)
+{
+    hsa_status_t st = enter("hsa_executable_load_agent_code_object");
+    dexec *e = NULL;
+    dreader *r = NULL;
+    Elf64_Ehdr eh;
+    char *base = NULL;
+
+    (void)options;
+    if (st != HSA_STATUS_SUCCESS)
+        return st;
+    pthread_mutex_lock(&g.mu);
+    e = find_exec(executable);
+    r = find_reader(code_object_reader);
+    if (e == NULL || r == NULL)
+        st = e == NULL ? HSA_STATUS_ERROR_INVALID_EXECUTABLE
+                       : HSA_STATUS_ERROR_INVALID_CODE_OBJECT_READER;
+    else if (e->frozen != 0)
+        st = HSA_STATUS_ERROR_FROZEN_EXECUTABLE;
+    else if (gpu_index(agent) < 0)
+        st = HSA_STATUS_ERROR_INVALID_AGENT;
+    else if (e->profile != HSA_PROFILE_BASE)
+        st = HSA_STATUS_ERROR_INCOMPATIBLE_ARGUMENTS; /* the agent's profile is BASE */
+    else
+        st = check_elf(r->image, r->size, &eh);
+    if (st == HSA_STATUS_SUCCESS)
+        st = add_segment(e, r, &eh, &base);
+    if (st == HSA_STATUS_SUCCESS) {
+        load_symbols(e, r->image, r->size, &eh, base, agent);
+        if (loaded_code_object != NULL)
+            loaded_code_object->handle = (uint64_t)(uintptr_t)base;
+    }
+    pthread_mutex_unlock(&g.mu);
+    return st;
+}
+
+hsa_status_t hsa_executable_freeze(hsa_executable_t executable, const char *options)
+{
+    hsa_status_t st = enter("hsa_executable_freeze");
+    dexec *e = NULL;
+
+    (void)options;
+    if (st != HSA_STATUS_SUCCESS)
+        return st;
+    pthread_mutex_lock(&g.mu);
+    e = find_exec(executable);
+    if (e == NULL)
+        st = HSA_STATUS_ERROR_INVALID_EXECUTABLE;
+    else if (e->frozen != 0)
+        st = HSA_STATUS_ERROR_FROZEN_EXECUTABLE;
+    else
+        e->frozen = 1;
+    pthread_mutex_unlock(&g.mu);
+    return st;
+}
+
+/* Free an executable: symbols, its code segments' records and memory. Lock held. */
+static void free_exec(dexec *e)
+{
+    while (e->symbols != NULL) {
+        dsymbol *sym = e->symbols;
+
+        e->symbols = sym->next;
+        free(sym);
+    }
+    while (e->segments != NULL) {
+        dsegment *seg = e->segments;
+        dalloc **link = &g.allocs;
+
+        while (*link != NULL && (*link)->base != seg->base)
+            link = &(*link)->next;
+        if (*link != NULL) {
+            dalloc *rec = *link;
+
+            *link = rec->next;
+            free(rec);
+        }
+        e->segments = seg->next;
+        free(seg->base);
+        free(seg);
+    }
+    free(e);
+}
+
+hsa_status_t hsa_executable_destroy(hsa_executable_t executable)
+{
+    hsa_status_t st = enter("hsa_executable_destroy");
+    dexec **link = &g.execs;
+
+    if (st != HSA_STATUS_SUCCESS)
+        return st;
+    pthread_mutex_lock(&g.mu);
+    while (*link != NULL && (uint64_t)(uintptr_t)*link != executable.handle)
+        link = &(*link)->next;
+    if (*link == NULL) {
+        st = HSA_STATUS_ERROR_INVALID_EXECUTABLE;
+    } else {
+        dexec *e = *link;
+
+        *link = e->next;
+        free_exec(e);
+    }
+    pthread_mutex_unlock(&g.mu);
+    return st;
+}
+
+hsa_status_t hsa_executable_get_symbol_by_name(hsa_executable_t executable, const char *symbol_name,
+                                               const hsa_agent_t *agent,
+                                               hsa_executable_symbol_t *symbol)
+{
+    hsa_status_t st = enter("hsa_executable_get_symbol_by_name");
+    dexec *e = NULL;
+    dsymbol *s = NULL;
+
+    if (st != HSA_STATUS_SUCCESS)
+        return st;
+    if (symbol_name == NULL || symbol == NULL)
+        return HSA_STATUS_ERROR_INVALID_ARGUMENT;
+    pthread_mutex_lock(&g.mu);
+    e = find_exec(executable);
+    if (e == NULL) {
+        st = HSA_STATUS_ERROR_INVALID_EXECUTABLE;
+    } else {
+        if (e->frozen == 0)
+            violation("hsa_executable_get_symbol_by_name: executable not frozen");
+        for (s = e->symbols; s != NULL && strcmp(s->name, symbol_name) != 0; s = s->next)
+            continue;
+        if (s == NULL)
+            st = HSA_STATUS_ERROR_INVALID_SYMBOL_NAME;
+        else if (agent == NULL || agent->handle != s->agent.handle)
+            st = HSA_STATUS_ERROR_INVALID_AGENT; /* agent-allocated symbols need their agent */
+        else
+            symbol->handle = (uint64_t)(uintptr_t)s;
+    }
+    pthread_mutex_unlock(&g.mu);
+    return st;
+}
+
+/* The symbol behind a handle in any live executable. Lock held. */
+static dsymbol *find_symbol(uint64_t handle)
+{
+    for (dexec *e = g.execs; e != NULL; e = e->next) {
+        for (dsymbol *s = e->symbols; s != NULL; s = s->next) {
+            if ((uint64_t)(uintptr_t)s == handle)
+                return s;
+        }
+    }
+    return NULL;
+}
+
+/* Answer one symbol attribute; 0 if unknown. */
+static int symbol_info(const dsymbol *s, int attribute, void *value)
+{
+    switch (attribute) {
+    case HSA_EXECUTABLE_SYMBOL_INFO_TYPE:
+        *(hsa_symbol_kind_t *)value =
+            s->is_kernel ? HSA_SYMBOL_KIND_KERNEL : HSA_SYMBOL_KIND_VARIABLE;
+        return 1;
+    case HSA_EXECUTABLE_SYMBOL_INFO_KERNEL_OBJECT:
+    case HSA_EXECUTABLE_SYMBOL_INFO_VARIABLE_ADDRESS:
+        *(uint64_t *)value = s->address;
+        return 1;
+    case HSA_EXECUTABLE_SYMBOL_INFO_KERNEL_KERNARG_SEGMENT_SIZE:
+        *(uint32_t *)value = s->kernarg;
+        return 1;
+    case HSA_EXECUTABLE_SYMBOL_INFO_KERNEL_KERNARG_SEGMENT_ALIGNMENT:
+        *(uint32_t *)value = 16;
+        return 1;
+    case HSA_EXECUTABLE_SYMBOL_INFO_KERNEL_GROUP_SEGMENT_SIZE:
+        *(uint32_t *)value = s->group;
+        return 1;
+    case HSA_EXECUTABLE_SYMBOL_INFO_KERNEL_PRIVATE_SEGMENT_SIZE:
+        *(uint32_t *)value = s->private_size;
+        return 1;
+    case HSA_EXECUTABLE_SYMBOL_INFO_KERNEL_DYNAMIC_CALLSTACK:
+        *(bool *)value = false;
+        return 1;
+    case HSA_EXECUTABLE_SYMBOL_INFO_VARIABLE_SIZE:
+        *(uint32_t *)value = s->size;
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+hsa_status_t hsa_executable_symbol_get_info(hsa_executable_symbol_t executable_symbol,
+                                            hsa_executable_symbol_info_t attribute, void *value)
+{
+    hsa_status_t st = enter("hsa_executable_symbol_get_info");
+    dsymbol *s = NULL;
+
+    if (st != HSA_STATUS_SUCCESS)
+        return st;
+    pthread_mutex_lock(&g.mu);
+    s = find_symbol(executable_symbol.handle);
+    if (s == NULL)
+        st = HSA_STATUS_ERROR_INVALID_EXECUTABLE_SYMBOL;
+    else if (symbol_info(s, (int)attribute, value) == 0)
+        st = HSA_STATUS_ERROR_INVALID_ARGUMENT;
+    pthread_mutex_unlock(&g.mu);
+    return st;
+}
+
+/* The kernel symbol whose descriptor is at `object`. Lock held. */
+static dsymbol *find_kernel_object(uint64_t object)
+{
+    for (dexec *e = g.execs; e != NULL; e = e->next) {
+        for (dsymbol *s = e->symbols; s != NULL; s = s->next) {
+            if (s->is_kernel && s->address == object)
+                return e->frozen != 0 ? s : NULL;
+        }
+    }
+    return NULL;
+}
+
+/* ------------------------------------------------------------ queues */
+
+/* The queue behind a public pointer. Lock held. */
+static dqueue *find_queue(const hsa_queue_t *queue)
+{
+    for (dqueue *q = g.queues; q != NULL; q = q->next) {
+        if (&q->q == queue)
+            return q;
+    }
+    return NULL;
+}
+
+static unsigned char *slot_of(const dqueue *q, uint64_t id)
+{
+    return (unsigned char *)q->q.base_address + (id & (q->q.size - 1)) * 64;
+}
+
+/* Break a queue: the runtime's error callback, no more processing. Lock held. */
+static void queue_fail(dqueue *q, hsa_status_t status)
+{
+    q->dead = 1;
+    if (q->callback == NULL) {
+        violation("queue %llu failed (0x%x) without an error callback: ROCr would abort the "
+                  "process",
+                  (unsigned long long)q->q.id, (unsigned)status);
+        return;
+    }
+    pthread_mutex_unlock(&g.mu);
+    q->callback(status, &q->q, q->data);
+    pthread_mutex_lock(&g.mu);
+}
+
+/* Whether the packet at the read index may be processed (published and announced). */
+static bool packet_ready(dqueue *q)
+{
+    uint64_t id = atomic_load(&q->read_index);
+    uint16_t header = __atomic_load_n((uint16_t *)(void *)slot_of(q, id), __ATOMIC_ACQUIRE);
+    dsig *doorbell = find_signal(q->q.doorbell_signal);
+
+    if ((header & 0xff) == HSA_PACKET_TYPE_INVALID)
+        return false;
+    if (doorbell != NULL && atomic_load(&doorbell->value) >= (int64_t)id) {
+        q->waiting_since = 0;
+        return true;
+    }
+    if (q->waiting_since == 0)
+        q->waiting_since = now_ns();
+    if (now_ns() - q->waiting_since < 1000000000)
+        return false;
+    violation("queue %llu: packet %llu published but the doorbell was not rung",
+              (unsigned long long)q->q.id, (unsigned long long)id);
+    q->waiting_since = 0;
+    return true;
+}
+
+/* Whether a barrier-AND packet's dependencies are all done. Lock held. */
+static bool barrier_ready(const hsa_barrier_and_packet_t *pkt)
+{
+    for (int d = 0; d < 5; d++) {
+        dsig *s = NULL;
+
+        if (pkt->dep_signal[d].handle == 0)
+            continue;
+        s = find_signal(pkt->dep_signal[d]);
+        if (s == NULL)
+            violation("barrier-AND: dependency 0x%llx is not a live signal",
+                      (unsigned long long)pkt->dep_signal[d].handle);
+        else if (atomic_load(&s->value) > 0)
+            return false;
+    }
+    return true;
+}
+
+/* Check a dispatch packet against the kernel's descriptor and the rules. Lock held. */
+static void check_dispatch(const dqueue *q, const hsa_kernel_dispatch_packet_t *p, const dsymbol *k)
+{
+    unsigned dims = (p->setup >> HSA_KERNEL_DISPATCH_PACKET_SETUP_DIMENSIONS) & 3;
+    uint64_t threads = (uint64_t)p->workgroup_size_x * p->workgroup_size_y * p->workgroup_size_z;
+    dalloc *args = find_alloc(p->kernarg_address, k->kernarg > 0 ? k->kernarg : 1);
+
+    if (dims < 1 || dims > 3)
+        violation("dispatch %s: setup dimensions %u", k->name, dims);
+    if (threads == 0 || threads > 1024)
+        violation("dispatch %s: work-group of %llu work-items", k->name,
+                  (unsigned long long)threads);
+    if (p->grid_size_x == 0 || p->grid_size_y == 0 || p->grid_size_z == 0)
+        violation("dispatch %s: zero grid size", k->name);
+    if ((dims < 2 && (p->workgroup_size_y != 1 || p->grid_size_y != 1)) ||
+        (dims < 3 && (p->workgroup_size_z != 1 || p->grid_size_z != 1)))
+        violation("dispatch %s: unused dimensions must be 1", k->name);
+    if (p->reserved0 != 0 || p->reserved2 != 0)
+        violation("dispatch %s: reserved fields not zero", k->name);
+    if (p->group_segment_size < k->group || p->group_segment_size > GROUP_BYTES)
+        violation("dispatch %s: group segment %u (kernel needs %u, at most %u)", k->name,
+                  p->group_segment_size, k->group, GROUP_BYTES);
+    if (p->private_segment_size < k->private_size)
+        violation("dispatch %s: private segment %u < %u", k->name, p->private_segment_size,
+                  k->private_size);
+    if (p->kernarg_address == NULL || ((uintptr_t)p->kernarg_address & 15) != 0 || args == NULL)
+        violation("dispatch %s: kernarg %p not 16-aligned runtime memory of %u bytes", k->name,
+                  p->kernarg_address, k->kernarg);
+    else if (args->pool != POOL_CPU_KERNARG || (args->gpu_access & (1u << q->gpu)) == 0)
+        violation("dispatch %s: kernarg memory not from the kernarg pool or not reachable by "
+                  "the GPU",
+                  k->name);
+}
+
+/* Keep a copy of a processed packet. Lock held. */
+static void record_packet(const dqueue *q, uint64_t id, const unsigned char *bytes,
+                          const dsymbol *k, const void *kernarg)
+{
+    hsa_double_packet *r = &g.packets[g.npackets % KEEP_RECORDS];
+
+    memset(r, 0, sizeof(*r));
+    r->queue_id = q->q.id;
+    r->packet_id = id;
+    memcpy(r->bytes, bytes, 64);
+    if (k != NULL) {
+        size_t n = k->kernarg < sizeof(r->kernarg) ? k->kernarg : sizeof(r->kernarg);
+
+        snprintf(r->kernel, sizeof(r->kernel), "%.*s", (int)(strlen(k->name) - 3), k->name);
+        if (kernarg != NULL && find_alloc(kernarg, n) != NULL)
+            memcpy(r->kernarg, kernarg, n);
+        r->kernarg_size = k->kernarg;
+        r->group_fixed = k->group;
+        r->private_fixed = k->private_size;
+    }
+    r->sequence = ++g.sequence;
+    g.npackets++;
+}
+
+/* The host function registered for a kernel symbol ("name.kd"). Lock held. */
+static dkernel *registered(const dsymbol *k)
+{
+    size_t len = strlen(k->name) - 3;
+
+    for (dkernel *r = g.kernels; r != NULL; r = r->next) {
+        if (strlen(r->name) == len && strncmp(r->name, k->name, len) == 0)
+            return r;
+    }
+    return NULL;
+}
+
+/* Run a dispatch; false when the queue broke. Lock held. */
+static bool run_dispatch(dqueue *q, uint64_t id, const hsa_kernel_dispatch_packet_t *p)
+{
+    dsymbol *k = find_kernel_object(p->kernel_object);
+    dkernel *fn = NULL;
+
+    if (k == NULL) {
+        violation("dispatch: kernel object 0x%llx is not a kernel of a frozen executable",
+                  (unsigned long long)p->kernel_object);
+        queue_fail(q, HSA_STATUS_ERROR_INVALID_PACKET_FORMAT);
+        return false;
+    }
+    check_dispatch(q, p, k);
+    record_packet(q, id, (const unsigned char *)p, k, p->kernarg_address);
+    if (g.cfg.fault_kernel != NULL &&
+        strncmp(k->name, g.cfg.fault_kernel, strlen(g.cfg.fault_kernel)) == 0) {
+        queue_fail(q, (hsa_status_t)HSA_STATUS_ERROR_MEMORY_APERTURE_VIOLATION);
+        return false;
+    }
+    fn = registered(k);
+    if (fn != NULL) {
+        pthread_mutex_unlock(&g.mu);
+        fn->fn(p, fn->user);
+        pthread_mutex_lock(&g.mu);
+    }
+    return true;
+}
+
+/* Retire the packet at the read index: completion, poison, header INVALID, next. Lock held. */
+static void retire(dqueue *q, uint64_t id, hsa_signal_t completion)
+{
+    unsigned char *slot = slot_of(q, id);
+
+    if (completion.handle != 0) {
+        dsig *done = use_signal(completion, "packet completion");
+
+        if (done != NULL)
+            set_value(done, atomic_load(&done->value) - 1);
+    }
+    memset(slot + 4, 0xAB, 60); /* a producer writing the header first would publish this */
+    __atomic_store_n((uint16_t *)(void *)slot, (uint16_t)HSA_PACKET_TYPE_INVALID, __ATOMIC_RELEASE);
+    atomic_store(&q->read_index, id + 1);
+    pthread_cond_broadcast(&g.cv);
+}
+
+/* Process the packet at the read index (it is published). Lock held. */
+static void process(dqueue *q)
+{
+    uint64_t id = atomic_load(&q->read_index);
+    hsa_kernel_dispatch_packet_t pkt;
+    unsigned type = 0, acquire = 0, release = 0;
+
+    memcpy(&pkt, slot_of(q, id), sizeof(pkt));
+    type = pkt.header & 0xff;
+    acquire = (pkt.header >> HSA_PACKET_HEADER_SCACQUIRE_FENCE_SCOPE) & 3;
+    release = (pkt.header >> HSA_PACKET_HEADER_SCRELEASE_FENCE_SCOPE) & 3;
+    if (type == HSA_PACKET_TYPE_KERNEL_DISPATCH &&
+        (acquire != HSA_FENCE_SCOPE_SYSTEM || release != HSA_FENCE_SCOPE_SYSTEM))
+        violation("dispatch packet %llu: fences must be system scope for host-visible results",
+                  (unsigned long long)id);
+    if (type == HSA_PACKET_TYPE_BARRIER_AND) {
+        hsa_barrier_and_packet_t bar;
+
+        memcpy(&bar, &pkt, sizeof(bar));
+        if (!barrier_ready(&bar)) {
+            wait_ms(5);
+            return;
+        }
+        record_packet(q, id, (const unsigned char *)&bar, NULL, NULL);
+        retire(q, id, bar.completion_signal);
+    } else if (type == HSA_PACKET_TYPE_KERNEL_DISPATCH) {
+        if (run_dispatch(q, id, &pkt))
+            retire(q, id, pkt.completion_signal);
+    } else {
+        violation("queue %llu: packet %llu of unsupported type %u", (unsigned long long)q->q.id,
+                  (unsigned long long)id, type);
+        queue_fail(q, HSA_STATUS_ERROR_INVALID_PACKET_FORMAT);
+    }
+}
+
+/* A queue's packet processor. */
+static void *queue_thread(void *arg)
+{
+    dqueue *q = arg;
+
+    pthread_mutex_lock(&g.mu);
+    while (q->stop == 0) {
+        if (q->dead != 0 || g.paused != 0 || !packet_ready(q))
+            wait_ms(20);
+        else
+            process(q);
+    }
+    pthread_mutex_unlock(&g.mu);
+    return NULL;
+}
+
+/* Stop a queue's thread and free it. Lock held. */
+static void queue_free(dqueue *q)
+{
+    dqueue **link = &g.queues;
+    dsig **sig = &g.signals;
+
+    q->stop = 1;
+    pthread_cond_broadcast(&g.cv);
+    pthread_mutex_unlock(&g.mu);
+    pthread_join(q->thread, NULL);
+    pthread_mutex_lock(&g.mu);
+    while (*link != NULL && *link != q)
+        link = &(*link)->next;
+    if (*link == q)
+        *link = q->next;
+    while (*sig != NULL && (uint64_t)(uintptr_t)*sig != q->q.doorbell_signal.handle)
+        sig = &(*sig)->next;
+    if (*sig != NULL) {
+        dsig *doorbell = *sig;
+
+        *sig = doorbell->next;
+        free(doorbell);
+    }
+    free(q->q.base_address);
+    free(q);
+}
+
+/* Allocate the ring (every header INVALID) and the doorbell. Lock held. */
+static hsa_status_t queue_memory(dqueue *q, uint32_t size)
+{
+    dsig *doorbell = calloc(1, sizeof(*doorbell));
+
+    q->q.base_address = aligned_alloc(64, (size_t)size * 64);
+    if (doorbell == NULL || q->q.base_address == NULL) {
+        free(doorbell);
+        free(q->q.base_address);
+        return HSA_STATUS_ERROR_OUT_OF_RESOURCES;
+    }
+    memset(q->q.base_address, 0, (size_t)size * 64);
+    for (uint32_t i = 0; i < size; i++)
+        *(uint16_t *)(void *)slot_of(q, i) = HSA_PACKET_TYPE_INVALID;
+    atomic_store(&doorbell->value, -1);
+    doorbell->next = g.signals;
+    g.signals = doorbell;
+    q->q.doorbell_signal.handle = (uint64_t)(uintptr_t)doorbell;
+    return HSA_STATUS_SUCCESS;
+}
+
+hsa_status_t
+hsa_queue_create(hsa_agent_t agent, uint32_t size, hsa_queue_type32_t type,
+                 void (*callback)(hsa_status_t status, hsa_queue_t *source, void *data), void *data,
+                 uint32_t private_segment_size, uint32_t group_segment_size, hsa_queue_t **queue)
+{
+    hsa_status_t st = enter("hsa_queue_create");
+    int gpu = gpu_index(agent);
+    dqueue *q = NULL;
+
+    (void)private_segment_size;
+    (void)group_segment_size;
+    if (st != HSA_STATUS_SUCCESS)
+        return st;
+    if (gpu < 0)
+        return HSA_STATUS_ERROR_INVALID_AGENT;
+    if (queue == NULL || size < 16 || (size & (size - 1)) != 0 || size > g.cfg.queue_max_size ||
+        (type != HSA_QUEUE_TYPE_MULTI && type != HSA_QUEUE_TYPE_SINGLE))
+        return HSA_STATUS_ERROR_INVALID_ARGUMENT;
+    q = calloc(1, sizeof(*q));
+    if (q == NULL)
+        return HSA_STATUS_ERROR_OUT_OF_RESOURCES;
+    pthread_mutex_lock(&g.mu);
+    if (callback == NULL)
+        violation("hsa_queue_create: no error callback (ROCr aborts the process on queue errors)");
+    st = queue_memory(q, size);
+    if (st == HSA_STATUS_SUCCESS) {
+        q->q.type = type;
+        q->q.features = HSA_QUEUE_FEATURE_KERNEL_DISPATCH;
+        q->q.size = size;
+        q->q.id = ++g.next_id;
+        q->callback = callback;
+        q->data = data;
+        q->gpu = gpu;
+        q->next = g.queues;
+        g.queues = q;
+        pthread_create(&q->thread, NULL, queue_thread, q);
+        *queue = &q->q;
+    } else {
+        free(q);
+    }
+    pthread_mutex_unlock(&g.mu);
+    return st;
+}
+
+hsa_status_t hsa_queue_destroy(hsa_queue_t *queue)
+{
+    hsa_status_t st = enter("hsa_queue_destroy");
+    dqueue *q = NULL;
+
+    if (st != HSA_STATUS_SUCCESS)
+        return st;
+    pthread_mutex_lock(&g.mu);
+    q = find_queue(queue);
+    if (q == NULL)
+        st = HSA_STATUS_ERROR_INVALID_QUEUE;
+    else
+        queue_free(q);
+    pthread_mutex_unlock(&g.mu);
+    return st;
+}
+
+uint64_t hsa_queue_load_read_index_scacquire(const hsa_queue_t *queue)
+{
+    dqueue *q = NULL;
+    uint64_t v = 0;
+
+    pthread_mutex_lock(&g.mu);
+    q = find_queue(queue);
+    if (q == NULL)
+        violation("hsa_queue_load_read_index_scacquire: unknown queue");
+    else
+        v = atomic_load(&q->read_index);
+    pthread_mutex_unlock(&g.mu);
+    return v;
+}
+
+uint64_t hsa_queue_add_write_index_scacq_screl(const hsa_queue_t *queue, uint64_t value)
+{
+    dqueue *q = NULL;
+    uint64_t v = 0;
+
+    pthread_mutex_lock(&g.mu);
+    q = find_queue(queue);
+    if (q == NULL)
+        violation("hsa_queue_add_write_index_scacq_screl: unknown queue");
+    else
+        v = atomic_fetch_add(&q->write_index, value);
+    pthread_mutex_unlock(&g.mu);
+    return v;
+}
+
+/* --------------------------------------------------------- lifecycle */
+
+static void start_threads(void)
+{
+    g.stop_threads = 0;
+    pthread_create(&g.dma_thread, NULL, dma_thread, NULL);
+    pthread_create(&g.handler_thread, NULL, handler_thread, NULL);
+    g.threads_running = 1;
+}
+
+/* Lock held on entry and exit. */
+static void stop_threads(void)
+{
+    if (g.threads_running == 0)
+        return;
+    g.stop_threads = 1;
+    pthread_cond_broadcast(&g.cv);
+    pthread_mutex_unlock(&g.mu);
+    pthread_join(g.dma_thread, NULL);
+    pthread_join(g.handler_thread, NULL);
+    pthread_mutex_lock(&g.mu);
+    g.threads_running = 0;
+}
+
+hsa_status_t hsa_init(void)
+{
+    hsa_status_t st = enter("hsa_init");
+
+    if (st != HSA_STATUS_SUCCESS)
+        return st;
+    pthread_mutex_lock(&g.mu);
+    st = g.cfg.init_status;
+    if (st == HSA_STATUS_SUCCESS && g.init_count++ == 0)
+        start_threads();
+    pthread_mutex_unlock(&g.mu);
+    return st;
+}
+
+/* Count what is still alive at the last shutdown. Lock held. */
+static void check_leaks(void)
+{
+    long n = 0;
+
+    for (dsig *s = g.signals; s != NULL; s = s->next)
+        n++;
+    if (n != 0)
+        violation("hsa_shut_down: %ld signal(s) never destroyed", n);
+    if (g.queues != NULL)
+        violation("hsa_shut_down: queues never destroyed");
+    for (dalloc *a = g.allocs; a != NULL; a = a->next) {
+        if (a->pool != POOL_CODE)
+            violation("hsa_shut_down: %zu-byte allocation %p never freed", a->size, a->base);
+    }
+    if (g.locks != NULL)
+        violation("hsa_shut_down: locked memory never unlocked");
+    if (g.execs != NULL || g.readers != NULL)
+        violation("hsa_shut_down: executables or readers never destroyed");
+}
+
+hsa_status_t hsa_shut_down(void)
+{
+    hsa_status_t st = enter("hsa_shut_down");
+
+    if (st != HSA_STATUS_SUCCESS)
+        return st;
+    pthread_mutex_lock(&g.mu);
+    if (g.init_count == 0) {
+        st = HSA_STATUS_ERROR_NOT_INITIALIZED;
+    } else if (--g.init_count == 0) {
+        check_leaks();
+        stop_threads();
+    }
+    pthread_mutex_unlock(&g.mu);
+    return st;
+}
+
+hsa_status_t hsa_status_string(hsa_status_t status, const char **status_string)
+{
+    static char text[256];
+
+    if (status_string == NULL)
+        return HSA_STATUS_ERROR_INVALID_ARGUMENT;
+    if (status == HSA_STATUS_ERROR_OUT_OF_RESOURCES)
+        *status_string = "HSA_STATUS_ERROR_OUT_OF_RESOURCES: The runtime failed to allocate the "
+                         "necessary resources. (test double)";
+    else if (status == HSA_STATUS_ERROR_INVALID_ARGUMENT)
+        *status_string = "HSA_STATUS_ERROR_INVALID_ARGUMENT: One of the actual arguments does "
+                         "not meet a precondition stated in the documentation of the "
+                         "corresponding formal argument. (test double)";
+    else {
+        snprintf(text, sizeof(text), "test double status 0x%x", (unsigned)status);
+        *status_string = text;
+    }
+    return HSA_STATUS_SUCCESS;
+}
+
+/* ---------------------------------------------------------- controls */
+
+void hsa_double_config_default(hsa_double_config *cfg)
+{
+    memset(cfg, 0, sizeof(*cfg));
+    cfg->gpu_count = 1;
+    cfg->gpu_memory_bytes = 64u << 20;
+    cfg->host_memory_bytes = 256u << 20;
+    cfg->init_status = HSA_STATUS_SUCCESS;
+    cfg->queue_max_size = 64;
+    cfg->report_memory_avail = 1;
+    cfg->isa_mach = 0x2f;
+}
+
+/* Free every list. Lock held, threads stopped. */
+static void free_everything(void)
+{
+    while (g.queues != NULL)
+        queue_free(g.queues);
+    while (g.execs != NULL) {
+        dexec *e = g.execs;
+
+        g.execs = e->next;
+        free_exec(e);
+    }
+#define FREE_LIST(head, type) \
+    while ((head) != NULL) {  \
+        type *item_ = (head); \
+        (head) = item_->next; \
+        free(item_);          \
+    }
+    while (g.allocs != NULL) {
+        dalloc *a = g.allocs;
+
+        g.allocs = a->next;
+        if (a->pool != POOL_CODE)
+            free(a->base);
+        free(a);
+    }
+    while (g.copies != NULL) {
+        dcopy *c = g.copies;
+
+        g.copies = c->next;
+        free(c->deps);
+        free(c);
+    }
+    FREE_LIST(g.signals, dsig)
+    FREE_LIST(g.locks, dlock)
+    FREE_LIST(g.ipcs, dipc)
+    FREE_LIST(g.handlers, dhandler)
+    FREE_LIST(g.readers, dreader)
+    FREE_LIST(g.kernels, dkernel)
+#undef FREE_LIST
+}
+
+void hsa_double_reset(const hsa_double_config *cfg)
+{
+    pthread_mutex_lock(&g.mu);
+    stop_threads();
+    free_everything();
+    g.init_count = 0;
+    g.paused = 0;
+    memset(g.used, 0, sizeof(g.used));
+    g.host_used = 0;
+    g.ncounts = 0;
+    g.total_calls = 0;
+    memset(&g.rule, 0, sizeof(g.rule));
+    g.last_injected[0] = '\0';
+    g.violations[0] = '\0';
+    g.violations_len = 0;
+    g.nviolations = 0;
+    g.npackets = 0;
+    g.ncopies = 0;
+    g.sequence = 0;
+    if (cfg != NULL)
+        g.cfg = *cfg;
+    else
+        hsa_double_config_default(&g.cfg);
+    if (g.cfg.gpu_count > HSA_DOUBLE_MAX_GPUS)
+        g.cfg.gpu_count = HSA_DOUBLE_MAX_GPUS;
+    pthread_mutex_unlock(&g.mu);
+}
+
+void hsa_double_get_live(hsa_double_live *live)
+{
+    memset(live, 0, sizeof(*live));
+    pthread_mutex_lock(&g.mu);
+    for (dsig *s = g.signals; s != NULL; s = s->next)
+        live->signals++;
+    for (dqueue *q = g.queues; q != NULL; q = q->next)
+        live->queues++;
+    for (dalloc *a = g.allocs; a != NULL; a = a->next)
+        live->pool_allocations += a->pool != POOL_CODE ? 1 : 0;
+    for (dlock *l = g.locks; l != NULL; l = l->next)
+        live->locks++;
+    for (dexec *e = g.execs; e != NULL; e = e->next)
+        live->executables++;
+    for (dreader *r = g.readers; r != NULL; r = r->next)
+        live->readers++;
+    for (dipc *i = g.ipcs; i != NULL; i = i->next)
+        live->ipc_attachments++;
+    for (dhandler *h = g.handlers; h != NULL; h = h->next)
+        live->handlers++;
+    for (dcopy *c = g.copies; c != NULL; c = c->next)
+        live->pending_copies++;
+    live->device_bytes = g.used[0];
+    pthread_mutex_unlock(&g.mu);
+}
+
+long hsa_double_violations(char *buf, size_t bytes)
+{
+    long n = 0;
+
+    pthread_mutex_lock(&g.mu);
+    n = g.nviolations;
+    if (buf != NULL && bytes > 0)
+        snprintf(buf, bytes, "%s", g.violations);
+    pthread_mutex_unlock(&g.mu);
+    return n;
+}
+
+void hsa_double_pause(int paused)
+{
+    pthread_mutex_lock(&g.mu);
+    g.paused = paused;
+    pthread_cond_broadcast(&g.cv);
+    pthread_mutex_unlock(&g.mu);
+}
+
+void hsa_double_register_kernel(const char *name, hsa_double_kernel_fn fn, void *user)
+{
+    dkernel *k = calloc(1, sizeof(*k));
+
+    if (k == NULL)
+        return;
+    snprintf(k->name, sizeof(k->name), "%s", name);
+    k->fn = fn;
+    k->user = user;
+    pthread_mutex_lock(&g.mu);
+    k->next = g.kernels;
+    g.kernels = k;
+    pthread_mutex_unlock(&g.mu);
+}
+
+long hsa_double_packet_count(void)
+{
+    long n = 0;
+
+    pthread_mutex_lock(&g.mu);
+    n = g.npackets;
+    pthread_mutex_unlock(&g.mu);
+    return n;
+}
+
+int hsa_double_get_packet(long index, hsa_double_packet *out)
+{
+    int ok = 0;
+
+    pthread_mutex_lock(&g.mu);
+    if (index >= 0 && index < g.npackets && index >= g.npackets - KEEP_RECORDS) {
+        *out = g.packets[index % KEEP_RECORDS];
+        ok = 1;
+    }
+    pthread_mutex_unlock(&g.mu);
+    return ok;
+}
+
+long hsa_double_copy_count(void)
+{
+    long n = 0;
+
+    pthread_mutex_lock(&g.mu);
+    n = g.ncopies;
+    pthread_mutex_unlock(&g.mu);
+    return n;
+}
+
+int hsa_double_get_copy(long index, hsa_double_copy *out)
+{
+    int ok = 0;
+
+    pthread_mutex_lock(&g.mu);
+    if (index >= 0 && index < g.ncopies && index >= g.ncopies - KEEP_RECORDS) {
+        *out = g.done_copies[index % KEEP_RECORDS];
+        ok = 1;
+    }
+    pthread_mutex_unlock(&g.mu);
+    return ok;
+}

@@ -1,0 +1,136 @@
+/*
+ * A test double of the ROCm HSA runtime (libhsa-runtime64), built as a shared
+ * library that exports the hsa_* entry points gpumem uses, with the real
+ * headers' prototypes. The HSA backend loads it in place of the runtime when
+ * GM_HSA_RUNTIME_PATH names it; tests also link it to drive it through the
+ * hsa_double_* functions below (dlopen of the same file returns the same
+ * instance, so both see one state).
+ *
+ * What it models: one CPU agent and N GPU agents (gfx906, wavefront 64);
+ * pools (per GPU a coarse-grained global pool of configurable capacity and a
+ * 64 KiB group pool; on the CPU a fine-grained pool, a kernarg pool and a
+ * coarse-grained pool, reachable by GPUs only after
+ * hsa_amd_agents_allow_access); memory locking, pointer info and IPC;
+ * signals with waits and async handlers (a handler thread); a DMA engine
+ * thread running hsa_amd_memory_async_copy after its dependency signals, by
+ * default newest-ready-first so that missing dependencies reorder copies;
+ * AQL queues whose packets a host thread consumes only after the doorbell
+ * names them, honouring barrier-AND dependencies and running dispatches
+ * through host functions registered under the kernel's name; code objects
+ * (ELF PT_LOAD segments copied, .dynsym kernels "name.kd" read from their
+ * kernel descriptors, variables). Everything the real runtime requires is
+ * checked and a breach is recorded as a violation (tests assert none).
+ *
+ * Fault injection: any hsa_status_t entry point can be made to fail on its
+ * n-th call (by name, or counting every fallible call).
+ */
+#ifndef GM_TESTS_HSA_RUNTIME_DOUBLE_H
+#define GM_TESTS_HSA_RUNTIME_DOUBLE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <hsa/hsa.h>
+#include <hsa/hsa_ext_amd.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define HSA_DOUBLE_MAX_GPUS 4
+
+typedef struct hsa_double_config {
+    int gpu_count;              /* GPU agents (default 1; 0 models a machine without GPU) */
+    uint64_t gpu_memory_bytes;  /* capacity of each GPU's coarse-grained pool (default 64 MiB) */
+    uint64_t host_memory_bytes; /* capacity of the CPU pools together (default 256 MiB) */
+    hsa_status_t init_status;   /* what hsa_init returns (default success) */
+    uint32_t queue_max_size;    /* HSA_AGENT_INFO_QUEUE_MAX_SIZE (default 64: wraps often) */
+    int report_memory_avail;    /* answer HSA_AMD_AGENT_INFO_MEMORY_AVAIL (default 1) */
+    int copies_in_order;        /* DMA engine runs ready copies oldest-first (default 0) */
+    int no_ipc;                 /* hsa_amd_ipc_memory_* fail with HSA_STATUS_ERROR */
+    uint32_t isa_mach;          /* EF_AMDGPU_MACH the agent accepts (default 0x2f, gfx906) */
+    const char *fault_kernel;   /* dispatching this kernel raises a queue memory fault */
+    unsigned copy_delay_us;     /* the DMA engine takes this long per copy (default 0) */
+} hsa_double_config;
+
+/* Defaults for every field. */
+void hsa_double_config_default(hsa_double_config *cfg);
+
+/*
+ * Tear down any state (threads, memory, signals, queues), clear counters,
+ * violations, fault rules and registered kernels, and apply cfg (NULL:
+ * defaults). Call before each test, with no HSA context open.
+ */
+void hsa_double_reset(const hsa_double_config *cfg);
+
+/* The n-th call (1-based, counted from now) to `call` returns `status`;
+ * sticky: that call and every later one. call NULL: count every fallible call. */
+void hsa_double_fail(const char *call, long nth, hsa_status_t status, int sticky);
+
+/* Remove fault rules. */
+void hsa_double_fail_clear(void);
+
+/* Name of the call an injected fault last hit ("" if none). */
+const char *hsa_double_last_injected(void);
+
+/* Calls made to `call` since the reset (NULL: every fallible call). */
+long hsa_double_calls(const char *call);
+
+/* Live runtime objects. */
+typedef struct hsa_double_live {
+    long signals, queues, pool_allocations, locks, executables, readers, ipc_attachments, handlers,
+        pending_copies;
+    uint64_t device_bytes; /* allocated from GPU 0's coarse-grained pool */
+} hsa_double_live;
+
+void hsa_double_get_live(hsa_double_live *live);
+
+/* Violations recorded so far; writes them, one per line, into buf when not NULL. */
+long hsa_double_violations(char *buf, size_t bytes);
+
+/* Hold (1) or release (0) the DMA engine and the packet processors. */
+void hsa_double_pause(int paused);
+
+/* A host implementation of a kernel, run once per dispatch with the packet
+ * (its kernarg_address holds the arguments as the backend wrote them). */
+typedef void (*hsa_double_kernel_fn)(const hsa_kernel_dispatch_packet_t *packet, void *user);
+
+/* Register fn under the kernel's name (without ".kd"). */
+void hsa_double_register_kernel(const char *name, hsa_double_kernel_fn fn, void *user);
+
+/* A processed AQL packet. */
+typedef struct hsa_double_packet {
+    uint64_t queue_id;
+    uint64_t packet_id;
+    unsigned char bytes[64];     /* the packet as read after its header */
+    char kernel[128];            /* dispatches: the kernel's name */
+    unsigned char kernarg[1024]; /* dispatches: the kernarg segment */
+    uint32_t kernarg_size;       /* dispatches: the descriptor's kernarg size */
+    uint32_t group_fixed;        /* dispatches: the descriptor's group segment size */
+    uint32_t private_fixed;      /* dispatches: the descriptor's private segment size */
+    long sequence;               /* global order of completion among packets and copies */
+} hsa_double_packet;
+
+/* Packets processed so far (oldest first, the last 256 kept). */
+long hsa_double_packet_count(void);
+int hsa_double_get_packet(long index, hsa_double_packet *out);
+
+/* A completed hsa_amd_memory_async_copy. */
+typedef struct hsa_double_copy {
+    void *dst;
+    const void *src;
+    size_t size;
+    uint32_t ndeps;
+    hsa_signal_t deps[8];
+    hsa_signal_t completion;
+    long sequence;
+} hsa_double_copy;
+
+long hsa_double_copy_count(void);
+int hsa_double_get_copy(long index, hsa_double_copy *out);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,456 @@
+/*
+ * HSA backend against the runtime double: loading, agents and pools, device
+ * properties, memory (device, pinned/mapped, lock-based registration,
+ * pointer queries, IPC), synchronous copies and memset, error translation.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "hsa_api.h"
+#include "hsa_test_util.h"
+
+/* Every slot is filled; optional ones HSA lacks point at the shared stubs. */
+static void test_ops_table(void **state)
+{
+    const void *const *slot = (const void *const *)(const void *)&hsa_ops->init;
+    size_t n = (sizeof(gm_backend_ops) - offsetof(gm_backend_ops, init)) / sizeof(void *);
+
+    (void)state;
+    assert_int_equal(hsa_ops->size, sizeof(gm_backend_ops));
+    assert_int_equal(hsa_ops->abi_version, GM_BACKEND_ABI_VERSION);
+    assert_string_equal(hsa_ops->name, "hsa");
+    assert_int_equal(hsa_ops->kind, GM_BACKEND_HSA);
+    for (size_t i = 0; i < n; i++)
+        assert_non_null(slot[i]);
+    assert_ptr_equal(hsa_ops->managed_alloc, gm__unsupported_managed_alloc);
+    assert_ptr_equal(hsa_ops->copy_strided, gm__unsupported_copy_strided);
+}
+
+static void test_device_info(void **state)
+{
+    gm_backend_ctx *bctx = hsa_test_open(NULL, 0);
+    gm_device_info info;
+    int64_t free_bytes = 0, total = 0;
+    gm_devptr p = 0;
+
+    (void)state;
+    assert_ok(hsa_ops->device_info(bctx, &info));
+    assert_string_equal(info.name, "Double Radeon (HSA test double)");
+    assert_int_equal(info.backend, GM_BACKEND_HSA);
+    assert_int_equal(info.device_id, 0);
+    assert_int_equal(info.total_memory, 64 << 20);
+    assert_int_equal(info.warp_size, 64);
+    assert_int_equal(info.max_threads_per_block, 1024);
+    assert_int_equal(info.shared_memory_per_block, 65536);
+    assert_int_equal(info.multiprocessor_count, 60);
+    assert_int_equal(info.max_block_dim[0], 1024);
+    assert_int_equal(info.max_grid_dim[0], INT32_MAX);
+    assert_ok(hsa_ops->mem_info(bctx, &free_bytes, &total));
+    assert_int_equal(total, 64 << 20);
+    assert_int_equal(free_bytes, 64 << 20);
+    assert_ok(hsa_ops->mem_alloc(bctx, 1 << 20, &p));
+    assert_ok(hsa_ops->mem_info(bctx, &free_bytes, &total));
+    assert_int_equal(free_bytes, 63 << 20);
+    assert_ok(hsa_ops->mem_free(bctx, p));
+    hsa_test_close(bctx);
+}
+
+/* ROCm 5.2 has no free-memory query: the context's own accounting stands in. */
+static void test_mem_info_without_memory_avail(void **state)
+{
+    hsa_double_config cfg;
+    gm_backend_ctx *bctx = NULL;
+    int64_t free_bytes = 0, total = 0;
+    gm_devptr p = 0;
+
+    (void)state;
+    hsa_double_config_default(&cfg);
+    cfg.report_memory_avail = 0;
+    bctx = hsa_test_open(&cfg, 0);
+    assert_ok(hsa_ops->mem_alloc(bctx, 3000, &p));
+    assert_ok(hsa_ops->mem_info(bctx, &free_bytes, &total));
+    assert_int_equal(free_bytes, (64 << 20) - 3000);
+    assert_ok(hsa_ops->mem_free(bctx, p));
+    assert_ok(hsa_ops->mem_info(bctx, &free_bytes, &total));
+    assert_int_equal(free_bytes, 64 << 20);
+    hsa_test_close(bctx);
+}
+
+/* hsa_init failing with OUT_OF_RESOURCES (no /dev/kfd) is GM_ERR_NO_DEVICE with the text. */
+static void test_init_out_of_resources(void **state)
+{
+    hsa_double_config cfg;
+    gm_backend_init_args args = {0, 0};
+    gm_backend_ctx *bctx = NULL;
+
+    (void)state;
+    hsa_double_config_default(&cfg);
+    cfg.init_status = HSA_STATUS_ERROR_OUT_OF_RESOURCES;
+    hsa_double_reset(&cfg);
+    assert_status(hsa_ops->init(&args, &bctx), GM_ERR_NO_DEVICE);
+    assert_null(bctx);
+    assert_message_contains("hsa_init failed: HSA_STATUS_ERROR_OUT_OF_RESOURCES (0x1008)");
+    assert_message_contains("The runtime failed to allocate the necessary resources");
+    assert_int_equal(hsa_double_calls("hsa_shut_down"), 0);
+}
+
+static void test_init_no_gpu_agent(void **state)
+{
+    hsa_double_config cfg;
+    gm_backend_init_args args = {0, 0};
+    gm_backend_ctx *bctx = NULL;
+
+    (void)state;
+    hsa_double_config_default(&cfg);
+    cfg.gpu_count = 0;
+    hsa_double_reset(&cfg);
+    assert_status(hsa_ops->init(&args, &bctx), GM_ERR_NO_DEVICE);
+    assert_message_contains("no GPU agent");
+    assert_int_equal(hsa_double_calls("hsa_shut_down"), 1);
+    hsa_test_assert_nothing_live();
+}
+
+static void test_init_device_ids(void **state)
+{
+    hsa_double_config cfg;
+    gm_backend_init_args args = {1, 0};
+    gm_backend_ctx *bctx = NULL;
+    gm_device_info info;
+    hsa_double_live live;
+    gm_devptr p = 0;
+
+    (void)state;
+    hsa_double_reset(NULL);
+    assert_status(hsa_ops->init(&args, &bctx), GM_ERR_NO_DEVICE);
+    assert_message_contains("device 1 requested, 1 GPU agent(s) found");
+    hsa_double_config_default(&cfg);
+    cfg.gpu_count = 2;
+    bctx = hsa_test_open(&cfg, 1);
+    assert_ok(hsa_ops->device_info(bctx, &info));
+    assert_int_equal(info.device_id, 1);
+    assert_ok(hsa_ops->mem_alloc(bctx, 4096, &p));
+    hsa_double_get_live(&live);
+    assert_int_equal(live.device_bytes, 0); /* GPU 1's pool, not GPU 0's */
+    assert_ok(hsa_ops->mem_free(bctx, p));
+    hsa_test_close(bctx);
+}
+
+/* A missing library or a library without the entry points: GM_ERR_NO_DRIVER. */
+static void test_no_driver(void **state)
+{
+    char *saved =
+        getenv(GM_HSA_RUNTIME_PATH_ENV) != NULL ? strdup(getenv(GM_HSA_RUNTIME_PATH_ENV)) : NULL;
+    gm_backend_init_args args = {0, 0};
+    gm_backend_ctx *bctx = NULL;
+
+    (void)state;
+    setenv(GM_HSA_RUNTIME_PATH_ENV, "/nonexistent/libhsa-runtime64.so.1", 1);
+    assert_status(hsa_ops->init(&args, &bctx), GM_ERR_NO_DRIVER);
+    assert_message_contains("cannot open the HSA runtime /nonexistent/libhsa-runtime64.so.1");
+    setenv(GM_HSA_RUNTIME_PATH_ENV, "libm.so.6", 1);
+    assert_status(hsa_ops->init(&args, &bctx), GM_ERR_NO_DRIVER);
+    assert_message_contains("libm.so.6 has no symbol hsa_init");
+    assert_null(bctx);
+    if (saved != NULL)
+        setenv(GM_HSA_RUNTIME_PATH_ENV, saved, 1);
+    else
+        unsetenv(GM_HSA_RUNTIME_PATH_ENV);
+    free(saved);
+}
+
+/* Out-of-resources from the pool is GM_ERR_OUT_OF_DEVICE_MEMORY (the queue's retry cue). */
+static void test_device_memory(void **state)
+{
+    gm_backend_ctx *bctx = hsa_test_open(NULL, 0);
+    gm_devptr a = 0, b = 0, zero = 1;
+    int kind = -1;
+
+    (void)state;
+    assert_ok(hsa_ops->mem_alloc(bctx, 40 << 20, &a));
+    assert_status(hsa_ops->mem_alloc(bctx, 40 << 20, &b), GM_ERR_OUT_OF_DEVICE_MEMORY);
+    assert_int_equal(b, 0);
+    assert_message_contains("hsa_amd_memory_pool_allocate failed: "
+                            "HSA_STATUS_ERROR_OUT_OF_RESOURCES");
+    assert_message_contains("hsa_memory.c:");
+    assert_ok(hsa_ops->pointer_kind(bctx, (void *)(uintptr_t)(a + 100), &kind));
+    assert_int_equal(kind, GM_MEMORY_DEVICE);
+    assert_ok(hsa_ops->mem_free(bctx, a));
+    assert_ok(hsa_ops->mem_alloc(bctx, 40 << 20, &b));
+    assert_ok(hsa_ops->mem_free(bctx, b));
+    assert_ok(hsa_ops->mem_alloc(bctx, 0, &zero));
+    assert_int_equal(zero, 0);
+    assert_ok(hsa_ops->mem_free(bctx, 0));
+    hsa_test_close(bctx);
+}
+
+/* Pinned/mapped memory: fine-grained pool, GPU access granted, one address. */
+static void test_pinned_and_mapped(void **state)
+{
+    hsa_double_config cfg;
+    gm_backend_ctx *bctx = NULL;
+    void *pinned = NULL, *portable = NULL;
+    gm_devptr dev = 0;
+    int kind = -1;
+    long allows = 0;
+
+    (void)state;
+    hsa_double_config_default(&cfg);
+    cfg.gpu_count = 2;
+    bctx = hsa_test_open(&cfg, 0);
+    allows = hsa_double_calls("hsa_amd_agents_allow_access");
+    assert_ok(hsa_ops->host_alloc(bctx, 10000, GM_HOST_MAPPED, &pinned));
+    assert_int_equal(hsa_double_calls("hsa_amd_agents_allow_access"), allows + 1);
+    assert_ok(hsa_ops->host_device_pointer(bctx, (char *)pinned + 10, &dev));
+    assert_int_equal(dev, (gm_devptr)(uintptr_t)pinned + 10);
+    assert_ok(hsa_ops->pointer_kind(bctx, pinned, &kind));
+    assert_int_equal(kind, GM_MEMORY_MAPPED);
+    memset(pinned, 7, 10000); /* host-accessible */
+    assert_ok(hsa_ops->host_alloc(bctx, 100, GM_HOST_PORTABLE, &portable));
+    assert_status(hsa_ops->host_alloc(bctx, 0, 0, &portable), GM_ERR_INVALID_ARG);
+    assert_ok(hsa_ops->host_free(bctx, pinned));
+    assert_ok(hsa_ops->host_free(bctx, portable));
+    assert_ok(hsa_ops->host_free(bctx, NULL));
+    hsa_test_close(bctx);
+}
+
+/* ROC's register/deregister: hsa_amd_memory_lock/unlock, never hsa_memory_register. */
+static void test_register(void **state)
+{
+    gm_backend_ctx *bctx = hsa_test_open(NULL, 0);
+    size_t bytes = 3 * 4096 + 100;
+    char *buf = malloc(bytes);
+    gm_devptr dev = 0;
+    int kind = -1;
+
+    (void)state;
+    assert_ok(hsa_ops->pointer_kind(bctx, buf, &kind));
+    assert_int_equal(kind, GM_MEMORY_HOST);
+    assert_status(hsa_ops->host_device_pointer(bctx, buf, &dev), GM_ERR_INVALID_ARG);
+    assert_message_contains("not memory the HSA runtime knows");
+    for (int round = 0; round < 2; round++) { /* re-registering works (numba#3508) */
+        assert_ok(hsa_ops->host_register(bctx, buf, bytes, 0));
+        assert_ok(hsa_ops->pointer_kind(bctx, buf + 5, &kind));
+        assert_int_equal(kind, GM_MEMORY_PINNED);
+        assert_ok(hsa_ops->host_device_pointer(bctx, buf + 5, &dev));
+        assert_int_equal(dev, (gm_devptr)(uintptr_t)(buf + 5));
+        assert_ok(hsa_ops->host_unregister(bctx, buf));
+    }
+    assert_int_equal(hsa_double_calls("hsa_amd_memory_lock"), 2);
+    assert_int_equal(hsa_double_calls("hsa_amd_memory_unlock"), 2);
+    assert_status(hsa_ops->host_unregister(bctx, buf), GM_ERR_INVALID_ARG);
+    assert_message_contains("hsa_amd_memory_unlock failed");
+    assert_status(hsa_ops->host_register(bctx, buf, 0, 0), GM_ERR_INVALID_ARG);
+    hsa_ops->fini(bctx);
+    hsa_test_assert_nothing_live();
+    assert_int_equal(hsa_double_violations(NULL, 0), 1); /* the bad unlock, on purpose */
+    assert_int_equal(hsa_double_calls("hsa_memory_register"), 0);
+    free(buf);
+}
+
+/* Round trip through device memory from pageable, registered and pinned host memory. */
+static void test_copies_sync(void **state)
+{
+    gm_backend_ctx *bctx = hsa_test_open(NULL, 0);
+    enum { N = 100000 };
+    uint32_t *src = malloc(N * 4), *dst = calloc(N, 4);
+    void *pinned = NULL;
+    gm_devptr d1 = 0, d2 = 0;
+    gm_copy_desc d;
+    long locks = 0;
+    hsa_double_live live;
+
+    (void)state;
+    for (uint32_t i = 0; i < N; i++)
+        src[i] = i * 2654435761u;
+    d1 = hsa_test_to_device(bctx, src, N * 4); /* pageable: locked for the copy */
+    hsa_double_get_live(&live);
+    assert_int_equal(live.locks, 0);
+    assert_ok(hsa_ops->mem_alloc(bctx, N * 4, &d2));
+    d = hsa_test_copy1d(GM_COPY_DEVICE, d2, GM_COPY_DEVICE, d1, N * 4);
+    assert_ok(hsa_ops->copy(bctx, &d, NULL));
+    hsa_test_to_host(bctx, dst, d2, N * 4);
+    assert_memory_equal(src, dst, N * 4);
+    /* registered memory is used as is: no extra lock */
+    assert_ok(hsa_ops->host_register(bctx, dst, N * 4, 0));
+    locks = hsa_double_calls("hsa_amd_memory_lock");
+    memset(dst, 0, N * 4);
+    hsa_test_to_host(bctx, dst + 1, d2, (N - 1) * 4);
+    assert_int_equal(hsa_double_calls("hsa_amd_memory_lock"), locks);
+    assert_memory_equal(src, dst + 1, (N - 1) * 4);
+    assert_ok(hsa_ops->host_unregister(bctx, dst));
+    /* pinned memory likewise */
+    assert_ok(hsa_ops->host_alloc(bctx, N * 4, 0, &pinned));
+    hsa_test_to_host(bctx, pinned, d1, N * 4);
+    assert_int_equal(hsa_double_calls("hsa_amd_memory_lock"), locks);
+    assert_memory_equal(src, pinned, N * 4);
+    /* host to host */
+    memset(dst, 0, N * 4);
+    d = hsa_test_copy1d(GM_COPY_HOST, (gm_devptr)(uintptr_t)dst, GM_COPY_HOST,
+                        (gm_devptr)(uintptr_t)pinned, N * 4);
+    assert_ok(hsa_ops->copy(bctx, &d, NULL));
+    assert_memory_equal(src, dst, N * 4);
+    assert_ok(hsa_ops->host_free(bctx, pinned));
+    assert_ok(hsa_ops->mem_free(bctx, d1));
+    assert_ok(hsa_ops->mem_free(bctx, d2));
+    hsa_test_close(bctx);
+    free(src);
+    free(dst);
+}
+
+/* Pitched 2-D and 3-D copies: one DMA per row, per plane or one in all. */
+static void test_copies_pitched(void **state)
+{
+    gm_backend_ctx *bctx = hsa_test_open(NULL, 0);
+    enum { W = 24, H = 5, D = 3, HP = 40, HH = 7, DP = 32, DH = 6 };
+    unsigned char host[HP * HH * D], back[HP * HH * D];
+    gm_devptr dev = 0;
+    gm_copy_desc d;
+    long copies = 0;
+
+    (void)state;
+    for (size_t i = 0; i < sizeof(host); i++)
+        host[i] = (unsigned char)(i * 7 + 1);
+    memset(back, 0, sizeof(back));
+    assert_ok(hsa_ops->mem_alloc(bctx, DP * DH * D, &dev));
+    memset(&d, 0, sizeof(d));
+    d.dst_side = GM_COPY_DEVICE;
+    d.src_side = GM_COPY_HOST;
+    d.dst = dev;
+    d.src = (gm_devptr)(uintptr_t)host;
+    d.width_bytes = W;
+    d.height = H;
+    d.depth = D;
+    d.dst_pitch = DP;
+    d.dst_height = DH;
+    d.src_pitch = HP;
+    d.src_height = HH;
+    copies = hsa_double_copy_count();
+    assert_ok(hsa_ops->copy(bctx, &d, NULL));
+    assert_int_equal(hsa_double_copy_count() - copies, H * D);
+    d.dst_side = GM_COPY_HOST;
+    d.src_side = GM_COPY_DEVICE;
+    d.dst = (gm_devptr)(uintptr_t)back;
+    d.src = dev;
+    d.dst_pitch = HP;
+    d.dst_height = HH;
+    d.src_pitch = DP;
+    d.src_height = DH;
+    assert_ok(hsa_ops->copy(bctx, &d, NULL));
+    for (size_t z = 0; z < D; z++) {
+        for (size_t y = 0; y < H; y++)
+            assert_memory_equal(back + (z * HH + y) * HP, host + (z * HH + y) * HP, W);
+    }
+    /* rows packed, planes not: one DMA per plane */
+    d.width_bytes = HP;
+    d.dst_pitch = HP;
+    d.src_pitch = HP;
+    d.src_height = H;
+    d.src = dev;
+    d.dst_height = HH;
+    copies = hsa_double_copy_count();
+    assert_ok(hsa_ops->copy(bctx, &d, NULL));
+    assert_int_equal(hsa_double_copy_count() - copies, D);
+    d.dst_pitch = 10; /* below the width */
+    assert_status(hsa_ops->copy(bctx, &d, NULL), GM_ERR_INVALID_ARG);
+    assert_ok(hsa_ops->mem_free(bctx, dev));
+    hsa_test_close(bctx);
+}
+
+/* memset with 1/2/4/8-byte patterns, odd sizes, more than one staging chunk. */
+static void test_memset(void **state)
+{
+    gm_backend_ctx *bctx = hsa_test_open(NULL, 0);
+    size_t bytes = (3u << 20) + 24;
+    unsigned char *back = malloc(bytes);
+    static const uint64_t pattern = 0x0102030405060708ull;
+    gm_devptr dev = 0;
+
+    (void)state;
+    assert_ok(hsa_ops->mem_alloc(bctx, bytes, &dev));
+    for (size_t pb = 1; pb <= 8; pb *= 2) {
+        size_t count = (bytes - 8) / pb;
+
+        memset(back, 0xEE, bytes);
+        assert_ok(hsa_ops->memset(bctx, dev + 8, &pattern, pb, count, NULL));
+        hsa_test_to_host(bctx, back, dev, bytes);
+        for (size_t i = 0; i < count; i++)
+            assert_memory_equal(back + 8 + i * pb, &pattern, pb);
+    }
+    assert_status(hsa_ops->memset(bctx, dev, &pattern, 3, 1, NULL), GM_ERR_INVALID_ARG);
+    assert_ok(hsa_ops->memset(bctx, dev, &pattern, 4, 0, NULL));
+    assert_ok(hsa_ops->mem_free(bctx, dev));
+    hsa_test_close(bctx);
+    free(back);
+}
+
+/* IPC: the handle carries the allocation size and the pointer's offset. */
+static void test_ipc(void **state)
+{
+    hsa_double_config cfg;
+    gm_backend_ctx *bctx = hsa_test_open(NULL, 0);
+    unsigned char handle[64];
+    gm_devptr dev = 0, opened = 0;
+
+    (void)state;
+    assert_ok(hsa_ops->mem_alloc(bctx, 8192, &dev));
+    assert_status(hsa_ops->ipc_get_handle(bctx, dev, handle, 8), GM_ERR_INVALID_ARG);
+    assert_ok(hsa_ops->ipc_get_handle(bctx, dev + 256, handle, sizeof(handle)));
+    assert_ok(hsa_ops->ipc_open(bctx, handle, sizeof(handle), &opened));
+    assert_int_equal(opened, dev + 256);
+    assert_ok(hsa_ops->ipc_close(bctx, opened));
+    assert_ok(hsa_ops->mem_free(bctx, dev));
+    hsa_test_close(bctx);
+
+    hsa_double_config_default(&cfg);
+    cfg.no_ipc = 1;
+    bctx = hsa_test_open(&cfg, 0);
+    assert_ok(hsa_ops->mem_alloc(bctx, 4096, &dev));
+    assert_status(hsa_ops->ipc_get_handle(bctx, dev, handle, sizeof(handle)), GM_ERR_DRIVER);
+    assert_message_contains("hsa_amd_ipc_memory_create failed: HSA_STATUS_ERROR (0x1000)");
+    assert_ok(hsa_ops->mem_free(bctx, dev));
+    hsa_test_close(bctx);
+}
+
+/* The status map: every class of HSA error lands on a meaningful gm_status. */
+static void test_status_map(void **state)
+{
+    (void)state;
+    assert_int_equal(gm__hsa_status_map(HSA_STATUS_SUCCESS), GM_OK);
+    assert_int_equal(gm__hsa_status_map(HSA_STATUS_INFO_BREAK), GM_OK);
+    assert_int_equal(gm__hsa_status_map(HSA_STATUS_ERROR_OUT_OF_RESOURCES),
+                     GM_ERR_OUT_OF_DEVICE_MEMORY);
+    assert_int_equal(gm__hsa_status_map(HSA_STATUS_ERROR_INVALID_ARGUMENT), GM_ERR_INVALID_ARG);
+    assert_int_equal(gm__hsa_status_map(HSA_STATUS_ERROR_INVALID_SIGNAL), GM_ERR_INVALID_HANDLE);
+    assert_int_equal(gm__hsa_status_map(HSA_STATUS_ERROR_NOT_INITIALIZED), GM_ERR_STATE);
+    assert_int_equal(gm__hsa_status_map(HSA_STATUS_ERROR_INVALID_SYMBOL_NAME), GM_ERR_NOT_FOUND);
+    assert_int_equal(gm__hsa_status_map((hsa_status_t)HSA_STATUS_ERROR_MEMORY_APERTURE_VIOLATION),
+                     GM_ERR_LAUNCH);
+    assert_int_equal(gm__hsa_status_map(HSA_STATUS_ERROR), GM_ERR_DRIVER);
+    assert_int_equal(gm__hsa_status_map((hsa_status_t)0x7777), GM_ERR_DRIVER);
+    assert_string_equal(gm__hsa_status_name((hsa_status_t)HSA_STATUS_ERROR_MEMORY_FAULT),
+                        "HSA_STATUS_ERROR_MEMORY_FAULT");
+    assert_string_equal(gm__hsa_status_name((hsa_status_t)0x7777), "HSA_STATUS_UNKNOWN");
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_ops_table),
+        cmocka_unit_test(test_status_map),
+        cmocka_unit_test(test_device_info),
+        cmocka_unit_test(test_mem_info_without_memory_avail),
+        cmocka_unit_test(test_init_out_of_resources),
+        cmocka_unit_test(test_init_no_gpu_agent),
+        cmocka_unit_test(test_init_device_ids),
+        cmocka_unit_test(test_no_driver),
+        cmocka_unit_test(test_device_memory),
+        cmocka_unit_test(test_pinned_and_mapped),
+        cmocka_unit_test(test_register),
+        cmocka_unit_test(test_copies_sync),
+        cmocka_unit_test(test_copies_pitched),
+        cmocka_unit_test(test_memset),
+        cmocka_unit_test(test_ipc),
+    };
+
+    return cmocka_run_group_tests(tests, gm_test_use_cmocka_allocator, gm_test_restore_allocator);
+}

@@ -1,0 +1,115 @@
+/*
+ * The core runtime on the HSA backend (runtime double underneath):
+ * Numba's out-of-memory rule (an allocation that fails for lack of device
+ * memory flushes the deallocation queue and retries once) proven with the
+ * HSA pool's real OUT_OF_RESOURCES status, and a public-API round trip.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "hsa_test_util.h"
+#include "runtime_internal.h"
+
+static gm_context *open_context(double ratio, int64_t count)
+{
+    gm_context_options opts;
+    gm_context *ctx = NULL;
+
+    hsa_double_reset(NULL);
+    gm_context_options_default(&opts);
+    opts.max_pending_ratio = ratio;
+    opts.max_pending_count = count;
+    assert_ok(gm__context_create_with_ops(&gm__hsa_backend, &opts, &ctx));
+    assert_int_equal(gm_context_backend(ctx), GM_BACKEND_HSA);
+    return ctx;
+}
+
+static void close_context(gm_context *ctx)
+{
+    gm_context_destroy(&ctx);
+    hsa_test_assert_nothing_live();
+    hsa_test_assert_no_violations();
+}
+
+/* 40 MiB pending on a 64 MiB device, then 40 MiB more: OOM, flush, retry, success. */
+static void test_oom_flush_and_retry(void **state)
+{
+    gm_context *ctx = open_context(1.0, 100);
+    int64_t shape[1] = {10 << 20}; /* float32: 40 MiB */
+    gm_array *a = NULL, *b = NULL;
+    gm_dealloc_stats stats;
+    long allocs = 0;
+
+    (void)state;
+    assert_ok(gm_device_array(ctx, 1, shape, GM_FLOAT32, GM_ORDER_C, &a));
+    gm_array_release(&a);
+    assert_ok(gm_deallocations_stats(ctx, &stats));
+    assert_int_equal(stats.pending_count, 1);
+    assert_int_equal(stats.pending_device_bytes, 40 << 20);
+    allocs = hsa_double_calls("hsa_amd_memory_pool_allocate");
+    assert_ok(gm_device_array(ctx, 1, shape, GM_FLOAT32, GM_ORDER_C, &b));
+    /* the pool refused once (OUT_OF_RESOURCES), the queue flushed, the retry succeeded */
+    assert_int_equal(hsa_double_calls("hsa_amd_memory_pool_allocate") - allocs, 2);
+    assert_ok(gm_deallocations_stats(ctx, &stats));
+    assert_true(stats.flushes >= 1);
+    assert_int_equal(stats.pending_count, 0);
+    assert_int_equal(stats.freed_count, 1);
+    /* inside defer_cleanup there is no retry: the OOM is reported */
+    assert_ok(gm_defer_cleanup_begin(ctx));
+    gm_array_release(&b);
+    assert_status(gm_device_array(ctx, 1, shape, GM_FLOAT32, GM_ORDER_C, &a),
+                  GM_ERR_OUT_OF_DEVICE_MEMORY);
+    assert_message_contains("HSA_STATUS_ERROR_OUT_OF_RESOURCES");
+    assert_ok(gm_defer_cleanup_end(ctx));
+    close_context(ctx);
+}
+
+/* to_device / copy_to_host with a strided host view, on a stream, plus fill. */
+static void test_public_round_trip(void **state)
+{
+    gm_context *ctx = open_context(0.2, 10);
+    enum { R = 64, C = 48 };
+    float *host = malloc(R * C * sizeof(float)), *back = calloc(R * C, sizeof(float));
+    int64_t shape[2] = {R, C / 2}, strides[2] = {C * 4, 8}; /* every other column */
+    gm_ndview hv, bv;
+    gm_array *dev = NULL;
+    gm_stream *s = NULL;
+    gm_event *e = NULL;
+    float seven = 7.0f;
+
+    (void)state;
+    for (int i = 0; i < R * C; i++)
+        host[i] = (float)i;
+    assert_ok(gm_ndview_init(host, GM_FLOAT32, 2, shape, strides, GM_ORDER_C, &hv));
+    assert_ok(gm_ndview_init(back, GM_FLOAT32, 2, shape, strides, GM_ORDER_C, &bv));
+    assert_ok(gm_stream_create(ctx, GM_STREAM_DEFAULT, &s));
+    assert_ok(gm_event_create(ctx, true, &e));
+    assert_ok(gm_to_device(ctx, &hv, s, &dev));
+    assert_ok(gm_event_record(e, s));
+    assert_ok(gm_array_copy_to_host(dev, &bv, s));
+    assert_ok(gm_stream_synchronize(s));
+    assert_ok(gm_event_query(e));
+    for (int r = 0; r < R; r++) {
+        for (int c = 0; c < C; c += 2)
+            assert_true(back[r * C + c] == host[r * C + c]);
+    }
+    assert_ok(gm_array_fill(dev, &seven, NULL));
+    assert_ok(gm_array_copy_to_host(dev, &bv, NULL));
+    assert_true(back[C + 2] == 7.0f);
+    gm_array_release(&dev);
+    gm_event_destroy(&e);
+    gm_stream_destroy(&s);
+    close_context(ctx);
+    free(host);
+    free(back);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_oom_flush_and_retry),
+        cmocka_unit_test(test_public_round_trip),
+    };
+
+    return cmocka_run_group_tests(tests, gm_test_use_cmocka_allocator, gm_test_restore_allocator);
+}

@@ -1,0 +1,496 @@
+/*
+ * Streams and events of the HSA backend on the runtime double, whose DMA
+ * engine runs the newest ready copy first: any missing dependency signal
+ * reorders copies and corrupts data, and every dependency is also checked
+ * in the recorded copies and packets.
+ */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "hsa_test_util.h"
+
+enum { N = 50000 };
+
+static void sleep_ms(long ms)
+{
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+
+    nanosleep(&ts, NULL);
+}
+
+/* The completed copy recorded with this destination, or fail. */
+static hsa_double_copy find_copy(const void *dst)
+{
+    hsa_double_copy c;
+
+    for (long i = hsa_double_copy_count() - 1; i >= 0; i--) {
+        if (hsa_double_get_copy(i, &c) && c.dst == dst)
+            return c;
+    }
+    fail_msg("no copy to %p recorded", dst);
+    return c;
+}
+
+static bool has_dep(const hsa_double_copy *c, hsa_signal_t s)
+{
+    for (uint32_t i = 0; i < c->ndeps && i < 8; i++) {
+        if (c->deps[i].handle == s.handle)
+            return true;
+    }
+    return false;
+}
+
+static gm_status copy_async(gm_backend_ctx *bctx, gm_backend_stream *s, gm_copy_side ds, void *dst,
+                            gm_copy_side ss, const void *src, size_t bytes)
+{
+    gm_copy_desc d =
+        hsa_test_copy1d(ds, (gm_devptr)(uintptr_t)dst, ss, (gm_devptr)(uintptr_t)src, bytes);
+
+    return hsa_ops->copy(bctx, &d, s);
+}
+
+static uint32_t *pattern(uint32_t seed)
+{
+    uint32_t *p = malloc(N * 4);
+
+    for (uint32_t i = 0; i < N; i++)
+        p[i] = i * 2654435761u + seed;
+    return p;
+}
+
+/* host -> d1 -> d2 -> host2 on one stream: each copy waits for the previous one. */
+static void test_stream_order(void **state)
+{
+    gm_backend_ctx *bctx = hsa_test_open(NULL, 0);
+    uint32_t *src = pattern(1), *dst = calloc(N, 4);
+    gm_backend_stream *s = NULL;
+    gm_devptr d1 = 0, d2 = 0;
+    hsa_double_copy c1, c2, c3;
+
+    (void)state;
+    assert_ok(hsa_ops->mem_alloc(bctx, N * 4, &d1));
+    assert_ok(hsa_ops->mem_alloc(bctx, N * 4, &d2));
+    assert_ok(hsa_ops->stream_create(bctx, GM_STREAM_DEFAULT, &s));
+    hsa_double_pause(1); /* all three queued before any runs */
+    assert_ok(copy_async(bctx, s, GM_COPY_DEVICE, (void *)(uintptr_t)d1, GM_COPY_HOST, src, N * 4));
+    assert_ok(copy_async(bctx, s, GM_COPY_DEVICE, (void *)(uintptr_t)d2, GM_COPY_DEVICE,
+                         (void *)(uintptr_t)d1, N * 4));
+    assert_ok(copy_async(bctx, s, GM_COPY_HOST, dst, GM_COPY_DEVICE, (void *)(uintptr_t)d2, N * 4));
+    assert_status(hsa_ops->stream_query(bctx, s), GM_ERR_NOT_READY);
+    hsa_double_pause(0);
+    assert_ok(hsa_ops->stream_synchronize(bctx, s));
+    assert_ok(hsa_ops->stream_query(bctx, s));
+    assert_memory_equal(src, dst, N * 4);
+    c1 = find_copy((void *)(uintptr_t)d1);
+    c2 = find_copy((void *)(uintptr_t)d2);
+    c3 = find_copy(dst);
+    assert_true(has_dep(&c2, c1.completion));
+    assert_true(has_dep(&c3, c2.completion));
+    assert_true(c1.sequence < c2.sequence && c2.sequence < c3.sequence);
+    assert_ok(hsa_ops->stream_destroy(bctx, s));
+    assert_ok(hsa_ops->mem_free(bctx, d1));
+    assert_ok(hsa_ops->mem_free(bctx, d2));
+    hsa_test_close(bctx);
+    free(src);
+    free(dst);
+}
+
+/* CU_STREAM_LEGACY: legacy work waits for blocking streams, not for non-blocking ones,
+ * and blocking streams' later work waits for it. */
+static void test_legacy_stream(void **state)
+{
+    gm_backend_ctx *bctx = hsa_test_open(NULL, 0);
+    uint32_t *a = pattern(2), *b = pattern(3), *c = calloc(N, 4), *e = calloc(N, 4);
+    gm_backend_stream *blocking = NULL, *nonblocking = NULL, *legacy = NULL, *deflt = NULL;
+    gm_devptr da = 0, db = 0;
+    hsa_double_copy ca, cb, cc, ce;
+
+    (void)state;
+    assert_ok(hsa_ops->mem_alloc(bctx, N * 4, &da));
+    assert_ok(hsa_ops->mem_alloc(bctx, N * 4, &db));
+    assert_ok(hsa_ops->stream_create(bctx, GM_STREAM_DEFAULT, &blocking));
+    assert_ok(hsa_ops->stream_create(bctx, GM_STREAM_NON_BLOCKING, &nonblocking));
+    assert_ok(hsa_ops->stream_builtin(bctx, GM_BUILTIN_STREAM_LEGACY, &legacy));
+    assert_ok(hsa_ops->stream_builtin(bctx, GM_BUILTIN_STREAM_DEFAULT, &deflt));
+    assert_ptr_equal(legacy, deflt);
+    hsa_double_pause(1);
+    assert_ok(
+        copy_async(bctx, blocking, GM_COPY_DEVICE, (void *)(uintptr_t)da, GM_COPY_HOST, a, N * 4));
+    assert_ok(copy_async(bctx, nonblocking, GM_COPY_DEVICE, (void *)(uintptr_t)db, GM_COPY_HOST, b,
+                         N * 4));
+    assert_ok(
+        copy_async(bctx, legacy, GM_COPY_HOST, c, GM_COPY_DEVICE, (void *)(uintptr_t)da, N * 4));
+    assert_ok(
+        copy_async(bctx, blocking, GM_COPY_HOST, e, GM_COPY_DEVICE, (void *)(uintptr_t)da, N * 4));
+    hsa_double_pause(0);
+    assert_ok(hsa_ops->stream_synchronize(bctx, blocking));
+    assert_ok(hsa_ops->stream_synchronize(bctx, nonblocking));
+    assert_ok(hsa_ops->stream_synchronize(bctx, legacy));
+    assert_memory_equal(a, c, N * 4);
+    assert_memory_equal(a, e, N * 4);
+    ca = find_copy((void *)(uintptr_t)da);
+    cb = find_copy((void *)(uintptr_t)db);
+    cc = find_copy(c);
+    ce = find_copy(e);
+    assert_true(has_dep(&cc, ca.completion));
+    assert_false(has_dep(&cc, cb.completion));
+    assert_true(has_dep(&ce, cc.completion));
+    assert_ok(hsa_ops->stream_destroy(bctx, blocking));
+    assert_ok(hsa_ops->stream_destroy(bctx, nonblocking));
+    assert_status(hsa_ops->stream_destroy(bctx, legacy), GM_ERR_INVALID_ARG);
+    assert_ok(hsa_ops->mem_free(bctx, da));
+    assert_ok(hsa_ops->mem_free(bctx, db));
+    hsa_test_close(bctx);
+    free(a);
+    free(b);
+    free(c);
+    free(e);
+}
+
+static void *unpause_later(void *arg)
+{
+    (void)arg;
+    sleep_ms(100);
+    hsa_double_pause(0);
+    return NULL;
+}
+
+/* A synchronous copy (NULL stream) waits for work queued on blocking streams. */
+static void test_sync_copy_waits(void **state)
+{
+    gm_backend_ctx *bctx = hsa_test_open(NULL, 0);
+    uint32_t *a = pattern(4), *back = calloc(N, 4);
+    gm_backend_stream *s = NULL;
+    gm_devptr da = 0;
+    pthread_t t;
+
+    (void)state;
+    assert_ok(hsa_ops->mem_alloc(bctx, N * 4, &da));
+    assert_ok(hsa_ops->stream_create(bctx, GM_STREAM_DEFAULT, &s));
+    hsa_double_pause(1);
+    assert_ok(copy_async(bctx, s, GM_COPY_DEVICE, (void *)(uintptr_t)da, GM_COPY_HOST, a, N * 4));
+    pthread_create(&t, NULL, unpause_later, NULL);
+    hsa_test_to_host(bctx, back, da, N * 4);
+    pthread_join(t, NULL);
+    assert_memory_equal(a, back, N * 4);
+    assert_ok(hsa_ops->stream_destroy(bctx, s));
+    assert_ok(hsa_ops->mem_free(bctx, da));
+    hsa_test_close(bctx);
+    free(a);
+    free(back);
+}
+
+/* stream_destroy waits for pending work. */
+static void test_destroy_waits(void **state)
+{
+    gm_backend_ctx *bctx = hsa_test_open(NULL, 0);
+    uint32_t *a = pattern(5), *back = calloc(N, 4);
+    gm_backend_stream *s = NULL;
+    gm_devptr da = 0;
+    pthread_t t;
+
+    (void)state;
+    assert_ok(hsa_ops->mem_alloc(bctx, N * 4, &da));
+    assert_ok(hsa_ops->stream_create(bctx, GM_STREAM_NON_BLOCKING, &s));
+    assert_ok(copy_async(bctx, s, GM_COPY_DEVICE, (void *)(uintptr_t)da, GM_COPY_HOST, a, N * 4));
+    hsa_double_pause(1);
+    assert_ok(
+        copy_async(bctx, s, GM_COPY_HOST, back, GM_COPY_DEVICE, (void *)(uintptr_t)da, N * 4));
+    pthread_create(&t, NULL, unpause_later, NULL);
+    assert_ok(hsa_ops->stream_destroy(bctx, s));
+    pthread_join(t, NULL);
+    assert_memory_equal(a, back, N * 4);
+    assert_ok(hsa_ops->mem_free(bctx, da));
+    hsa_test_close(bctx);
+    free(a);
+    free(back);
+}
+
+/* An event recorded on one stream orders another stream's work after it. */
+static void test_event_cross_stream(void **state)
+{
+    gm_backend_ctx *bctx = hsa_test_open(NULL, 0);
+    uint32_t *a = pattern(6), *back = calloc(N, 4);
+    gm_backend_stream *s1 = NULL, *s2 = NULL;
+    gm_backend_event *ev = NULL, *never = NULL;
+    gm_devptr da = 0;
+    hsa_double_packet pkt;
+    hsa_barrier_and_packet_t bar;
+    hsa_double_copy cb;
+
+    (void)state;
+    assert_ok(hsa_ops->mem_alloc(bctx, N * 4, &da));
+    assert_ok(hsa_ops->stream_create(bctx, GM_STREAM_NON_BLOCKING, &s1));
+    assert_ok(hsa_ops->stream_create(bctx, GM_STREAM_NON_BLOCKING, &s2));
+    assert_ok(hsa_ops->event_create(bctx, 0, &ev));
+    assert_ok(hsa_ops->event_create(bctx, 0, &never));
+    assert_ok(hsa_ops->event_query(bctx, never)); /* never recorded: complete */
+    assert_ok(hsa_ops->event_synchronize(bctx, never));
+    hsa_double_pause(1);
+    assert_ok(copy_async(bctx, s1, GM_COPY_DEVICE, (void *)(uintptr_t)da, GM_COPY_HOST, a, N * 4));
+    assert_ok(hsa_ops->event_record(bctx, ev, s1));
+    assert_status(hsa_ops->event_query(bctx, ev), GM_ERR_NOT_READY);
+    assert_ok(hsa_ops->stream_wait_event(bctx, s2, ev));
+    assert_ok(
+        copy_async(bctx, s2, GM_COPY_HOST, back, GM_COPY_DEVICE, (void *)(uintptr_t)da, N * 4));
+    hsa_double_pause(0);
+    assert_ok(hsa_ops->event_synchronize(bctx, ev));
+    assert_ok(hsa_ops->event_query(bctx, ev));
+    assert_ok(hsa_ops->stream_synchronize(bctx, s2));
+    assert_memory_equal(a, back, N * 4);
+    /* the record was a barrier-AND packet on s1's queue; s2's copy waited for its signal */
+    assert_int_equal(hsa_double_packet_count(), 1);
+    assert_true(hsa_double_get_packet(0, &pkt));
+    memcpy(&bar, pkt.bytes, sizeof(bar));
+    assert_int_equal(bar.header & 0xff, HSA_PACKET_TYPE_BARRIER_AND);
+    assert_int_equal(bar.dep_signal[0].handle, find_copy((void *)(uintptr_t)da).completion.handle);
+    cb = find_copy(back);
+    assert_true(has_dep(&cb, bar.completion_signal));
+    assert_ok(hsa_ops->event_destroy(bctx, ev));
+    assert_ok(hsa_ops->event_destroy(bctx, never));
+    assert_ok(hsa_ops->stream_destroy(bctx, s1));
+    assert_ok(hsa_ops->stream_destroy(bctx, s2));
+    assert_ok(hsa_ops->mem_free(bctx, da));
+    hsa_test_close(bctx);
+    free(a);
+    free(back);
+}
+
+static gm_status sleep_work(void *user)
+{
+    sleep_ms(*(long *)user);
+    return GM_OK;
+}
+
+/* Timing events: host time between completions; the refusals. */
+static void test_event_timing(void **state)
+{
+    gm_backend_ctx *bctx = hsa_test_open(NULL, 0);
+    gm_backend_stream *s = NULL;
+    gm_backend_event *start = NULL, *end = NULL, *plain = NULL;
+    long ms = 30;
+    float elapsed = -1.0f;
+
+    (void)state;
+    assert_ok(hsa_ops->stream_create(bctx, GM_STREAM_DEFAULT, &s));
+    assert_ok(hsa_ops->event_create(bctx, 1, &start));
+    assert_ok(hsa_ops->event_create(bctx, 1, &end));
+    assert_ok(hsa_ops->event_create(bctx, 0, &plain));
+    assert_status(hsa_ops->event_elapsed(bctx, start, end, &elapsed), GM_ERR_INVALID_ARG);
+    assert_message_contains("recorded");
+    assert_ok(hsa_ops->event_record(bctx, start, s));
+    assert_ok(hsa_ops->stream_enqueue_host(bctx, s, sleep_work, &ms, NULL));
+    assert_ok(hsa_ops->event_record(bctx, end, s));
+    assert_ok(hsa_ops->event_record(bctx, plain, s));
+    assert_status(hsa_ops->event_elapsed(bctx, start, end, &elapsed), GM_ERR_NOT_READY);
+    assert_ok(hsa_ops->event_synchronize(bctx, end));
+    assert_ok(hsa_ops->event_elapsed(bctx, start, end, &elapsed));
+    assert_true(elapsed >= 25.0f && elapsed < 5000.0f);
+    assert_ok(hsa_ops->stream_synchronize(bctx, s));
+    assert_status(hsa_ops->event_elapsed(bctx, start, plain, &elapsed), GM_ERR_INVALID_ARG);
+    assert_message_contains("timing");
+    assert_status(hsa_ops->event_elapsed(bctx, start, NULL, &elapsed), GM_ERR_NULL_POINTER);
+    assert_ok(hsa_ops->event_destroy(bctx, start));
+    assert_ok(hsa_ops->event_destroy(bctx, end));
+    assert_ok(hsa_ops->event_destroy(bctx, plain));
+    assert_ok(hsa_ops->event_destroy(bctx, NULL));
+    assert_ok(hsa_ops->stream_destroy(bctx, s));
+    hsa_test_close(bctx);
+}
+
+typedef struct cb_log {
+    int order[8];
+    int n;
+    gm_status status[8];
+    const uint32_t *watch; /* must hold the expected data when the first callback runs */
+    const uint32_t *expect;
+    int data_ok;
+} cb_log;
+
+typedef struct cb_arg {
+    cb_log *log;
+    int id;
+} cb_arg;
+
+static void record_callback(gm_status status, void *user)
+{
+    cb_arg *a = user;
+
+    if (a->log->n == 0 && a->log->watch != NULL)
+        a->log->data_ok = memcmp(a->log->watch, a->log->expect, N * 4) == 0;
+    a->log->status[a->log->n] = status;
+    a->log->order[a->log->n++] = a->id;
+}
+
+static gm_status failing_work(void *user)
+{
+    (*(int *)user)++;
+    return gm__error(GM_ERR_INVALID_ARG, "boom from host work");
+}
+
+static void count_cleanup(void *user)
+{
+    (*(int *)user) += 100;
+}
+
+/* Callbacks run in stream order after the work before them; host work errors are
+ * reported once by the next synchronize and reach later callbacks. */
+static void test_callbacks_and_host_work(void **state)
+{
+    gm_backend_ctx *bctx = hsa_test_open(NULL, 0);
+    uint32_t *a = pattern(7), *back = calloc(N, 4);
+    gm_backend_stream *s = NULL;
+    gm_devptr da = 0;
+    cb_log log;
+    cb_arg args[3];
+    int calls = 0;
+
+    (void)state;
+    memset(&log, 0, sizeof(log));
+    log.watch = back;
+    log.expect = a;
+    da = hsa_test_to_device(bctx, a, N * 4);
+    assert_ok(hsa_ops->stream_create(bctx, GM_STREAM_DEFAULT, &s));
+    hsa_double_pause(1);
+    assert_ok(
+        copy_async(bctx, s, GM_COPY_HOST, back, GM_COPY_DEVICE, (void *)(uintptr_t)da, N * 4));
+    for (int i = 0; i < 2; i++) {
+        args[i] = (cb_arg){&log, i + 1};
+        assert_ok(hsa_ops->stream_add_callback(bctx, s, record_callback, &args[i]));
+    }
+    assert_ok(hsa_ops->stream_enqueue_host(bctx, s, failing_work, &calls, count_cleanup));
+    args[2] = (cb_arg){&log, 3};
+    assert_ok(hsa_ops->stream_add_callback(bctx, s, record_callback, &args[2]));
+    hsa_double_pause(0);
+    assert_status(hsa_ops->stream_synchronize(bctx, s), GM_ERR_INVALID_ARG);
+    assert_message_contains("boom from host work");
+    assert_ok(hsa_ops->stream_synchronize(bctx, s)); /* reported once */
+    assert_int_equal(calls, 101);
+    assert_int_equal(log.n, 3);
+    assert_int_equal(log.order[0], 1);
+    assert_int_equal(log.order[1], 2);
+    assert_int_equal(log.order[2], 3);
+    assert_int_equal(log.status[0], GM_OK);
+    assert_int_equal(log.status[2], GM_ERR_INVALID_ARG);
+    assert_true(log.data_ok);
+    /* stream NULL: synchronous, on this thread, fn's status returned */
+    calls = 0;
+    assert_status(hsa_ops->stream_enqueue_host(bctx, NULL, failing_work, &calls, count_cleanup),
+                  GM_ERR_INVALID_ARG);
+    assert_int_equal(calls, 101);
+    assert_status(hsa_ops->stream_enqueue_host(bctx, s, NULL, NULL, NULL), GM_ERR_NULL_POINTER);
+    assert_status(hsa_ops->stream_add_callback(bctx, s, NULL, NULL), GM_ERR_NULL_POINTER);
+    assert_ok(hsa_ops->stream_destroy(bctx, s));
+    assert_ok(hsa_ops->mem_free(bctx, da));
+    hsa_test_close(bctx);
+    free(a);
+    free(back);
+}
+
+static void *other_thread_stream(void *arg)
+{
+    gm_backend_ctx *bctx = arg;
+    gm_backend_stream *s = NULL;
+
+    if (hsa_ops->stream_builtin(bctx, GM_BUILTIN_STREAM_PER_THREAD, &s) != GM_OK)
+        return NULL;
+    return s;
+}
+
+static void test_per_thread_and_wrap(void **state)
+{
+    gm_backend_ctx *bctx = hsa_test_open(NULL, 0);
+    uint32_t *a = pattern(8), *back = calloc(N, 4);
+    gm_backend_stream *mine = NULL, *again = NULL, *theirs = NULL, *s = NULL, *w = NULL;
+    gm_devptr da = 0;
+    void *native = NULL;
+    pthread_t t;
+
+    (void)state;
+    assert_ok(hsa_ops->stream_builtin(bctx, GM_BUILTIN_STREAM_PER_THREAD, &mine));
+    assert_ok(hsa_ops->stream_builtin(bctx, GM_BUILTIN_STREAM_PER_THREAD, &again));
+    assert_ptr_equal(mine, again);
+    pthread_create(&t, NULL, other_thread_stream, bctx);
+    pthread_join(t, (void **)&theirs);
+    assert_non_null(theirs);
+    assert_ptr_not_equal(mine, theirs);
+    da = hsa_test_to_device(bctx, a, N * 4);
+    assert_ok(
+        copy_async(bctx, mine, GM_COPY_HOST, back, GM_COPY_DEVICE, (void *)(uintptr_t)da, N * 4));
+    assert_ok(hsa_ops->stream_synchronize(bctx, mine));
+    assert_memory_equal(a, back, N * 4);
+    /* wrapping a native handle */
+    assert_ok(hsa_ops->stream_create(bctx, GM_STREAM_DEFAULT, &s));
+    native = hsa_ops->stream_native(bctx, s);
+    assert_ok(hsa_ops->stream_wrap(bctx, native, &w));
+    assert_ptr_equal(hsa_ops->stream_native(bctx, w), native);
+    memset(back, 0, N * 4);
+    assert_ok(
+        copy_async(bctx, w, GM_COPY_HOST, back, GM_COPY_DEVICE, (void *)(uintptr_t)da, N * 4));
+    assert_ok(hsa_ops->stream_synchronize(bctx, w));
+    assert_memory_equal(a, back, N * 4);
+    assert_status(hsa_ops->stream_destroy(bctx, w), GM_ERR_INVALID_ARG);
+    hsa_ops->stream_unwrap(bctx, w);
+    assert_status(hsa_ops->stream_wrap(bctx, back, &w), GM_ERR_INVALID_HANDLE);
+    assert_ok(hsa_ops->stream_destroy(bctx, s));
+    assert_ok(hsa_ops->mem_free(bctx, da));
+    hsa_test_close(bctx);
+    free(a);
+    free(back);
+}
+
+/* Hundreds of packets through a 64-slot queue; signals and kernargs are recycled. */
+static void test_queue_wraps(void **state)
+{
+    hsa_double_config cfg;
+    gm_backend_ctx *bctx = NULL;
+    uint32_t *a = pattern(9), *back = calloc(N, 4);
+    gm_backend_stream *s = NULL;
+    gm_backend_event *ev = NULL;
+    gm_devptr da = 0;
+    hsa_double_live live;
+
+    (void)state;
+    hsa_double_config_default(&cfg);
+    cfg.copy_delay_us = 300; /* copies still pending when the records come: barrier packets */
+    bctx = hsa_test_open(&cfg, 0);
+    da = hsa_test_to_device(bctx, a, N * 4);
+    assert_ok(hsa_ops->host_register(bctx, back, N * 4, 0));
+    assert_ok(hsa_ops->stream_create(bctx, GM_STREAM_DEFAULT, &s));
+    assert_ok(hsa_ops->event_create(bctx, 0, &ev));
+    for (int i = 0; i < 300; i++) {
+        assert_ok(copy_async(bctx, s, GM_COPY_HOST, back + (i % 10), GM_COPY_DEVICE,
+                             (void *)(uintptr_t)da, 64));
+        assert_ok(hsa_ops->event_record(bctx, ev, s));
+    }
+    assert_ok(hsa_ops->stream_synchronize(bctx, s));
+    assert_true(hsa_double_packet_count() >= 300);
+    hsa_double_get_live(&live);
+    assert_true(live.signals <= 70); /* the cache (64) and a few in use, not 600 */
+    assert_ok(hsa_ops->event_destroy(bctx, ev));
+    assert_ok(hsa_ops->stream_destroy(bctx, s));
+    assert_ok(hsa_ops->host_unregister(bctx, back));
+    assert_ok(hsa_ops->mem_free(bctx, da));
+    hsa_test_close(bctx);
+    free(a);
+    free(back);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_stream_order),
+        cmocka_unit_test(test_legacy_stream),
+        cmocka_unit_test(test_sync_copy_waits),
+        cmocka_unit_test(test_destroy_waits),
+        cmocka_unit_test(test_event_cross_stream),
+        cmocka_unit_test(test_event_timing),
+        cmocka_unit_test(test_callbacks_and_host_work),
+        cmocka_unit_test(test_per_thread_and_wrap),
+        cmocka_unit_test(test_queue_wraps),
+    };
+
+    return cmocka_run_group_tests(tests, gm_test_use_cmocka_allocator, gm_test_restore_allocator);
+}

@@ -1,0 +1,308 @@
+/*
+ * Launch validation and marshalling (src/core/kernels.c), modules and the
+ * registry (src/core/module.c), and the host backend's module ops
+ * (src/host/host_launch.c): every invalid launch is refused with a clear
+ * message before anything runs.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kt_helpers.h"
+
+extern const gm_image_set kt_override_set;
+
+static gm_dim3 d1(uint32_t x)
+{
+    return gm_dim3_make(x, 1, 1);
+}
+
+typedef struct add_fixture {
+    gm_context *ctx;
+    gm_kernel *add;
+    gm_array *a, *b, *out;
+} add_fixture;
+
+static add_fixture add_setup(void)
+{
+    add_fixture f;
+
+    f.ctx = kt_context(32);
+    assert_ok(gm_kernel_find(f.ctx, "add_f32", &f.add));
+    f.a = kt_device(f.ctx, GM_FLOAT32, 100, NULL);
+    f.b = kt_device(f.ctx, GM_FLOAT32, 100, NULL);
+    f.out = kt_device(f.ctx, GM_FLOAT32, 100, NULL);
+    return f;
+}
+
+static void add_teardown(add_fixture *f)
+{
+    gm_array_release(&f->a);
+    gm_array_release(&f->b);
+    gm_array_release(&f->out);
+    kt_destroy(&f->ctx);
+}
+
+static void test_config_errors(void **state)
+{
+    add_fixture f = add_setup();
+    gm_arg args[] = {gm_arg_array(f.a), gm_arg_array(f.b), gm_arg_array(f.out), gm_arg_i64(100)};
+
+    (void)state;
+    assert_ok(gm_launch(f.add, d1(1), d1(100), 0, NULL, 4, args));
+    assert_status(gm_launch(f.add, d1(1), d1(2048), 0, NULL, 4, args), GM_ERR_INVALID_ARG);
+    assert_message_contains("exceeds the device limit 1024");
+    assert_status(gm_launch(f.add, d1(1), gm_dim3_make(64, 32, 1), 0, NULL, 4, args),
+                  GM_ERR_INVALID_ARG);
+    assert_message_contains("2048 threads; the limit is 1024");
+    assert_status(gm_launch(f.add, d1(1), gm_dim3_make(1, 1, 65), 0, NULL, 4, args),
+                  GM_ERR_INVALID_ARG);
+    assert_message_contains("block extent z = 65");
+    assert_status(gm_launch(f.add, d1(1), d1(0), 0, NULL, 4, args), GM_ERR_INVALID_ARG);
+    assert_message_contains("block (0,1,1) has a zero extent");
+    assert_status(gm_launch(f.add, gm_dim3_make(1, 0, 1), d1(32), 0, NULL, 4, args),
+                  GM_ERR_INVALID_ARG);
+    assert_message_contains("grid (1,0,1) has a zero extent");
+    assert_status(gm_launch(f.add, gm_dim3_make(1, 70000, 1), d1(32), 0, NULL, 4, args),
+                  GM_ERR_INVALID_ARG);
+    assert_message_contains("grid extent y = 70000");
+    assert_status(gm_launch(f.add, d1(1), d1(32), 1 << 20, NULL, 4, args), GM_ERR_INVALID_ARG);
+    assert_message_contains("1048576 bytes of dynamic shared memory exceed");
+    assert_status(gm_launch(NULL, d1(1), d1(32), 0, NULL, 4, args), GM_ERR_NULL_POINTER);
+    add_teardown(&f);
+}
+
+static void test_argument_errors(void **state)
+{
+    add_fixture f = add_setup();
+    gm_arg args[] = {gm_arg_array(f.a), gm_arg_array(f.b), gm_arg_array(f.out), gm_arg_i64(100)};
+    gm_arg wrong_size[] = {gm_arg_array(f.a), gm_arg_array(f.b), gm_arg_array(f.out),
+                           gm_arg_i32(100)};
+    gm_arg wrong_kind[] = {gm_arg_array(f.a), gm_arg_array(f.b), gm_arg_array(f.out),
+                           gm_arg_f64(100.0)};
+    gm_arg float_for_ptr[] = {gm_arg_array(f.a), gm_arg_f64(1.0), gm_arg_array(f.out),
+                              gm_arg_i64(100)};
+    gm_arg bad_bytes[] = {gm_arg_array(f.a), gm_arg_array(f.b), gm_arg_array(f.out),
+                          gm_arg_bytes(NULL, 8)};
+    gm_arg bad_type[] = {gm_arg_array(f.a), gm_arg_array(f.b), gm_arg_array(f.out),
+                         gm_arg_i64(100)};
+    char sig[256];
+
+    (void)state;
+    bad_type[3].type = (gm_arg_type)42;
+    {
+        size_t len = gm_kernel_signature(f.add, sig, sizeof sig);
+
+        assert_int_equal(len, strlen(sig));
+        assert_int_equal(gm_kernel_signature(f.add, sig, 8), len);
+        assert_string_equal(sig, "add_f32");
+        assert_int_equal(gm_kernel_signature(f.add, NULL, 0), len);
+        gm_kernel_signature(f.add, sig, sizeof sig);
+    }
+    assert_string_equal(sig, "add_f32(const float *restrict a, const float *restrict b, float "
+                             "*restrict out, int64_t n)");
+    assert_status(gm_launch(f.add, d1(1), d1(32), 0, NULL, 3, args), GM_ERR_INVALID_ARG);
+    assert_message_contains("takes 4 arguments, 3 were given");
+    assert_message_contains("add_f32(const float *restrict a");
+    {
+        gm_arg five[] = {args[0], args[1], args[2], args[3], gm_arg_i32(1)};
+
+        assert_status(gm_launch(f.add, d1(1), d1(32), 0, NULL, 5, five), GM_ERR_INVALID_ARG);
+        assert_message_contains("takes 4 arguments, 5 were given");
+    }
+    assert_status(gm_launch(f.add, d1(1), d1(32), 0, NULL, 4, wrong_size), GM_ERR_INVALID_ARG);
+    assert_message_contains("argument 3 (int64_t n) is 8 bytes, a i32 of 4 bytes was given");
+    assert_status(gm_launch(f.add, d1(1), d1(32), 0, NULL, 4, wrong_kind), GM_ERR_INVALID_ARG);
+    assert_message_contains("argument 3 (int64_t n) cannot take a f64 value");
+    assert_status(gm_launch(f.add, d1(1), d1(32), 0, NULL, 4, float_for_ptr), GM_ERR_INVALID_ARG);
+    assert_message_contains("argument 1 (const float *restrict b) cannot take a f64 value");
+    assert_status(gm_launch(f.add, d1(1), d1(32), 0, NULL, 4, bad_bytes), GM_ERR_NULL_POINTER);
+    assert_status(gm_launch(f.add, d1(1), d1(32), 0, NULL, 4, bad_type), GM_ERR_INVALID_ARG);
+    assert_status(gm_launch(f.add, d1(1), d1(32), 0, NULL, -1, args), GM_ERR_INVALID_ARG);
+    assert_status(gm_launch(f.add, d1(1), d1(32), 0, NULL, 4, NULL), GM_ERR_NULL_POINTER);
+    add_teardown(&f);
+}
+
+/* A stream of another context is refused. */
+static void test_wrong_context_stream(void **state)
+{
+    add_fixture f = add_setup();
+    gm_context *other = kt_context(32);
+    gm_stream *s = NULL;
+    gm_arg args[] = {gm_arg_array(f.a), gm_arg_array(f.b), gm_arg_array(f.out), gm_arg_i64(100)};
+
+    (void)state;
+    assert_ok(gm_stream_create(other, GM_STREAM_DEFAULT, &s));
+    assert_status(gm_launch(f.add, d1(1), d1(32), 0, s, 4, args), GM_ERR_WRONG_CONTEXT);
+    gm_stream_destroy(&s);
+    kt_destroy(&other);
+    add_teardown(&f);
+}
+
+static void test_find_and_registry(void **state)
+{
+    gm_context *ctx = kt_context(32);
+    gm_kernel *k = NULL, *k2 = NULL;
+    gm_kernel_info info;
+
+    (void)state;
+    assert_status(gm_kernel_find(ctx, "no_such_kernel", &k), GM_ERR_NOT_FOUND);
+    assert_message_contains("no kernel 'no_such_kernel' for the host backend");
+    assert_status(gm_kernel_find(NULL, "add_f32", &k), GM_ERR_NULL_POINTER);
+    assert_status(gm_kernel_find(ctx, NULL, &k), GM_ERR_NULL_POINTER);
+    assert_ok(gm_kernel_find(ctx, "matmul_f32", &k));
+    assert_ok(gm_kernel_find(ctx, "matmul_f32", &k2));
+    assert_ptr_equal(k, k2);
+    assert_ok(gm_kernel_get_info(k, &info));
+    assert_string_equal(info.name, "matmul_f32");
+    assert_int_equal(info.nparams, 6);
+    assert_int_equal(info.max_threads_per_block, 1024);
+    assert_int_equal(info.format, GM_IMAGE_FORMAT_HOST);
+    /* A registered set comes first: its add_f32 replaces the built-in one. */
+    assert_ok(gm_register_image_set(&kt_override_set));
+    assert_ok(gm_register_image_set(&kt_override_set));
+    {
+        float a[3] = {5, 6, 7}, b[3] = {1, 2, 3}, out[3];
+        gm_array *da = kt_device(ctx, GM_FLOAT32, 3, a), *db = kt_device(ctx, GM_FLOAT32, 3, b);
+        gm_array *dout = kt_device(ctx, GM_FLOAT32, 3, NULL);
+        gm_arg args[] = {gm_arg_array(da), gm_arg_array(db), gm_arg_array(dout), gm_arg_i64(3)};
+
+        assert_ok(gm_kernel_find(ctx, "add_f32", &k));
+        assert_ok(gm_launch(k, d1(1), d1(32), 0, NULL, 4, args));
+        kt_to_host(dout, GM_FLOAT32, 3, out);
+        assert_true(out[0] == 4.0f && out[1] == 4.0f && out[2] == 4.0f);
+        gm_array_release(&da);
+        gm_array_release(&db);
+        gm_array_release(&dout);
+    }
+    assert_ok(gm_unregister_image_set(&kt_override_set));
+    assert_status(gm_unregister_image_set(&kt_override_set), GM_ERR_NOT_FOUND);
+    kt_destroy(&ctx);
+}
+
+static void test_modules(void **state)
+{
+    gm_context *ctx = kt_context(32);
+    gm_module *m = NULL, *owned = NULL;
+    gm_kernel *k = NULL;
+    void *addr = NULL;
+    size_t bytes = 0;
+    const int32_t values[4] = {10, 20, 30, 40};
+    int32_t out[10];
+    gm_array *dout = kt_device(ctx, GM_INT32, 10, NULL);
+    gm_dealloc_stats stats;
+
+    (void)state;
+    assert_ok(gm_module_load_image(ctx, GM_IMAGE_FORMAT_AUTO, &kt_test_table,
+                                   sizeof kt_test_table, &m));
+    assert_ok(gm_module_get_kernel(m, "kt_read_const", &k));
+    assert_ptr_equal(gm_kernel_module(k), m);
+    assert_status(gm_module_get_kernel(m, "nope", &k), GM_ERR_NOT_FOUND);
+    assert_message_contains("no kernel 'nope' in module");
+    assert_ok(gm_module_get_kernel(m, "kt_read_const", &k));
+    assert_ok(gm_module_get_global(m, "kt_const", &addr, &bytes));
+    assert_int_equal(bytes, 16);
+    assert_status(gm_module_get_global(m, "nope", &addr, &bytes), GM_ERR_NOT_FOUND);
+    assert_ok(gm_module_set_constant(m, "kt_const", values, sizeof values));
+    assert_status(gm_module_set_constant(m, "kt_const", values, 17), GM_ERR_OUT_OF_RANGE);
+    assert_status(gm_module_set_constant(m, "nope", values, 4), GM_ERR_NOT_FOUND);
+    {
+        gm_arg args[] = {gm_arg_array(dout), gm_arg_i64(10)};
+
+        assert_ok(gm_launch(k, d1(1), d1(64), 0, NULL, 2, args));
+    }
+    kt_to_host(dout, GM_INT32, 10, out);
+    for (int i = 0; i < 10; i++)
+        assert_int_equal(out[i], values[i % 4]);
+    /* Unloading goes through the deallocation queue. */
+    assert_ok(gm_deallocations_stats(ctx, &stats));
+    assert_ok(gm_defer_cleanup_begin(ctx));
+    gm_module_unload(&m);
+    assert_null(m);
+    gm_module_unload(&m);
+    gm_module_unload(NULL);
+    {
+        gm_dealloc_stats after;
+
+        assert_ok(gm_deallocations_stats(ctx, &after));
+        assert_int_equal(after.pending_count, stats.pending_count + 1);
+    }
+    assert_ok(gm_defer_cleanup_end(ctx));
+    assert_ok(gm_deallocations_flush(ctx));
+    /* Modules of the registry belong to the context: unload leaves them. */
+    assert_ok(gm_kernel_find(ctx, "fill_f32", &k));
+    owned = gm_kernel_module(k);
+    gm_module_unload(&owned);
+    assert_ok(gm_kernel_find(ctx, "fill_f32", &k));
+    gm_array_release(&dout);
+    kt_destroy(&ctx);
+}
+
+static void test_module_errors(void **state)
+{
+    gm_context *ctx = kt_context(32);
+    gm_module *m = NULL;
+    static const unsigned char fatbin[16] = {0x50, 0xed, 0x55, 0xba, 1, 0, 0x10, 0};
+    static const char ptx[] = "//\n.version 8.0\n.target sm_75\n";
+    unsigned char elf_amd[64];
+    gm_host_table bad = kt_test_table;
+    char path[] = "/tmp/gm_kernels_test_XXXXXX";
+    FILE *f = NULL;
+    int fd = -1;
+
+    (void)state;
+    memset(elf_amd, 0, sizeof elf_amd);
+    memcpy(elf_amd, "\177ELF", 4);
+    elf_amd[18] = 224;
+    assert_status(gm_module_load_image(ctx, GM_IMAGE_FORMAT_AUTO, fatbin, sizeof fatbin, &m),
+                  GM_ERR_UNSUPPORTED);
+    assert_message_contains("the host backend runs host kernel table images, not CUDA");
+    assert_status(gm_module_load_image(ctx, GM_IMAGE_FORMAT_AUTO, ptx, sizeof ptx, &m),
+                  GM_ERR_UNSUPPORTED);
+    assert_status(gm_module_load_image(ctx, GM_IMAGE_FORMAT_AUTO, elf_amd, sizeof elf_amd, &m),
+                  GM_ERR_UNSUPPORTED);
+    assert_message_contains("not AMDGPU");
+    assert_status(gm_module_load_image(ctx, GM_IMAGE_FORMAT_AUTO, "garbage!", 8, &m),
+                  GM_ERR_INVALID_ARG);
+    assert_message_contains("unrecognized image");
+    bad.magic = 0;
+    assert_status(gm_module_load_image(ctx, GM_IMAGE_FORMAT_HOST, &bad, sizeof bad, &m),
+                  GM_ERR_INVALID_ARG);
+    bad.magic = GM_HOST_TABLE_MAGIC;
+    bad.abi = 99;
+    assert_status(gm_module_load_image(ctx, GM_IMAGE_FORMAT_HOST, &bad, sizeof bad, &m),
+                  GM_ERR_VERSION_MISMATCH);
+    assert_message_contains("ABI 99");
+    assert_status(gm_module_load_image(ctx, GM_IMAGE_FORMAT_HOST, NULL, 0, &m),
+                  GM_ERR_NULL_POINTER);
+    assert_status(gm_module_load_image(NULL, GM_IMAGE_FORMAT_HOST, &bad, sizeof bad, &m),
+                  GM_ERR_NULL_POINTER);
+    assert_status(gm_module_load_file(ctx, GM_IMAGE_FORMAT_AUTO, "/nonexistent/k.fatbin", &m),
+                  GM_ERR_NOT_FOUND);
+    assert_message_contains("/nonexistent/k.fatbin");
+    fd = mkstemp(path);
+    assert_true(fd >= 0);
+    f = fdopen(fd, "wb");
+    assert_non_null(f);
+    fwrite(ptx, 1, sizeof ptx - 1, f);
+    fclose(f);
+    assert_status(gm_module_load_file(ctx, GM_IMAGE_FORMAT_AUTO, path, &m), GM_ERR_UNSUPPORTED);
+    assert_status(gm_module_load_file(ctx, GM_IMAGE_FORMAT_HOST, path, &m), GM_ERR_INVALID_ARG);
+    remove(path);
+    assert_null(m);
+    kt_destroy(&ctx);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_config_errors),
+        cmocka_unit_test(test_argument_errors),
+        cmocka_unit_test(test_wrong_context_stream),
+        cmocka_unit_test(test_find_and_registry),
+        cmocka_unit_test(test_modules),
+        cmocka_unit_test(test_module_errors),
+    };
+
+    return cmocka_run_group_tests(tests, gm_test_use_cmocka_allocator, gm_test_restore_allocator);
+}
