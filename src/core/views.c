@@ -99,10 +99,12 @@ static int64_t adjust_bound(int64_t bound, int64_t length, int64_t step, int64_t
  * Slice one axis of extent `extent` and byte stride `stride` (step != 0):
  * the new extent and stride, and the bytes to add to the offset. Like numpy's
  * get_view_from_index, an empty result starts at index 0 with step 1, so it
- * keeps the offset and the axis's own stride.
+ * keeps the offset and the axis's own stride. Returns nonzero when a product
+ * that addresses memory overflows (a stride of a result with one element or
+ * none never does, so it wraps as numpy's does).
  */
-static void slice_axis(gm_slice s, int64_t extent, int64_t stride, int64_t *extent_p,
-                       int64_t *stride_p, int64_t *delta_p)
+static int slice_axis(gm_slice s, int64_t extent, int64_t stride, int64_t *extent_p,
+                      int64_t *stride_p, int64_t *delta_p)
 {
     int64_t step = s.step == GM_NONE ? 1 : s.step;
     int64_t start = adjust_bound(s.start, extent, step, step < 0 ? extent - 1 : 0);
@@ -118,8 +120,21 @@ static void slice_axis(gm_slice s, int64_t extent, int64_t stride, int64_t *exte
         step = 1;
     }
     *extent_p = n;
-    *stride_p = wrap_mul(stride, step);
-    *delta_p = start * stride;
+    if (n > 1 && gm__mul_overflow(stride, step, stride_p))
+        return -1;
+    if (n <= 1)
+        *stride_p = wrap_mul(stride, step);
+    return gm__mul_overflow(start, stride, delta_p);
+}
+
+/* Add `delta` to the offset of r; GM_ERR_OVERFLOW naming fn when it does not fit. */
+static gm_status shift_offset(const char *fn, gm_ndview *r, int axis, int overflowed,
+                              int64_t delta)
+{
+    if (overflowed != 0 || gm__add_overflow(r->offset, delta, &r->offset))
+        return gm__error(GM_ERR_OVERFLOW, "%s: the byte offset of the view overflows (axis %d)",
+                         fn, axis);
+    return GM_OK;
 }
 
 /* GM_ERR_INVALID_ARG for a slice step of 0 (Python's ValueError). */
@@ -143,7 +158,9 @@ static gm_status index_axis(const char *fn, int64_t index, int axis, int64_t ext
         return gm__error(GM_ERR_OUT_OF_RANGE,
                          "%s: index %lld is out of bounds for axis %d with size %lld", fn,
                          (long long)index, axis, (long long)extent);
-    *delta_p = i * stride;
+    if (gm__mul_overflow(i, stride, delta_p))
+        return gm__error(GM_ERR_OVERFLOW, "%s: index %lld times stride %lld overflows (axis %d)",
+                         fn, (long long)index, (long long)stride, axis);
     return GM_OK;
 }
 
@@ -236,7 +253,7 @@ gm_status gm_ndview_slice(const gm_ndview *view, int axis, gm_slice slice, gm_nd
     static const char fn[] = "gm_ndview_slice";
     gm_status status = check_io(fn, view, out_p);
     int64_t delta = 0;
-    int ax = 0;
+    int ax = 0, ovf = 0;
     gm_ndview r;
 
     if (status == GM_OK)
@@ -246,10 +263,12 @@ gm_status gm_ndview_slice(const gm_ndview *view, int axis, gm_slice slice, gm_nd
     if (status != GM_OK)
         return status;
     r = *view;
-    slice_axis(slice, view->shape[ax], view->strides[ax], &r.shape[ax], &r.strides[ax], &delta);
-    r.offset += delta;
-    *out_p = r;
-    return GM_OK;
+    ovf = slice_axis(slice, view->shape[ax], view->strides[ax], &r.shape[ax], &r.strides[ax],
+                     &delta);
+    status = shift_offset(fn, &r, ax, ovf, delta);
+    if (status == GM_OK)
+        *out_p = r;
+    return status;
 }
 
 /* numpy's a[..., i] on one axis: adds i * stride to the offset and drops the axis. */
@@ -268,7 +287,9 @@ gm_status gm_ndview_index(const gm_ndview *view, int axis, int64_t index, gm_ndv
     if (status != GM_OK)
         return status;
     r = *view;
-    r.offset += delta;
+    status = shift_offset(fn, &r, ax, 0, delta);
+    if (status != GM_OK)
+        return status;
     remove_axis(&r, ax);
     *out_p = r;
     return GM_OK;
@@ -350,15 +371,17 @@ static gm_status apply_item(const char *fn, const gm_ndview *view, const gm_inde
             push_axis(r, view->shape[*src], view->strides[*src]);
     } else if (item->kind == GM_INDEX_INT) {
         status = index_axis(fn, item->index, *src, view->shape[*src], view->strides[*src], &delta);
-        r->offset += delta;
+        if (status == GM_OK)
+            status = shift_offset(fn, r, *src, 0, delta);
         (*src)++;
     } else {
         status = check_step(fn, item->slice, *src);
         if (status == GM_OK) {
-            slice_axis(item->slice, view->shape[*src], view->strides[*src], &extent, &stride,
-                       &delta);
+            int ovf = slice_axis(item->slice, view->shape[*src], view->strides[*src], &extent,
+                                 &stride, &delta);
+
             push_axis(r, extent, stride);
-            r->offset += delta;
+            status = shift_offset(fn, r, *src, ovf, delta);
         }
         (*src)++;
     }
@@ -566,6 +589,8 @@ gm_status gm_ndview_view_dtype(const gm_ndview *view, gm_dtype dtype, gm_ndview 
     r.dtype = dtype;
     if (to != from)
         status = resize_last_axis(fn, &r, from, to);
+    if (status == GM_OK)
+        status = gm__validate(fn, &r); /* e.g. a wider item overflows an empty array's size */
     if (status == GM_OK)
         *out_p = r;
     return status;

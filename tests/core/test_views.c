@@ -1476,9 +1476,41 @@ static void test_output_aliases_input(void **state)
     }
 }
 
+/* The fuzzer's findings: overflowing offsets and strides give GM_ERR_OVERFLOW, never UB. */
+static void test_overflow_regressions(void **state)
+{
+    int64_t shape2[2] = {0, 4};
+    int64_t strides2[2] = {1, INT64_C(3886237042513805377)};
+    int64_t shape1[1] = {2};
+    int64_t strides1[1] = {INT64_MIN};
+    int64_t wide[2] = {INT64_C(1) << 62, 0};
+    gm_index_item items[2] = {GM_IDX_ALL, GM_IDX_INT(3)};
+    gm_ndview v, out, untouched;
+
+    (void)state;
+    memset(&untouched, 0x5a, sizeof(untouched));
+    out = untouched;
+    assert_ok(gm_ndview_init(NULL, GM_INT8, 2, shape2, strides2, GM_ORDER_C, &v));
+    assert_status(gm_ndview_slice(&v, 1, GM_SLICE(GM_NONE, GM_NONE, -1), &out), GM_ERR_OVERFLOW);
+    assert_status(gm_ndview_index(&v, 1, 3, &out), GM_ERR_OVERFLOW);
+    assert_status(gm_ndview_getitem(&v, 2, items, &out), GM_ERR_OVERFLOW);
+    shape2[1] = 5;
+    strides2[1] = -20;
+    assert_ok(gm_ndview_init(NULL, GM_INT8, 2, shape2, strides2, GM_ORDER_C, &v));
+    v.offset = INT64_MIN;
+    assert_status(gm_ndview_index(&v, 1, 4, &out), GM_ERR_OVERFLOW);
+    assert_message_contains("offset");
+    assert_ok(gm_ndview_init(NULL, GM_INT8, 1, shape1, strides1, GM_ORDER_C, &v));
+    assert_status(gm_ndview_slice(&v, 0, GM_SLICE(GM_NONE, GM_NONE, -1), &out), GM_ERR_OVERFLOW);
+    assert_ok(gm_ndview_init(NULL, GM_INT8, 2, wide, NULL, GM_ORDER_C, &v));
+    assert_status(gm_ndview_view_dtype(&v, GM_UINT16, &out), GM_ERR_OVERFLOW);
+    assert_memory_equal(&out, &untouched, sizeof(out));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_overflow_regressions),
         cmocka_unit_test(test_slice),
         cmocka_unit_test(test_index),
         cmocka_unit_test(test_getitem),
