@@ -143,6 +143,25 @@ static void test_names_round_trip(void **state)
     assert_string_equal(buf, "float32x4");
 }
 
+/* gm_dtype_is_valid (a switch) agrees with the name table for every code and width. */
+static void test_validity_matches_names(void **state)
+{
+    char buf[GM_DTYPE_NAME_MAX];
+    int valid = 0;
+
+    (void)state;
+    for (unsigned code = 0; code < 16; code++) {
+        for (unsigned bits = 0; bits < 256; bits++) {
+            gm_dtype d = {(uint8_t)code, (uint8_t)bits, 1};
+            bool named = gm_dtype_name(d, buf, sizeof(buf)) == GM_OK;
+
+            assert_int_equal(gm_dtype_is_valid(d), named);
+            valid += named;
+        }
+    }
+    assert_int_equal(valid, 15);
+}
+
 static void test_name_buffer_errors(void **state)
 {
     char small[4] = "zzz";
@@ -163,6 +182,7 @@ int main(void)
         cmocka_unit_test(test_names_parse),        cmocka_unit_test(test_bad_names_rejected),
         cmocka_unit_test(test_itemsize_and_codes), cmocka_unit_test(test_names_round_trip),
         cmocka_unit_test(test_name_buffer_errors),
+        cmocka_unit_test(test_validity_matches_names),
     };
     return cmocka_run_group_tests(tests, gm_test_use_cmocka_allocator, gm_test_restore_allocator);
 }
