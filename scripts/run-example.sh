@@ -3,6 +3,7 @@
 set -eu
 cd "$(dirname "$0")/.."
 . scripts/deps.sh
+gm_need $GM_BUILD_PACKAGES
 [ -d build-example ] || meson setup build-example -Dtests=disabled -Dbench=disabled >/dev/null
 ninja -C build-example examples/tour >/dev/null
 exec ./build-example/examples/tour

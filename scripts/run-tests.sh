@@ -1,23 +1,39 @@
 #!/bin/sh
 # Quick start 2 (and what CI runs): every build and test gpumem has.
-#   1. gcc, -Dwerror=true: build, full test suite, install + pkg-config consumer
-#   2. clang, -Dwerror=true: build, full test suite
-#   3. gcc with ASan+UBSan: full test suite
-#   4. clang-format check of every C source
-#   5. libFuzzer smoke run on the descriptor code (clang)
+#   1. gcc -Dwerror=true, host backend, kernel images for CUDA and AMDGPU when
+#      their toolchains exist: full test suite, install + pkg-config consumer
+#   2. gcc -Dwerror=true -Dgpu_backend=cuda (when cuda.h exists): full suite,
+#      incl. the CUDA backend against its driver test double and the real stub
+#   3. gcc -Dwerror=true -Dgpu_backend=hsa (when hsa/hsa.h exists): full suite,
+#      incl. the HSA backend against its runtime test double and the real runtime
+#   4. clang -Dwerror=true: full suite
+#   5. gcc ASan+UBSan: full suite
+#   6. clang TSan: the concurrency suites (streams, queue, stress, simulator)
+#   7. clang-format check of every C source
+#   8. libFuzzer smoke run on the descriptor code (clang)
 # Build directories are build-ci-*; each run starts them fresh.
 set -eu
 cd "$(dirname "$0")/.."
 . scripts/deps.sh
+gm_need $GM_BUILD_PACKAGES $GM_TEST_PACKAGES
 
 step() { printf '\n=== %s ===\n' "$*"; }
 jobs=$(nproc 2>/dev/null || echo 2)
+logs=""
+run_suite() { # build dir, then extra meson test arguments
+    d=$1
+    shift
+    meson test -C "$d" --print-errorlogs --num-processes "$jobs" "$@"
+    logs="$logs $d"
+}
+# GPU images are built once (step 1); the other builds skip them to save time.
+no_images="-Dkernels_cuda=disabled -Dkernels_amdgpu=disabled"
+rm -rf build-ci-*
 
-step "gcc -Dwerror=true"
-rm -rf build-ci-gcc build-ci-clang build-ci-asan build-ci-install
+step "1. gcc -Dwerror=true (host backend, all kernel images)"
 CC=gcc meson setup build-ci-gcc -Dwerror=true -Dtests=enabled >/dev/null
 ninja -C build-ci-gcc -j "$jobs"
-meson test -C build-ci-gcc --print-errorlogs --num-processes "$jobs"
+run_suite build-ci-gcc
 
 step "install + pkg-config consumer"
 DESTDIR="$PWD/build-ci-install" meson install -C build-ci-gcc --quiet
@@ -27,31 +43,59 @@ PKG_CONFIG_PATH="$pcdir" PKG_CONFIG_SYSROOT_DIR="$PWD/build-ci-install" \
     sh -c 'cc -std=c11 -Werror -Wall examples/consumer.c $(pkg-config --cflags --libs gpumem) -o build-ci-install/consumer'
 LD_LIBRARY_PATH="$(dirname "$(find "$prefix" -name 'libgpumem.so' | head -n 1)")" ./build-ci-install/consumer
 
-step "clang -Dwerror=true"
-CC=clang meson setup build-ci-clang -Dwerror=true -Dtests=enabled >/dev/null
-ninja -C build-ci-clang -j "$jobs"
-meson test -C build-ci-clang --print-errorlogs --num-processes "$jobs"
+if [ -f /usr/local/cuda/include/cuda.h ] || [ -f /usr/include/cuda.h ]; then
+    step "2. gcc -Dwerror=true -Dgpu_backend=cuda"
+    CC=gcc meson setup build-ci-cuda -Dwerror=true -Dtests=enabled -Dgpu_backend=cuda \
+        -Dkernels_amdgpu=disabled >/dev/null
+    ninja -C build-ci-cuda -j "$jobs"
+    run_suite build-ci-cuda
+else
+    step "2. skipped: no CUDA toolkit (cuda.h)"
+fi
 
-step "ASan + UBSan"
-CC=gcc meson setup build-ci-asan -Dtests=enabled -Db_sanitize=address,undefined -Db_lundef=false \
-    -Dbuildtype=debug >/dev/null
+if [ -f /usr/include/hsa/hsa.h ]; then
+    step "3. gcc -Dwerror=true -Dgpu_backend=hsa"
+    CC=gcc meson setup build-ci-hsa -Dwerror=true -Dtests=enabled -Dgpu_backend=hsa \
+        -Dkernels_cuda=disabled >/dev/null
+    ninja -C build-ci-hsa -j "$jobs"
+    run_suite build-ci-hsa
+else
+    step "3. skipped: no HSA headers (apt-get install libhsa-runtime-dev)"
+fi
+
+step "4. clang -Dwerror=true"
+CC=clang meson setup build-ci-clang -Dwerror=true -Dtests=enabled $no_images >/dev/null
+ninja -C build-ci-clang -j "$jobs"
+run_suite build-ci-clang
+
+step "5. ASan + UBSan"
+CC=gcc meson setup build-ci-asan -Dtests=enabled -Db_sanitize=address,undefined \
+    -Db_lundef=false -Dbuildtype=debug $no_images >/dev/null
 ninja -C build-ci-asan -j "$jobs"
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
-    meson test -C build-ci-asan --print-errorlogs --num-processes "$jobs"
+    run_suite build-ci-asan
 
-step "clang-format"
-files=$(git ls-files '*.c' '*.h' 2>/dev/null || find include src tests examples bench -name '*.[ch]')
+step "6. TSan (concurrency suites)"
+CC=clang meson setup build-ci-tsan -Dtests=enabled -Db_sanitize=thread -Db_lundef=false \
+    $no_images >/dev/null
+ninja -C build-ci-tsan -j "$jobs"
+TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
+    run_suite build-ci-tsan host/stress host/streams host/backend host/dealloc kernels/sim \
+    kernels/launch
+
+step "7. clang-format"
+files=$(git ls-files '*.c' '*.h' 2>/dev/null || find include src tests examples bench kernels -name '*.[ch]')
 clang-format --dry-run --Werror $files
 echo "clang-format: $(echo "$files" | wc -w) files clean"
 
 if [ -x tests/fuzz/run_fuzz.sh ] && command -v clang >/dev/null; then
-    step "libFuzzer smoke (30 s)"
-    tests/fuzz/run_fuzz.sh 30
+    step "8. libFuzzer smoke (30 s)"
+    GM_FUZZ_BUILD=build-ci-fuzz tests/fuzz/run_fuzz.sh 30
 fi
 
 step "summary"
 passed=0 failed=0 skipped=0
-for d in build-ci-gcc build-ci-clang build-ci-asan; do
+for d in $logs; do
     log="$d/meson-logs/testlog.txt"
     ok=$(sed -n 's/^Ok: *\([0-9]*\).*/\1/p' "$log" | tail -n 1)
     fl=$(sed -n 's/^Fail: *\([0-9]*\).*/\1/p' "$log" | tail -n 1)

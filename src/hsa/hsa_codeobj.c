@@ -280,7 +280,7 @@ static void mp_skip(mp_reader *r, int depth)
     }
 }
 
-/* Whether the next string equals `key` (the string is consumed either way). */
+/* Whether the string s (len bytes) equals key. */
 static int mp_key_is(const char *s, size_t len, const char *key)
 {
     return strlen(key) == len && memcmp(s, key, len) == 0;

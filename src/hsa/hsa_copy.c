@@ -150,8 +150,6 @@ static gm_status finish(gm_backend_ctx *bctx, gm_backend_stream *stream, gm__hsa
         gm__hsa_op_commit(bctx, stream, op);
         return status;
     }
-    if (status != GM_OK)
-        op->reported = true;
     waited = gm__hsa_op_finish_sync(bctx, stream, op);
     return status != GM_OK ? status : waited;
 }

@@ -83,7 +83,7 @@ typedef struct gm__hsa_op {
     void *staging;       /* host-pool staging buffer to free */
     void *locked[2];     /* host ranges this operation locked, to unlock */
     gm__hsa_work *work;  /* host work to free */
-    bool reported;       /* a synchronous caller already returned its failure */
+    bool reported;       /* a synchronous caller returns its failure (not the stream) */
 } gm__hsa_op;
 
 typedef enum gm__hsa_stream_kind {

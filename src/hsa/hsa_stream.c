@@ -305,14 +305,14 @@ void gm__hsa_op_abort(gm_backend_ctx *bctx, gm__hsa_op *op)
 gm_status gm__hsa_op_finish_sync(gm_backend_ctx *bctx, gm_backend_stream *stream, gm__hsa_op *op)
 {
     gm__hsa_sig *done = gm__hsa_sig_ref(op->done);
+    const char *what = op->what;
     gm_status status = GM_OK;
 
+    op->reported = true; /* this caller reports the op's failure, not the stream error */
     gm__hsa_op_commit(bctx, stream, op);
-    pthread_mutex_unlock(&bctx->lock);
-    status = gm__hsa_sig_wait(bctx, done, op->what);
+    pthread_mutex_unlock(&bctx->lock); /* from here another thread may reap and free op */
+    status = gm__hsa_sig_wait(bctx, done, what);
     pthread_mutex_lock(&bctx->lock);
-    if (status != GM_OK)
-        op->reported = true; /* op is still queued until reaped: its memory is valid */
     gm__hsa_sig_unref(bctx, done);
     gm__hsa_stream_reap(bctx, stream);
     return status;
