@@ -203,25 +203,6 @@ static gm_status check_options(const gm_context_options *o)
     return GM_OK;
 }
 
-/* External memory managers are a later addition (EMM plugins). */
-static gm_status check_memory_manager(const gm_context_options *o)
-{
-    static const char fn[] = "gm_context_create";
-    const char *env = getenv("GM_MEMORY_MANAGER");
-    bool env_builtin = env == NULL || env[0] == '\0' || strcasecmp(env, "default") == 0 ||
-                       strcasecmp(env, "builtin") == 0;
-
-    if (o->memory_manager != NULL)
-        return gm__error(GM_ERR_UNSUPPORTED, "%s: external memory managers are not implemented yet",
-                         fn);
-    if (!env_builtin)
-        return gm__error(GM_ERR_UNSUPPORTED,
-                         "%s: GM_MEMORY_MANAGER=%s: external memory managers are not "
-                         "implemented yet",
-                         fn, env);
-    return GM_OK;
-}
-
 /* ------------------------------------------------------ backend selection */
 
 /* Static name of a backend kind; "unknown" for other values. */
@@ -280,6 +261,11 @@ static const gm_backend_ops *compiled_backend(gm_backend_kind kind)
         return &gm__hsa_backend;
 #endif
     return NULL;
+}
+
+int gm__backend_compiled(gm_backend_kind kind)
+{
+    return compiled_backend(kind) != NULL;
 }
 
 /* GM_BACKEND_AUTO: the build's GPU backend if it initializes, else the host simulator. */
@@ -442,7 +428,7 @@ static int64_t device_bound(double ratio, int64_t total)
     return (int64_t)bound;
 }
 
-/* Start the backend and size the queue. */
+/* Start the backend and the memory manager, and size the queue by the manager's total. */
 static gm_status context_start(gm_context *ctx)
 {
     gm_backend_init_args args = {ctx->options.device_id, ctx->options.host_warp_size};
@@ -451,22 +437,27 @@ static gm_status context_start(gm_context *ctx)
 
     if (status != GM_OK)
         return status;
-    status = ctx->ops->mem_info(ctx->bctx, &free_bytes, &ctx->total_memory);
+    status = gm__mm_initialize(ctx);
     if (status != GM_OK)
         goto fail_fini;
+    status = gm__mm_memory_info(ctx, &free_bytes, &ctx->total_memory);
+    if (status != GM_OK)
+        goto fail_reset;
     status = gm__dealloc_queue_init(&ctx->queue, ctx->options.max_pending_count,
                                     device_bound(ctx->options.max_pending_ratio, ctx->total_memory),
                                     ctx->options.max_pending_pinned_bytes);
     if (status != GM_OK)
-        goto fail_fini;
+        goto fail_reset;
     return GM_OK;
+fail_reset:
+    gm__mm_reset(ctx);
 fail_fini:
     ctx->ops->fini(ctx->bctx);
     ctx->bctx = NULL;
     return status;
 }
 
-/* Validate options and ops, start the backend, size the queue. */
+/* Validate options and ops, choose the memory manager, start the backend, size the queue. */
 gm_status gm__context_create_with_ops(const gm_backend_ops *ops, const gm_context_options *options,
                                       gm_context **ctx_p)
 {
@@ -481,8 +472,6 @@ gm_status gm__context_create_with_ops(const gm_backend_ops *ops, const gm_contex
     if (status == GM_OK)
         status = check_options(&resolved);
     if (status == GM_OK)
-        status = check_memory_manager(&resolved);
-    if (status == GM_OK)
         status = check_ops(ops);
     if (status != GM_OK)
         return status;
@@ -491,13 +480,19 @@ gm_status gm__context_create_with_ops(const gm_backend_ops *ops, const gm_contex
     status = context_alloc(ops, &resolved, &ctx);
     if (status != GM_OK)
         return status;
-    status = context_start(ctx);
+    status = gm__mm_open(ctx, &resolved);
     if (status != GM_OK)
         goto fail_free;
-    gm__log(GM_LOG_DEBUG, "context created on the %s backend, device %" PRId32, ops->name,
-            ctx->device_id);
+    status = context_start(ctx);
+    if (status != GM_OK)
+        goto fail_unload;
+    gm__log(GM_LOG_DEBUG,
+            "context created on the %s backend, device %" PRId32 ", memory manager %s", ops->name,
+            ctx->device_id, ctx->mm.table.name != NULL ? ctx->mm.table.name : "(unnamed)");
     *ctx_p = ctx;
     return GM_OK;
+fail_unload:
+    gm__mm_unload(ctx);
 fail_free:
     pthread_mutex_destroy(&ctx->lock);
     gm__free(ctx);
@@ -527,7 +522,10 @@ static void release_live_arrays(gm_context *ctx)
                 arrays, buffers, bytes);
 }
 
-/* Teardown order: registrations, stream work, arrays, events, streams, queue, backend. */
+/*
+ * Teardown order: registrations, stream work, arrays, events, streams, queue,
+ * the memory manager's reset, backend, plugin.
+ */
 void gm_context_destroy(gm_context **ctx_p)
 {
     gm_context *ctx = NULL;
@@ -542,7 +540,9 @@ void gm_context_destroy(gm_context **ctx_p)
     gm__events_teardown(ctx);
     gm__streams_teardown(ctx);
     gm__dealloc_queue_teardown(ctx);
+    gm__mm_reset(ctx);
     ctx->ops->fini(ctx->bctx);
+    gm__mm_unload(ctx);
     pthread_mutex_destroy(&ctx->lock);
     gm__free(ctx);
 }
@@ -570,7 +570,7 @@ gm_status gm_context_device_info(gm_context *ctx, gm_device_info *info_p)
     return GM_OK;
 }
 
-/* Free and total device memory from the backend (Numba's get_memory_info). */
+/* Free and total device memory from the memory manager (Numba's get_memory_info). */
 gm_status gm_context_memory_info(gm_context *ctx, int64_t *free_p, int64_t *total_p)
 {
     static const char fn[] = "gm_context_memory_info";
@@ -582,7 +582,7 @@ gm_status gm_context_memory_info(gm_context *ctx, int64_t *free_p, int64_t *tota
     if (free_p == NULL || total_p == NULL)
         return gm__error(GM_ERR_NULL_POINTER, "%s: %s is NULL", fn,
                          free_p == NULL ? "free_p" : "total_p");
-    status = ctx->ops->mem_info(ctx->bctx, &free_bytes, &total_bytes);
+    status = gm__mm_memory_info(ctx, &free_bytes, &total_bytes);
     if (status != GM_OK)
         return status;
     *free_p = free_bytes;

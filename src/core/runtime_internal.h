@@ -40,14 +40,15 @@ bool gm__list_empty(const gm__link *head);
 
 /* What a queued entry releases, and which bound its bytes count against. */
 typedef enum gm__dealloc_kind {
-    GM__DEALLOC_DEVICE = 0,   /* device memory: mem_free; device bytes */
-    GM__DEALLOC_PINNED = 1,   /* page-locked host memory: host_free; pinned bytes */
-    GM__DEALLOC_MAPPED = 2,   /* mapped host memory: host_free; pinned bytes */
-    GM__DEALLOC_MANAGED = 3,  /* managed memory: mem_free; device bytes */
-    GM__DEALLOC_STREAM = 4,   /* a created stream: stream_destroy; count only */
-    GM__DEALLOC_EVENT = 5,    /* an event: event_destroy; count only */
-    GM__DEALLOC_MODULE = 6,   /* a module: entry->unload; count only */
-    GM__DEALLOC_HOST_COPY = 7 /* gpumem-owned host memory (gm__malloc): gm__free; count only */
+    GM__DEALLOC_DEVICE = 0,    /* device memory: mem_free; device bytes */
+    GM__DEALLOC_PINNED = 1,    /* page-locked host memory: host_free; pinned bytes */
+    GM__DEALLOC_MAPPED = 2,    /* mapped host memory: host_free; pinned bytes */
+    GM__DEALLOC_MANAGED = 3,   /* managed memory: mem_free; device bytes */
+    GM__DEALLOC_STREAM = 4,    /* a created stream: stream_destroy; count only */
+    GM__DEALLOC_EVENT = 5,     /* an event: event_destroy; count only */
+    GM__DEALLOC_MODULE = 6,    /* a module: entry->unload; count only */
+    GM__DEALLOC_HOST_COPY = 7, /* gpumem-owned host memory (gm__malloc): gm__free; count only */
+    GM__DEALLOC_FOREIGN = 8    /* foreign memory: release_fn(handle); count only */
 } gm__dealloc_kind;
 
 /* Unload function of a GM__DEALLOC_MODULE entry (the kernels code provides it). */
@@ -63,10 +64,13 @@ typedef struct gm__dealloc_entry {
     struct gm__dealloc_entry *next;
     gm__dealloc_kind kind;
     gm_devptr device;            /* DEVICE, MANAGED */
-    void *handle;                /* PINNED, MAPPED, STREAM, EVENT, MODULE, HOST_COPY */
+    void *handle;                /* PINNED, MAPPED, STREAM, EVENT, MODULE, HOST_COPY, FOREIGN */
     int64_t bytes;               /* memory kinds; 0 otherwise */
+    void *owner;                 /* DEVICE, PINNED, MAPPED: the memory manager's token */
+    bool immediate;              /* gm__dealloc_release frees at once instead of queueing */
     gm__module_unload_fn unload; /* MODULE */
-    void *bookkeeping;           /* gm__free'd with the entry (e.g. a stream wrapper) */
+    gm_foreign_release_fn release_fn; /* FOREIGN: called with handle */
+    void *bookkeeping;                /* gm__free'd with the entry (e.g. a stream wrapper) */
 } gm__dealloc_entry;
 
 typedef struct gm__dealloc_queue {
@@ -116,6 +120,13 @@ void gm__dealloc_enqueue(gm_context *ctx, gm__dealloc_entry *entry);
  */
 void gm__dealloc_enqueue_no_flush(gm_context *ctx, gm__dealloc_entry *entry);
 
+/*
+ * The last reference to an entry's resource went: release it now when
+ * entry->immediate (a failure is logged; the entry is freed either way),
+ * except inside a stream callback; otherwise hand it to the queue.
+ */
+void gm__dealloc_release(gm_context *ctx, gm__dealloc_entry *entry);
+
 /* Flush now unless inside defer_cleanup; stops at the first failure. */
 gm_status gm__dealloc_flush(gm_context *ctx, const char *fn);
 
@@ -124,9 +135,57 @@ gm_status gm__dealloc_flush(gm_context *ctx, const char *fn);
  * or GM_ERR_NO_MEMORY, flush the queue and retry once (not inside
  * defer_cleanup, where nothing may be freed).
  */
-gm_status gm__alloc_device(gm_context *ctx, size_t bytes, gm_devptr *ptr_p);
-gm_status gm__alloc_host(gm_context *ctx, size_t bytes, unsigned flags, void **ptr_p);
+gm_status gm__alloc_device(gm_context *ctx, size_t bytes, gm_devptr *ptr_p, void **owner_p);
+gm_status gm__alloc_host(gm_context *ctx, size_t bytes, unsigned flags, void **ptr_p,
+                         void **owner_p);
 gm_status gm__alloc_managed(gm_context *ctx, size_t bytes, gm_devptr *ptr_p);
+
+/* ----------------------------------------------------- memory manager */
+
+/* The context's memory manager (src/core/emm.c, gpumem/memory_manager.h). */
+typedef struct gm__mm {
+    gm_memory_manager table;        /* resolved copy: NULL optional slots filled with defaults */
+    const gm_memory_manager *given; /* the table the context runs (gm_context_memory_manager) */
+    void *user;                     /* options.memory_manager_user */
+    gm_memory_manager_base base;    /* the backend-facing allocator passed to every call */
+    void *plugin;                   /* dlopen handle of a GM_MEMORY_MANAGER plugin, or NULL */
+    bool defer_device;              /* memfree goes through the queue */
+    bool defer_host;                /* memhostfree goes through the queue */
+    bool initialized;               /* initialize succeeded: reset is due */
+} gm__mm;
+
+/*
+ * Choose the manager (options, else the GM_MEMORY_MANAGER plugin, else the
+ * built-in one), check its table and fill ctx->mm. Needs ctx->ops and
+ * ctx->device_id; calls nothing of the manager yet.
+ */
+gm_status gm__mm_open(gm_context *ctx, const gm_context_options *options);
+
+/* The manager's initialize (once the backend runs). */
+gm_status gm__mm_initialize(gm_context *ctx);
+
+/* The manager's reset if initialize succeeded; a failure is logged. */
+void gm__mm_reset(gm_context *ctx);
+
+/* Unload the plugin, if any (after the backend shut down). */
+void gm__mm_unload(gm_context *ctx);
+
+/*
+ * Calls of the manager. A failure that the base did not describe gets a
+ * message naming the manager and the call; memalloc / memhostalloc returning
+ * no address is GM_ERR_INTERNAL.
+ */
+gm_status gm__mm_memalloc(gm_context *ctx, size_t bytes, gm_devptr *ptr_p, void **owner_p);
+gm_status gm__mm_memhostalloc(gm_context *ctx, size_t bytes, unsigned flags, void **ptr_p,
+                              void **owner_p);
+gm_status gm__mm_mempin(gm_context *ctx, void *ptr, size_t bytes, bool mapped, void **owner_p);
+gm_status gm__mm_memunpin(gm_context *ctx, void *ptr, size_t bytes, void *owner);
+gm_status gm__mm_memory_info(gm_context *ctx, int64_t *free_p, int64_t *total_p);
+gm_status gm__mm_defer_begin(gm_context *ctx);
+gm_status gm__mm_defer_end(gm_context *ctx);
+
+/* Free the memory of a DEVICE, MANAGED, PINNED or MAPPED entry. */
+gm_status gm__mm_free(gm_context *ctx, const gm__dealloc_entry *entry);
 
 /* --------------------------------------------------------- the context */
 
@@ -136,6 +195,7 @@ struct gm_context {
     int32_t device_id;
     int64_t total_memory;
     gm_context_options options;
+    gm__mm mm;
     gm__dealloc_queue queue;
     pthread_mutex_t lock; /* the lists below */
     gm__link arrays;      /* gm_array.link */
@@ -149,6 +209,9 @@ struct gm_context {
  * backend with fault injection). `options` NULL means the defaults; the
  * options' backend field is ignored.
  */
+/* Whether this build has the backend of `kind` (host always). */
+int gm__backend_compiled(gm_backend_kind kind);
+
 gm_status gm__context_create_with_ops(const gm_backend_ops *ops, const gm_context_options *options,
                                       gm_context **ctx_p);
 
@@ -183,6 +246,14 @@ struct gm_array {
  */
 gm_status gm__array_create(gm_context *ctx, const char *fn, const gm_ndview *layout,
                            gm_memory_kind memory, unsigned host_flags, gm_array **array_p);
+
+/*
+ * A new array viewing memory gpumem did not allocate: its buffer covers the
+ * byte extent of `view` and takes over `entry` (NULL: nothing to release)
+ * on success only.
+ */
+gm_status gm__array_wrap_foreign(gm_context *ctx, const char *fn, const gm_ndview *view,
+                                 gm__dealloc_entry *entry, gm_array **array_p);
 
 /* Validate an array argument: non-NULL and, when ctx is given, of that context. */
 gm_status gm__check_array(const char *fn, const gm_array *array, const gm_context *ctx);
@@ -260,6 +331,7 @@ typedef struct gm__host_range {
     uintptr_t start;
     size_t bytes;
     gm_devptr device; /* device address of start (mapped scopes) */
+    void *owner;      /* the memory manager's mempin token */
 } gm__host_range;
 
 struct gm_host_scope {
