@@ -4,8 +4,10 @@
  * barrier, each compared in the same run with PoCL running the equivalent
  * OpenCL kernels on the same CPUs (when the build found OpenCL), and the
  * tiled matmul at n = 64 against Numba's CUDA simulator (when Debian's
- * python3-numba is installed). Prints figures and targets; never fails on
- * speed. GM_BENCH_QUICK=1 runs fewer repetitions.
+ * python3-numba is installed). The simulator and PoCL runs alternate and the
+ * best time of each is kept, so a busy machine slows both alike. Prints
+ * figures and targets; never fails on speed. GM_BENCH_QUICK=1 runs fewer
+ * repetitions.
  */
 #include <math.h>
 #include <stdio.h>
@@ -23,7 +25,7 @@
 
 /* ------------------------------------------------------------ kernels */
 
-/* `rounds` block barriers and nothing else. */
+/* `rounds` block barriers and nothing else: the cost of a barrier. */
 GM_KERNEL(bench_barriers, (int32_t *, out), (int32_t, rounds))
 {
     for (int32_t r = 0; r < rounds; r++)
@@ -32,7 +34,23 @@ GM_KERNEL(bench_barriers, (int32_t *, out), (int32_t, rounds))
         out[gm_block_idx_x()] = rounds;
 }
 
-GM_HOST_TABLE(bench_table, GM_HOST_KERNELS(bench_barriers), GM_HOST_NO_GLOBALS);
+/* Neighbours exchange through shared memory between barriers (work no compiler removes). */
+GM_KERNEL(bench_exchange, (int32_t *, out), (int32_t, rounds))
+{
+    GM_SHARED_ARRAY(int32_t, s, 1024);
+    uint32_t t = gm_thread_idx_x(), bd = gm_block_dim_x();
+    int32_t v = (int32_t)t;
+
+    for (int32_t r = 0; r < rounds; r++) {
+        s[t] = v;
+        gm_syncthreads();
+        v = s[(t + 1u) % bd] + 1;
+        gm_syncthreads();
+    }
+    out[gm_global_id_x()] = v;
+}
+
+GM_HOST_TABLE(bench_table, GM_HOST_KERNELS(bench_barriers, bench_exchange), GM_HOST_NO_GLOBALS);
 static const gm_image_set bench_set = {"bench", &bench_table, NULL, 0, NULL, 0};
 
 /* --------------------------------------------------------- utilities */
@@ -61,48 +79,16 @@ static int check(gm_status s, const char *what)
     return 1;
 }
 
-static gm_dim3 d3(uint32_t x, uint32_t y)
-{
-    return gm_dim3_make(x, y, 1);
-}
-
-/* Best time in seconds over `n` synchronous launches (after one warm-up). */
-static double time_launch(gm_kernel *k, gm_dim3 grid, gm_dim3 block, size_t dyn, int nargs,
-                          const gm_arg *args, int n)
-{
-    double best = 1e30;
-
-    if (!check(gm_launch(k, grid, block, dyn, NULL, nargs, args), "launch"))
-        return NAN;
-    for (int i = 0; i < n; i++) {
-        double t0 = now_s();
-
-        gm_launch(k, grid, block, dyn, NULL, nargs, args);
-        t0 = now_s() - t0;
-        best = t0 < best ? t0 : best;
-    }
-    return best;
-}
-
-static gm_array *device_f32(gm_context *ctx, int64_t n, float value)
+static gm_array *device_array(gm_context *ctx, gm_dtype dtype, int64_t n)
 {
     gm_array *a = NULL;
+    float one = 1.0f;
 
-    if (!check(gm_device_array(ctx, 1, &n, GM_FLOAT32, GM_ORDER_C, &a), "device_array"))
+    if (!check(gm_device_array(ctx, 1, &n, dtype, GM_ORDER_C, &a), "device_array"))
         return NULL;
-    gm_array_fill(a, &value, NULL);
+    if (dtype.code == GM_FLOAT32.code)
+        gm_array_fill(a, &one, NULL);
     return a;
-}
-
-static void ratio_line(const char *what, double ours, double pocl, double target)
-{
-    if (isnan(pocl) || pocl <= 0.0) {
-        printf("  %-34s simulator %9.3f ms   (PoCL not available)\n", what, ours * 1e3);
-        return;
-    }
-    printf("  %-34s simulator %9.3f ms   PoCL %9.3f ms   ratio %5.2fx  (target <= %.1fx: %s)\n",
-           what, ours * 1e3, pocl * 1e3, ours / pocl, target,
-           ours / pocl <= target ? "met" : "missed");
 }
 
 /* ------------------------------------------------------------- OpenCL */
@@ -130,6 +116,7 @@ static const char *cl_source =
     "  }\n"
     "  if (row < m && col < n) c[(long)row * n + col] = acc;\n"
     "}\n"
+    /* OpenCL 1.2 has no wavefront barrier: the tree uses work-group barriers to the end. */
     "__kernel void reduce_sum_f32(__global const float *in, __global float *partial, long n) {\n"
     "  __local float sh[1024];\n"
     "  uint t = get_local_id(0), bd = get_local_size(0);\n"
@@ -144,9 +131,15 @@ static const char *cl_source =
     "  }\n"
     "  if (t == 0) partial[get_group_id(0)] = sh[0];\n"
     "}\n"
-    "__kernel void bench_barriers(__global int *out, int rounds) {\n"
-    "  for (int r = 0; r < rounds; r++) barrier(CLK_LOCAL_MEM_FENCE);\n"
-    "  if (get_local_id(0) == 0) out[get_group_id(0)] = rounds;\n"
+    "__kernel void bench_exchange(__global int *out, int rounds) {\n"
+    "  __local int s[1024];\n"
+    "  uint t = get_local_id(0), bd = get_local_size(0);\n"
+    "  int v = (int)t;\n"
+    "  for (int r = 0; r < rounds; r++) {\n"
+    "    s[t] = v; barrier(CLK_LOCAL_MEM_FENCE);\n"
+    "    v = s[(t + 1) % bd] + 1; barrier(CLK_LOCAL_MEM_FENCE);\n"
+    "  }\n"
+    "  out[get_global_id(0)] = v;\n"
     "}\n";
 
 typedef struct cl_env {
@@ -176,8 +169,8 @@ static cl_env cl_open(void)
         return e;
     e.q = clCreateCommandQueue(e.ctx, dev, 0, &err);
     e.prog = clCreateProgramWithSource(e.ctx, 1, &cl_source, NULL, &err);
-    if (err != CL_SUCCESS || clBuildProgram(e.prog, 1, &dev, "-cl-std=CL1.2", NULL, NULL) !=
-                                 CL_SUCCESS) {
+    if (err != CL_SUCCESS ||
+        clBuildProgram(e.prog, 1, &dev, "-cl-std=CL1.2", NULL, NULL) != CL_SUCCESS) {
         printf("  PoCL: building the OpenCL kernels failed\n");
         return e;
     }
@@ -195,226 +188,222 @@ static void cl_close(cl_env *e)
         clReleaseContext(e->ctx);
 }
 
-static cl_mem cl_buffer(cl_env *e, size_t bytes, float value)
+/* A buffer of `bytes`, every float set to 1 when `fill`. */
+static cl_mem cl_buffer(cl_env *e, size_t bytes, int fill)
 {
     cl_int err = 0;
     cl_mem m = clCreateBuffer(e->ctx, CL_MEM_READ_WRITE, bytes, NULL, &err);
+    float one = 1.0f;
 
-    if (m != NULL && value == value)
-        clEnqueueFillBuffer(e->q, m, &value, sizeof value, 0, bytes, 0, NULL, NULL);
+    if (m != NULL && fill)
+        clEnqueueFillBuffer(e->q, m, &one, sizeof one, 0, bytes, 0, NULL, NULL);
     clFinish(e->q);
     return m;
-}
-
-/* Best time over `n` runs of a kernel whose arguments are already set (one warm-up). */
-static double cl_time(cl_env *e, cl_kernel k, cl_uint dims, const size_t *global,
-                      const size_t *local, int n)
-{
-    double best = 1e30;
-
-    if (clEnqueueNDRangeKernel(e->q, k, dims, NULL, global, local, 0, NULL, NULL) != CL_SUCCESS)
-        return NAN;
-    clFinish(e->q);
-    for (int i = 0; i < n; i++) {
-        double t0 = now_s();
-
-        clEnqueueNDRangeKernel(e->q, k, dims, NULL, global, local, 0, NULL, NULL);
-        clFinish(e->q);
-        t0 = now_s() - t0;
-        best = t0 < best ? t0 : best;
-    }
-    return best;
-}
-
-static double cl_add(cl_env *e, int64_t n, int r)
-{
-    cl_kernel k = clCreateKernel(e->prog, "add_f32", NULL);
-    cl_mem a = cl_buffer(e, (size_t)n * 4, 1.0f), b = cl_buffer(e, (size_t)n * 4, 2.0f);
-    cl_mem o = cl_buffer(e, (size_t)n * 4, 0.0f);
-    cl_long nn = n;
-    size_t local = 256, global = (size_t)((n + 255) / 256 * 256);
-    double t = 0.0;
-
-    clSetKernelArg(k, 0, sizeof a, &a);
-    clSetKernelArg(k, 1, sizeof b, &b);
-    clSetKernelArg(k, 2, sizeof o, &o);
-    clSetKernelArg(k, 3, sizeof nn, &nn);
-    t = cl_time(e, k, 1, &global, &local, r);
-    clReleaseMemObject(a);
-    clReleaseMemObject(b);
-    clReleaseMemObject(o);
-    clReleaseKernel(k);
-    return t;
-}
-
-static double cl_matmul(cl_env *e, int n, int r)
-{
-    cl_kernel k = clCreateKernel(e->prog, "matmul_f32", NULL);
-    size_t bytes = (size_t)n * n * 4;
-    cl_mem a = cl_buffer(e, bytes, 0.5f), b = cl_buffer(e, bytes, 0.25f);
-    cl_mem c = cl_buffer(e, bytes, 0.0f);
-    size_t local[2] = {16, 16}, global[2] = {(size_t)(n + 15) / 16 * 16, (size_t)(n + 15) / 16 * 16};
-    double t = 0.0;
-
-    clSetKernelArg(k, 0, sizeof a, &a);
-    clSetKernelArg(k, 1, sizeof b, &b);
-    clSetKernelArg(k, 2, sizeof c, &c);
-    clSetKernelArg(k, 3, sizeof n, &n);
-    clSetKernelArg(k, 4, sizeof n, &n);
-    clSetKernelArg(k, 5, sizeof n, &n);
-    t = cl_time(e, k, 2, global, local, r);
-    clReleaseMemObject(a);
-    clReleaseMemObject(b);
-    clReleaseMemObject(c);
-    clReleaseKernel(k);
-    return t;
-}
-
-static double cl_reduce(cl_env *e, int64_t n, size_t blocks, int r)
-{
-    cl_kernel k = clCreateKernel(e->prog, "reduce_sum_f32", NULL);
-    cl_mem in = cl_buffer(e, (size_t)n * 4, 1.0f), part = cl_buffer(e, blocks * 4, 0.0f);
-    cl_long nn = n;
-    size_t local = 256, global = blocks * 256;
-    double t = 0.0;
-
-    clSetKernelArg(k, 0, sizeof in, &in);
-    clSetKernelArg(k, 1, sizeof part, &part);
-    clSetKernelArg(k, 2, sizeof nn, &nn);
-    t = cl_time(e, k, 1, &global, &local, r);
-    clReleaseMemObject(in);
-    clReleaseMemObject(part);
-    clReleaseKernel(k);
-    return t;
-}
-
-static double cl_barriers(cl_env *e, size_t blocks, size_t block, int rounds, int r)
-{
-    cl_kernel k = clCreateKernel(e->prog, "bench_barriers", NULL);
-    cl_mem out = cl_buffer(e, blocks * 4, NAN);
-    size_t global = blocks * block;
-    double t = 0.0;
-
-    clSetKernelArg(k, 0, sizeof out, &out);
-    clSetKernelArg(k, 1, sizeof rounds, &rounds);
-    t = cl_time(e, k, 1, &global, &block, r);
-    clReleaseMemObject(out);
-    clReleaseKernel(k);
-    return t;
 }
 #else
 typedef struct cl_env {
     int ok;
     char device[8];
 } cl_env;
+
 static cl_env cl_open(void)
 {
     cl_env e = {0, ""};
+
     return e;
 }
+
 static void cl_close(cl_env *e)
 {
     (void)e;
 }
 #endif
 
-/* ------------------------------------------------------------ benches */
+/* ------------------------------------------------ paired measurements */
 
-static double sim_add(gm_context *ctx, int64_t n, int r)
+#define PAIR_MAX_ARGS    8
+#define PAIR_MAX_BUFFERS 4
+
+/* One kernel launch on the simulator and its OpenCL equivalent. */
+typedef struct pair {
+    gm_kernel *kernel;
+    gm_dim3 grid, block;
+    int nargs;
+    gm_arg args[PAIR_MAX_ARGS];
+    gm_array *arrays[PAIR_MAX_BUFFERS];
+#if defined(GM_BENCH_OPENCL)
+    cl_env *cl;
+    cl_kernel ck;
+    cl_mem mems[PAIR_MAX_BUFFERS];
+    cl_uint dims;
+    size_t global[2], local[2];
+#endif
+} pair;
+
+static int pair_kernel(gm_context *ctx, pair *p, const char *name)
 {
-    gm_array *a = device_f32(ctx, n, 1.0f), *b = device_f32(ctx, n, 2.0f);
-    gm_array *o = device_f32(ctx, n, 0.0f);
-    gm_kernel *k = NULL;
-    double t = NAN;
-
-    if (a != NULL && b != NULL && o != NULL && check(gm_kernel_find(ctx, "add_f32", &k), "find")) {
-        gm_arg args[] = {gm_arg_array(a), gm_arg_array(b), gm_arg_array(o), gm_arg_i64(n)};
-
-        t = time_launch(k, d3((uint32_t)((n + 255) / 256), 1), d3(256, 1), 0, 4, args, r);
-    }
-    gm_array_release(&a);
-    gm_array_release(&b);
-    gm_array_release(&o);
-    return t;
+    memset(p, 0, sizeof(*p));
+    return check(gm_kernel_find(ctx, name, &p->kernel), name);
 }
 
-static double sim_matmul(gm_context *ctx, int32_t n, int r)
+/* Add a simulator array argument (n elements of dtype, floats set to 1). */
+static int pair_array(gm_context *ctx, pair *p, gm_dtype dtype, int64_t n)
 {
-    int64_t nn = (int64_t)n * n;
-    gm_array *a = device_f32(ctx, nn, 0.5f), *b = device_f32(ctx, nn, 0.25f);
-    gm_array *c = device_f32(ctx, nn, 0.0f);
-    gm_kernel *k = NULL;
-    double t = NAN;
-    uint32_t g = (uint32_t)(n + 15) / 16;
+    int i = 0;
 
-    if (a != NULL && b != NULL && c != NULL &&
-        check(gm_kernel_find(ctx, "matmul_f32", &k), "find")) {
-        gm_arg args[] = {gm_arg_array(a), gm_arg_array(b), gm_arg_array(c),
-                         gm_arg_i32(n),    gm_arg_i32(n),    gm_arg_i32(n)};
-
-        t = time_launch(k, d3(g, g), d3(16, 16), 0, 6, args, r);
-    }
-    gm_array_release(&a);
-    gm_array_release(&b);
-    gm_array_release(&c);
-    return t;
-}
-
-static double sim_reduce(gm_context *ctx, int64_t n, uint32_t blocks, int r)
-{
-    gm_array *in = device_f32(ctx, n, 1.0f), *part = device_f32(ctx, blocks, 0.0f);
-    gm_kernel *k = NULL;
-    double t = NAN;
-
-    if (in != NULL && part != NULL && check(gm_kernel_find(ctx, "reduce_sum_f32", &k), "find")) {
-        gm_arg args[] = {gm_arg_array(in), gm_arg_array(part), gm_arg_i64(n)};
-
-        t = time_launch(k, d3(blocks, 1), d3(256, 1), 0, 3, args, r);
-    }
-    gm_array_release(&in);
-    gm_array_release(&part);
-    return t;
-}
-
-static double sim_barriers(gm_context *ctx, uint32_t blocks, uint32_t block, int32_t rounds,
-                           int r)
-{
-    int64_t nb = blocks;
-    gm_array *out = NULL;
-    gm_kernel *k = NULL;
-    double t = NAN;
-
-    if (check(gm_device_array(ctx, 1, &nb, GM_INT32, GM_ORDER_C, &out), "device_array") &&
-        check(gm_kernel_find(ctx, "bench_barriers", &k), "find")) {
-        gm_arg args[] = {gm_arg_array(out), gm_arg_i32(rounds)};
-
-        t = time_launch(k, d3(blocks, 1), d3(block, 1), 0, 2, args, r);
-    }
-    gm_array_release(&out);
-    return t;
+    while (p->arrays[i] != NULL)
+        i++;
+    p->arrays[i] = device_array(ctx, dtype, n);
+    p->args[p->nargs++] = gm_arg_array(p->arrays[i]);
+    return p->arrays[i] != NULL;
 }
 
 #if defined(GM_BENCH_OPENCL)
-#define CL_OR_NAN(expr) (cl->ok ? (expr) : NAN)
-#else
-#define CL_OR_NAN(expr) NAN
+/* The OpenCL side: kernel, 1-D or 2-D range with the simulator's block as work-group. */
+static void pair_cl(pair *p, cl_env *cl, const char *name)
+{
+    p->cl = cl;
+    p->dims = p->grid.y > 1 ? 2 : 1;
+    p->global[0] = (size_t)p->grid.x * p->block.x;
+    p->global[1] = (size_t)p->grid.y * p->block.y;
+    p->local[0] = p->block.x;
+    p->local[1] = p->block.y;
+    if (cl->ok)
+        p->ck = clCreateKernel(cl->prog, name, NULL);
+}
+
+/* Set OpenCL argument i to a new buffer of `bytes` (floats set to 1 when fill). */
+static void pair_cl_buffer(pair *p, cl_uint i, size_t bytes, int fill)
+{
+    int b = 0;
+
+    if (p->ck == NULL)
+        return;
+    while (p->mems[b] != NULL)
+        b++;
+    p->mems[b] = cl_buffer(p->cl, bytes, fill);
+    clSetKernelArg(p->ck, i, sizeof(cl_mem), &p->mems[b]);
+}
+
+static void pair_cl_value(pair *p, cl_uint i, size_t size, const void *value)
+{
+    if (p->ck != NULL)
+        clSetKernelArg(p->ck, i, size, value);
+}
+
+static double cl_once(pair *p)
+{
+    double t0 = now_s();
+
+    if (clEnqueueNDRangeKernel(p->cl->q, p->ck, p->dims, NULL, p->global, p->local, 0, NULL,
+                               NULL) != CL_SUCCESS)
+        return NAN;
+    clFinish(p->cl->q);
+    return now_s() - t0;
+}
 #endif
 
-static void bench_matmul(gm_context *ctx, cl_env *cl)
+static double sim_once(pair *p)
 {
-    const int32_t sizes[] = {256, 512, 1024};
+    double t0 = now_s();
+
+    if (gm_launch(p->kernel, p->grid, p->block, 0, NULL, p->nargs, p->args) != GM_OK)
+        return NAN;
+    return now_s() - t0;
+}
+
+/* Alternate `n` runs of each side after a warm-up; the best time of each. */
+static void pair_run(pair *p, int n, double *sim_p, double *cl_p)
+{
+    double sim = 1e30, ocl = 1e30;
+
+    *cl_p = NAN;
+    if (isnan(sim_once(p))) {
+        check(gm_launch(p->kernel, p->grid, p->block, 0, NULL, p->nargs, p->args), "launch");
+        *sim_p = NAN;
+        return;
+    }
+#if defined(GM_BENCH_OPENCL)
+    if (p->ck != NULL && isnan(cl_once(p)))
+        p->ck = NULL;
+#endif
+    for (int i = 0; i < n; i++) {
+        double t = sim_once(p);
+
+        sim = t < sim ? t : sim;
+#if defined(GM_BENCH_OPENCL)
+        if (p->ck != NULL) {
+            t = cl_once(p);
+            ocl = t < ocl ? t : ocl;
+        }
+#endif
+    }
+    *sim_p = sim;
+    *cl_p = ocl < 1e29 ? ocl : NAN;
+}
+
+static void pair_release(pair *p)
+{
+    for (int i = 0; i < PAIR_MAX_BUFFERS; i++)
+        gm_array_release(&p->arrays[i]);
+#if defined(GM_BENCH_OPENCL)
+    for (int i = 0; i < PAIR_MAX_BUFFERS; i++) {
+        if (p->mems[i] != NULL)
+            clReleaseMemObject(p->mems[i]);
+    }
+    if (p->ck != NULL)
+        clReleaseKernel(p->ck);
+#endif
+}
+
+static void ratio_line(const char *what, double ours, double pocl, double target)
+{
+    char goal[48] = "";
+
+    if (target > 0.0)
+        snprintf(goal, sizeof goal, "  (target <= %.1fx: %s)", target,
+                 ours / pocl <= target ? "met" : "missed");
+    if (isnan(pocl) || pocl <= 0.0)
+        printf("  %-30s simulator %9.3f ms   (PoCL not available)\n", what, ours * 1e3);
+    else
+        printf("  %-30s simulator %9.3f ms   PoCL %9.3f ms   ratio %5.2fx%s\n", what, ours * 1e3,
+               pocl * 1e3, ours / pocl, goal);
+}
+
+/* ------------------------------------------------------------ benches */
+
+static double bench_matmul_n(gm_context *ctx, cl_env *cl, int32_t n, double target, int runs)
+{
+    pair p;
+    int64_t nn = (int64_t)n * n;
+    uint32_t g = (uint32_t)(n + 15) / 16;
+    double sim = NAN, ocl = NAN;
+    char what[64];
 
     (void)cl;
-    printf("tiled matmul (16x16 shared tiles, float32):\n");
-    for (int i = 0; i < 3; i++) {
-        int32_t n = sizes[i];
-        double t = sim_matmul(ctx, n, reps(n >= 1024 ? 2 : 5));
-        double p = CL_OR_NAN(cl_matmul(cl, n, reps(n >= 1024 ? 2 : 5)));
-        char what[64];
-
-        snprintf(what, sizeof what, "n = %d (%.2f GFLOP/s)", n, 2.0 * n * n * (double)n / t * 1e-9);
-        ratio_line(what, t, p, n == 512 ? 3.0 : 1e9);
-    }
+    if (!pair_kernel(ctx, &p, "matmul_f32"))
+        return NAN;
+    p.grid = gm_dim3_make(g, g, 1);
+    p.block = gm_dim3_make(16, 16, 1);
+    pair_array(ctx, &p, GM_FLOAT32, nn);
+    pair_array(ctx, &p, GM_FLOAT32, nn);
+    pair_array(ctx, &p, GM_FLOAT32, nn);
+    p.args[p.nargs++] = gm_arg_i32(n);
+    p.args[p.nargs++] = gm_arg_i32(n);
+    p.args[p.nargs++] = gm_arg_i32(n);
+#if defined(GM_BENCH_OPENCL)
+    pair_cl(&p, cl, "matmul_f32");
+    for (cl_uint i = 0; i < 3; i++)
+        pair_cl_buffer(&p, i, (size_t)nn * 4, 1);
+    for (cl_uint i = 3; i < 6; i++)
+        pair_cl_value(&p, i, sizeof n, &n);
+#endif
+    pair_run(&p, runs, &sim, &ocl);
+    snprintf(what, sizeof what, "n = %d (%.2f GFLOP/s)", n, 2.0 * (double)n * nn / sim * 1e-9);
+    if (target > 0.0 || n != 64)
+        ratio_line(what, sim, ocl, target);
+    pair_release(&p);
+    return sim;
 }
 
 static void bench_reduce(gm_context *ctx, cl_env *cl)
@@ -423,14 +412,32 @@ static void bench_reduce(gm_context *ctx, cl_env *cl)
     const uint32_t grids[] = {(uint32_t)(n / 256), 1024};
 
     (void)cl;
-    printf("block reduction, n = 2^24 float32 (256 threads per block):\n");
+    printf("block reduction, n = 2^24 float32, blocks of 256 (grid-stride accumulation):\n");
     for (int i = 0; i < 2; i++) {
-        double t = sim_reduce(ctx, n, grids[i], reps(5));
-        double p = CL_OR_NAN(cl_reduce(cl, n, grids[i], reps(5)));
+        pair p;
+        double sim = NAN, ocl = NAN;
+        int64_t nl = n; /* an OpenCL long */
         char what[64];
 
-        snprintf(what, sizeof what, "%u blocks (%.2f GB/s)", grids[i], (double)n * 4 / t * 1e-9);
-        ratio_line(what, t, p, i == 0 ? 5.0 : 1e9);
+        if (!pair_kernel(ctx, &p, "reduce_sum_f32"))
+            return;
+        p.grid = gm_dim3_make(grids[i], 1, 1);
+        p.block = gm_dim3_make(256, 1, 1);
+        pair_array(ctx, &p, GM_FLOAT32, n);
+        pair_array(ctx, &p, GM_FLOAT32, grids[i]);
+        p.args[p.nargs++] = gm_arg_i64(n);
+#if defined(GM_BENCH_OPENCL)
+        pair_cl(&p, cl, "reduce_sum_f32");
+        pair_cl_buffer(&p, 0, (size_t)n * 4, 1);
+        pair_cl_buffer(&p, 1, (size_t)grids[i] * 4, 0);
+        pair_cl_value(&p, 2, sizeof nl, &nl);
+#else
+        (void)nl;
+#endif
+        pair_run(&p, reps(i == 0 ? 5 : 10), &sim, &ocl);
+        snprintf(what, sizeof what, "%u blocks (%.2f GB/s)", grids[i], (double)n * 4 / sim * 1e-9);
+        ratio_line(what, sim, ocl, i == 0 ? 5.0 : 0.0);
+        pair_release(&p);
     }
 }
 
@@ -439,15 +446,34 @@ static void bench_add(gm_context *ctx, cl_env *cl)
     const int64_t sizes[] = {100000, 10000000};
 
     (void)cl;
-    printf("elementwise add (barrier-free, float32):\n");
+    printf("elementwise add (barrier-free, float32, blocks of 256):\n");
     for (int i = 0; i < 2; i++) {
-        double t = sim_add(ctx, sizes[i], reps(i == 0 ? 50 : 10));
-        double p = CL_OR_NAN(cl_add(cl, sizes[i], reps(i == 0 ? 50 : 10)));
+        pair p;
+        int64_t n = sizes[i];
+        int64_t nl = n; /* an OpenCL long */
+        double sim = NAN, ocl = NAN;
         char what[64];
 
-        snprintf(what, sizeof what, "n = %lld (%.2f GB/s)", (long long)sizes[i],
-                 (double)sizes[i] * 12 / t * 1e-9);
-        ratio_line(what, t, p, 1.2);
+        if (!pair_kernel(ctx, &p, "add_f32"))
+            return;
+        p.grid = gm_dim3_make((uint32_t)((n + 255) / 256), 1, 1);
+        p.block = gm_dim3_make(256, 1, 1);
+        for (int a = 0; a < 3; a++)
+            pair_array(ctx, &p, GM_FLOAT32, n);
+        p.args[p.nargs++] = gm_arg_i64(n);
+#if defined(GM_BENCH_OPENCL)
+        pair_cl(&p, cl, "add_f32");
+        for (cl_uint a = 0; a < 3; a++)
+            pair_cl_buffer(&p, a, (size_t)n * 4, 1);
+        pair_cl_value(&p, 3, sizeof nl, &nl);
+#else
+        (void)nl;
+#endif
+        pair_run(&p, reps(i == 0 ? 200 : 20), &sim, &ocl);
+        snprintf(what, sizeof what, "n = %lld (%.1f GB/s)", (long long)n,
+                 (double)n * 12 / sim * 1e-9);
+        ratio_line(what, sim, ocl, 1.2);
+        pair_release(&p);
     }
 }
 
@@ -455,55 +481,74 @@ static void bench_barrier(gm_context *ctx, cl_env *cl, unsigned workers)
 {
     const uint32_t blocks = 64, block = 256;
     const int32_t rounds = 200;
-    double threads = (double)blocks * block * rounds;
-    double t = sim_barriers(ctx, blocks, block, rounds, reps(5));
-    double p = CL_OR_NAN(cl_barriers(cl, blocks, block, rounds, reps(5)));
+    double threads = (double)blocks * block * rounds, sim = NAN, ocl = NAN;
+    pair p;
 
     (void)cl;
-    printf("barrier cost (%u blocks of %u threads, %d barriers each):\n", blocks, block, rounds);
-    printf("  simulator: %.2f ns per thread and barrier (wall, %u workers; %.2f ns of one "
-           "worker's time)   (target <= 15 ns: %s)\n",
-           t / threads * 1e9, workers, t / threads * 1e9 * workers,
-           t / threads * 1e9 <= 15.0 ? "met" : "missed");
-    if (!isnan(p))
-        printf("  PoCL:      %.2f ns per thread and barrier (wall)   ratio %.2fx\n",
-               p / threads * 1e9, t / p);
+    printf("barriers (%u blocks of %u threads, %d rounds):\n", blocks, block, rounds);
+    if (!pair_kernel(ctx, &p, "bench_barriers"))
+        return;
+    p.grid = gm_dim3_make(blocks, 1, 1);
+    p.block = gm_dim3_make(block, 1, 1);
+    pair_array(ctx, &p, GM_INT32, blocks);
+    p.args[p.nargs++] = gm_arg_i32(rounds);
+    pair_run(&p, reps(10), &sim, &ocl);
+    printf("  one barrier: %.2f ns per thread (wall, %u workers; %.2f ns of a worker's time)"
+           "   (target <= 15 ns: %s)\n",
+           sim / threads * 1e9, workers, sim / threads * 1e9 * workers,
+           sim / threads * 1e9 <= 15.0 ? "met" : "missed");
+    pair_release(&p);
+    if (!pair_kernel(ctx, &p, "bench_exchange"))
+        return;
+    p.grid = gm_dim3_make(blocks, 1, 1);
+    p.block = gm_dim3_make(block, 1, 1);
+    pair_array(ctx, &p, GM_INT32, (int64_t)blocks * block);
+    p.args[p.nargs++] = gm_arg_i32(rounds);
+#if defined(GM_BENCH_OPENCL)
+    pair_cl(&p, cl, "bench_exchange");
+    pair_cl_buffer(&p, 0, (size_t)blocks * block * 4, 0);
+    pair_cl_value(&p, 1, sizeof rounds, &rounds);
+#endif
+    pair_run(&p, reps(10), &sim, &ocl);
+    ratio_line("shared exchange, 2 barriers/round", sim, ocl, 0.0);
+    pair_release(&p);
 }
 
 /* The seed's fast_matmul at n = 64 under Numba's CUDA simulator (Debian's python3-numba). */
-static void bench_numba(gm_context *ctx)
+static const char numba_script[] =
+    "/usr/bin/python3 - <<'EOF' 2>/dev/null\n"
+    "import os, time\n"
+    "os.environ['NUMBA_ENABLE_CUDASIM'] = '1'\n"
+    "import numpy as np\n"
+    "from numba import cuda, float32\n"
+    "TPB = 16\n"
+    "@cuda.jit\n"
+    "def fast_matmul(A, B, C):\n"
+    "    sA = cuda.shared.array(shape=(TPB, TPB), dtype=float32)\n"
+    "    sB = cuda.shared.array(shape=(TPB, TPB), dtype=float32)\n"
+    "    x, y = cuda.grid(2)\n"
+    "    tx = cuda.threadIdx.x\n"
+    "    ty = cuda.threadIdx.y\n"
+    "    bpg = cuda.gridDim.x\n"
+    "    tmp = 0.\n"
+    "    for i in range(bpg):\n"
+    "        sA[tx, ty] = A[x, ty + i * TPB]\n"
+    "        sB[tx, ty] = B[tx + i * TPB, y]\n"
+    "        cuda.syncthreads()\n"
+    "        for j in range(TPB):\n"
+    "            tmp += sA[tx, j] * sB[j, ty]\n"
+    "        cuda.syncthreads()\n"
+    "    C[x, y] = tmp\n"
+    "n = 64\n"
+    "A = np.full((n, n), 0.5, np.float32); B = np.full((n, n), 0.25, np.float32)\n"
+    "C = np.zeros((n, n), np.float32)\n"
+    "t = time.perf_counter()\n"
+    "fast_matmul[(n // TPB, n // TPB), (TPB, TPB)](A, B, C)\n"
+    "print('%.6f' % (time.perf_counter() - t))\n"
+    "EOF\n";
+
+static void bench_numba(gm_context *ctx, cl_env *cl)
 {
-    static const char script[] =
-        "/usr/bin/python3 - <<'EOF' 2>/dev/null\n"
-        "import os, time\n"
-        "os.environ['NUMBA_ENABLE_CUDASIM'] = '1'\n"
-        "import numpy as np\n"
-        "from numba import cuda, float32\n"
-        "TPB = 16\n"
-        "@cuda.jit\n"
-        "def fast_matmul(A, B, C):\n"
-        "    sA = cuda.shared.array(shape=(TPB, TPB), dtype=float32)\n"
-        "    sB = cuda.shared.array(shape=(TPB, TPB), dtype=float32)\n"
-        "    x, y = cuda.grid(2)\n"
-        "    tx = cuda.threadIdx.x\n"
-        "    ty = cuda.threadIdx.y\n"
-        "    bpg = cuda.gridDim.x\n"
-        "    tmp = 0.\n"
-        "    for i in range(bpg):\n"
-        "        sA[tx, ty] = A[x, ty + i * TPB]\n"
-        "        sB[tx, ty] = B[tx + i * TPB, y]\n"
-        "        cuda.syncthreads()\n"
-        "        for j in range(TPB):\n"
-        "            tmp += sA[tx, j] * sB[j, ty]\n"
-        "        cuda.syncthreads()\n"
-        "    C[x, y] = tmp\n"
-        "n = 64\n"
-        "A = np.full((n, n), 0.5, np.float32); B = np.full((n, n), 0.25, np.float32)\n"
-        "C = np.zeros((n, n), np.float32)\n"
-        "t = time.perf_counter()\n"
-        "fast_matmul[(n // TPB, n // TPB), (TPB, TPB)](A, B, C)\n"
-        "print('%.6f' % (time.perf_counter() - t))\n"
-        "EOF\n";
     FILE *p = NULL;
     double numba = 0.0, ours = 0.0;
 
@@ -512,7 +557,7 @@ static void bench_numba(gm_context *ctx)
         printf("  python3-numba is not installed; skipped\n");
         return;
     }
-    p = popen(script, "r");
+    p = popen(numba_script, "r");
     if (p == NULL || fscanf(p, "%lf", &numba) != 1) {
         printf("  running Numba failed; skipped\n");
         if (p != NULL)
@@ -520,7 +565,7 @@ static void bench_numba(gm_context *ctx)
         return;
     }
     pclose(p);
-    ours = sim_matmul(ctx, 64, reps(20));
+    ours = bench_matmul_n(ctx, cl, 64, 0.0, reps(20));
     printf("  Numba simulator %.3f s   gpumem simulator %.3f ms   %.0fx faster  (target >= "
            "1000x: %s)\n",
            numba, ours * 1e3, numba / ours, numba / ours >= 1000.0 ? "met" : "missed");
@@ -532,7 +577,7 @@ int main(void)
     gm_context *ctx = NULL;
     gm_device_info info;
     cl_env cl = cl_open();
-    unsigned workers = 0;
+    const int32_t sizes[] = {256, 512, 1024};
 
     gm_context_options_default(&o);
     o.backend = GM_BACKEND_HOST;
@@ -540,14 +585,16 @@ int main(void)
         !check(gm_register_image_set(&bench_set), "register"))
         return 0;
     gm_context_device_info(ctx, &info);
-    workers = (unsigned)info.multiprocessor_count;
-    printf("gpumem kernel simulator on %s (%u CPUs); PoCL: %s\n", info.name, workers,
-           cl.ok ? cl.device : "not available");
-    bench_matmul(ctx, &cl);
+    printf("gpumem kernel simulator on %s (%d CPUs); PoCL: %s\n", info.name,
+           (int)info.multiprocessor_count, cl.ok ? cl.device : "not available");
+    printf("tiled matmul (16x16 shared tiles, float32):\n");
+    for (int i = 0; i < 3; i++)
+        bench_matmul_n(ctx, &cl, sizes[i], sizes[i] == 512 ? 3.0 : 0.0,
+                       reps(sizes[i] >= 1024 ? 3 : 7));
     bench_reduce(ctx, &cl);
     bench_add(ctx, &cl);
-    bench_barrier(ctx, &cl, workers);
-    bench_numba(ctx);
+    bench_barrier(ctx, &cl, (unsigned)info.multiprocessor_count);
+    bench_numba(ctx, &cl);
     gm_context_destroy(&ctx);
     cl_close(&cl);
     return 0;

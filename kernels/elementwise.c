@@ -73,6 +73,6 @@ GM_KERNEL(copy_strided, (unsigned char *, dst), (const unsigned char *, src),
     }
 }
 
-GM_HOST_TABLE(gm__kernels_elementwise, GM_HOST_KERNELS(add_f32, add_f64, fill_f32, fill_i32,
-                                                       copy_strided),
+GM_HOST_TABLE(gm__kernels_elementwise,
+              GM_HOST_KERNELS(add_f32, add_f64, fill_f32, fill_i32, copy_strided),
               GM_HOST_NO_GLOBALS);

@@ -6,8 +6,8 @@
  */
 #include <gpumem/kernel.h>
 
-GM_KERNEL(stencil1d_f32, (const float *GM_RESTRICT, in), (float *GM_RESTRICT, out),
-          (int64_t, n), (int32_t, radius))
+GM_KERNEL(stencil1d_f32, (const float *GM_RESTRICT, in), (float *GM_RESTRICT, out), (int64_t, n),
+          (int32_t, radius))
 {
     GM_DYNAMIC_SHARED(float, buf);
     int32_t t = (int32_t)gm_thread_idx_x(), bd = (int32_t)gm_block_dim_x();

@@ -9,8 +9,8 @@
 #define GM_TRANSPOSE_TILE 32
 #define GM_TRANSPOSE_ROWS 8
 
-GM_KERNEL(transpose_f32, (const float *GM_RESTRICT, in), (float *GM_RESTRICT, out),
-          (int32_t, rows), (int32_t, cols))
+GM_KERNEL(transpose_f32, (const float *GM_RESTRICT, in), (float *GM_RESTRICT, out), (int32_t, rows),
+          (int32_t, cols))
 {
     GM_SHARED_ARRAY2D(float, tile, GM_TRANSPOSE_TILE, GM_TRANSPOSE_TILE + 1);
     int32_t tx = (int32_t)gm_thread_idx_x(), ty = (int32_t)gm_thread_idx_y();

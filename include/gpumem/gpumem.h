@@ -11,6 +11,9 @@
 #include "ndview.h"
 #include "status.h"
 #include "runtime.h"
+#include "memory_manager.h"
+#include "dlpack.h"
+#include "smartarray.h"
 #include "launch.h"
 #include "version.h"
 

@@ -37,6 +37,7 @@
  *   cols): static shared memory, one instance per block (__shared__, LDS
  *   address space 3; in the simulator a thread-local array of the worker
  *   running the block, so concurrently running blocks never share it).
+ *   Index it; do not take sizeof of it (a pointer on the host).
  * - GM_DYNAMIC_SHARED(type, name): the dynamic shared memory sized at launch.
  * - GM_LOCAL_ARRAY(type, name, count): a per-thread array (Numba's
  *   cuda.local.array).
@@ -88,32 +89,30 @@
 
 /* ---------------------------------------------- parameter list machinery */
 
-#define GM__CAT(a, b) GM__CAT_(a, b)
+#define GM__CAT(a, b)  GM__CAT_(a, b)
 #define GM__CAT_(a, b) a##b
-#define GM__STR(x) GM__STR_(x)
-#define GM__STR_(x) #x
+#define GM__STR(x)     GM__STR_(x)
+#define GM__STR_(x)    #x
 #define GM__NARGS(...) \
     GM__NARGS_(__VA_ARGS__, 16, 15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0)
-#define GM__NARGS_(a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15, a16, N, \
-                   ...)                                                                     \
-    N
+#define GM__NARGS_(a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15, a16, N, ...) N
 /* (type, name) pair accessors. */
-#define GM__PT(p) GM__PT_ p
+#define GM__PT(p)     GM__PT_ p
 #define GM__PT_(t, n) t
-#define GM__PN(p) GM__PN_ p
+#define GM__PN(p)     GM__PN_ p
 #define GM__PN_(t, n) n
-#define GM__COMMA() ,
+#define GM__COMMA()   ,
 #define GM__NOSEP()
 
 /* GM__MAP(m, sep, pairs...) applies m(index, pair) to each pair, separated by sep(). */
-#define GM__MAP(m, sep, ...) GM__CAT(GM__MAP_, GM__NARGS(__VA_ARGS__))(m, sep, __VA_ARGS__)
-#define GM__MAP_1(m, s, a) m(0, a)
-#define GM__MAP_2(m, s, a, b) GM__MAP_1(m, s, a) s() m(1, b)
-#define GM__MAP_3(m, s, a, b, c) GM__MAP_2(m, s, a, b) s() m(2, c)
-#define GM__MAP_4(m, s, a, b, c, d) GM__MAP_3(m, s, a, b, c) s() m(3, d)
-#define GM__MAP_5(m, s, a, b, c, d, e) GM__MAP_4(m, s, a, b, c, d) s() m(4, e)
-#define GM__MAP_6(m, s, a, b, c, d, e, f) GM__MAP_5(m, s, a, b, c, d, e) s() m(5, f)
-#define GM__MAP_7(m, s, a, b, c, d, e, f, g) GM__MAP_6(m, s, a, b, c, d, e, f) s() m(6, g)
+#define GM__MAP(m, sep, ...)                    GM__CAT(GM__MAP_, GM__NARGS(__VA_ARGS__))(m, sep, __VA_ARGS__)
+#define GM__MAP_1(m, s, a)                      m(0, a)
+#define GM__MAP_2(m, s, a, b)                   GM__MAP_1(m, s, a) s() m(1, b)
+#define GM__MAP_3(m, s, a, b, c)                GM__MAP_2(m, s, a, b) s() m(2, c)
+#define GM__MAP_4(m, s, a, b, c, d)             GM__MAP_3(m, s, a, b, c) s() m(3, d)
+#define GM__MAP_5(m, s, a, b, c, d, e)          GM__MAP_4(m, s, a, b, c, d) s() m(4, e)
+#define GM__MAP_6(m, s, a, b, c, d, e, f)       GM__MAP_5(m, s, a, b, c, d, e) s() m(5, f)
+#define GM__MAP_7(m, s, a, b, c, d, e, f, g)    GM__MAP_6(m, s, a, b, c, d, e, f) s() m(6, g)
 #define GM__MAP_8(m, s, a, b, c, d, e, f, g, h) GM__MAP_7(m, s, a, b, c, d, e, f, g) s() m(7, h)
 #define GM__MAP_9(m, s, a, b, c, d, e, f, g, h, i) \
     GM__MAP_8(m, s, a, b, c, d, e, f, g, h) s() m(8, i)
@@ -132,10 +131,10 @@
 #define GM__MAP_16(m, s, a, b, c, d, e, f, g, h, i, j, k, l, n, o, p, q) \
     GM__MAP_15(m, s, a, b, c, d, e, f, g, h, i, j, k, l, n, o, p) s() m(15, q)
 
-#define GM__M_DECL(i, p) GM__PT(p) GM__PN(p)
-#define GM__M_NAME(i, p) GM__PN(p)
-#define GM__M_SIZE(i, p) sizeof(GM__PT(p))
-#define GM__M_TEXT(i, p) GM__STR(GM__PT(p)) " " GM__STR(GM__PN(p))
+#define GM__M_DECL(i, p)   GM__PT(p) GM__PN(p)
+#define GM__M_NAME(i, p)   GM__PN(p)
+#define GM__M_SIZE(i, p)   sizeof(GM__PT(p))
+#define GM__M_TEXT(i, p)   GM__STR(GM__PT(p)) " " GM__STR(GM__PN(p))
 #define GM__M_UNPACK(i, p) GM__PT(p) GM__PN(p) = *(GM__PT(p) *)gm__args[i];
 
 /* A file-scope declaration that expands to nothing useful; absorbs a ';'. */
@@ -149,56 +148,126 @@
 #if defined(GM_TARGET_CUDA)
 
 #define GM_RESTRICT __restrict__
-#define GM_DEVICE __device__
-#define GM__DEVINL static __device__ __forceinline__
+#define GM_DEVICE   __device__
+#define GM__DEVINL  static __device__ __forceinline__
 
 /** Declare a kernel: GM_KERNEL(name, (type, name), ...) { body } */
 #define GM_KERNEL(name, ...) \
     extern "C" __global__ void name(GM__MAP(GM__M_DECL, GM__COMMA, __VA_ARGS__))
 
-#define GM_SHARED_ARRAY(type, name, count) __shared__ type name[(count)]
+#define GM_SHARED_ARRAY(type, name, count)        __shared__ type name[(count)]
 #define GM_SHARED_ARRAY2D(type, name, rows, cols) __shared__ type name[(rows)][(cols)]
-#define GM_DYNAMIC_SHARED(type, name)                                 \
+#define GM_DYNAMIC_SHARED(type, name)                                   \
     extern __shared__ __align__(64) unsigned char gm__dynamic_shared[]; \
     type *name = (type *)gm__dynamic_shared
 #define GM_CONSTANT_ARRAY(type, name, count) __constant__ type name[(count)]
 
-GM__DEVINL uint32_t gm_thread_idx_x(void) { return threadIdx.x; }
-GM__DEVINL uint32_t gm_thread_idx_y(void) { return threadIdx.y; }
-GM__DEVINL uint32_t gm_thread_idx_z(void) { return threadIdx.z; }
-GM__DEVINL uint32_t gm_block_idx_x(void) { return blockIdx.x; }
-GM__DEVINL uint32_t gm_block_idx_y(void) { return blockIdx.y; }
-GM__DEVINL uint32_t gm_block_idx_z(void) { return blockIdx.z; }
-GM__DEVINL uint32_t gm_block_dim_x(void) { return blockDim.x; }
-GM__DEVINL uint32_t gm_block_dim_y(void) { return blockDim.y; }
-GM__DEVINL uint32_t gm_block_dim_z(void) { return blockDim.z; }
-GM__DEVINL uint32_t gm_grid_dim_x(void) { return gridDim.x; }
-GM__DEVINL uint32_t gm_grid_dim_y(void) { return gridDim.y; }
-GM__DEVINL uint32_t gm_grid_dim_z(void) { return gridDim.z; }
-GM__DEVINL uint32_t gm_warp_size(void) { return 32u; }
+GM__DEVINL uint32_t gm_thread_idx_x(void)
+{
+    return threadIdx.x;
+}
+GM__DEVINL uint32_t gm_thread_idx_y(void)
+{
+    return threadIdx.y;
+}
+GM__DEVINL uint32_t gm_thread_idx_z(void)
+{
+    return threadIdx.z;
+}
+GM__DEVINL uint32_t gm_block_idx_x(void)
+{
+    return blockIdx.x;
+}
+GM__DEVINL uint32_t gm_block_idx_y(void)
+{
+    return blockIdx.y;
+}
+GM__DEVINL uint32_t gm_block_idx_z(void)
+{
+    return blockIdx.z;
+}
+GM__DEVINL uint32_t gm_block_dim_x(void)
+{
+    return blockDim.x;
+}
+GM__DEVINL uint32_t gm_block_dim_y(void)
+{
+    return blockDim.y;
+}
+GM__DEVINL uint32_t gm_block_dim_z(void)
+{
+    return blockDim.z;
+}
+GM__DEVINL uint32_t gm_grid_dim_x(void)
+{
+    return gridDim.x;
+}
+GM__DEVINL uint32_t gm_grid_dim_y(void)
+{
+    return gridDim.y;
+}
+GM__DEVINL uint32_t gm_grid_dim_z(void)
+{
+    return gridDim.z;
+}
+GM__DEVINL uint32_t gm_warp_size(void)
+{
+    return 32u;
+}
 
-GM__DEVINL void gm_syncthreads(void) { __syncthreads(); }
+GM__DEVINL void gm_syncthreads(void)
+{
+    __syncthreads();
+}
 /* bar.sync orders shared and global memory for the block whatever the flags. */
-GM__DEVINL void gm_barrier(unsigned flags) { (void)flags; __syncthreads(); }
-GM__DEVINL void gm_wavebarrier(void) { __syncwarp(); }
-GM__DEVINL void gm_threadfence_block(void) { __threadfence_block(); }
-GM__DEVINL void gm_threadfence(void) { __threadfence(); }
+GM__DEVINL void gm_barrier(unsigned flags)
+{
+    (void)flags;
+    __syncthreads();
+}
+GM__DEVINL void gm_wavebarrier(void)
+{
+    __syncwarp();
+}
+GM__DEVINL void gm_threadfence_block(void)
+{
+    __threadfence_block();
+}
+GM__DEVINL void gm_threadfence(void)
+{
+    __threadfence();
+}
 
-#define GM__ATOMIC_INT(sfx, T, CT)                                                                \
-    GM__DEVINL T gm_atomic_add_##sfx(T *p, T v) { return (T)atomicAdd((CT *)p, (CT)v); }         \
-    GM__DEVINL T gm_atomic_sub_##sfx(T *p, T v) { return (T)atomicAdd((CT *)p, (CT)(0 - v)); }   \
-    GM__DEVINL T gm_atomic_exch_##sfx(T *p, T v) { return (T)atomicExch((CT *)p, (CT)v); }       \
-    GM__DEVINL T gm_atomic_cas_##sfx(T *p, T expected, T desired)                                 \
-    {                                                                                             \
-        return (T)atomicCAS((CT *)p, (CT)expected, (CT)desired);                                  \
+#define GM__ATOMIC_INT(sfx, T, CT)                                \
+    GM__DEVINL T gm_atomic_add_##sfx(T *p, T v)                   \
+    {                                                             \
+        return (T)atomicAdd((CT *)p, (CT)v);                      \
+    }                                                             \
+    GM__DEVINL T gm_atomic_sub_##sfx(T *p, T v)                   \
+    {                                                             \
+        return (T)atomicAdd((CT *)p, (CT)(0 - v));                \
+    }                                                             \
+    GM__DEVINL T gm_atomic_exch_##sfx(T *p, T v)                  \
+    {                                                             \
+        return (T)atomicExch((CT *)p, (CT)v);                     \
+    }                                                             \
+    GM__DEVINL T gm_atomic_cas_##sfx(T *p, T expected, T desired) \
+    {                                                             \
+        return (T)atomicCAS((CT *)p, (CT)expected, (CT)desired);  \
     }
 GM__ATOMIC_INT(i32, int32_t, int)
 GM__ATOMIC_INT(u32, uint32_t, unsigned int)
 GM__ATOMIC_INT(i64, int64_t, unsigned long long)
 GM__ATOMIC_INT(u64, uint64_t, unsigned long long)
 #undef GM__ATOMIC_INT
-GM__DEVINL int32_t gm_atomic_min_i32(int32_t *p, int32_t v) { return atomicMin((int *)p, v); }
-GM__DEVINL int32_t gm_atomic_max_i32(int32_t *p, int32_t v) { return atomicMax((int *)p, v); }
+GM__DEVINL int32_t gm_atomic_min_i32(int32_t *p, int32_t v)
+{
+    return atomicMin((int *)p, v);
+}
+GM__DEVINL int32_t gm_atomic_max_i32(int32_t *p, int32_t v)
+{
+    return atomicMax((int *)p, v);
+}
 GM__DEVINL uint32_t gm_atomic_min_u32(uint32_t *p, uint32_t v)
 {
     return atomicMin((unsigned int *)p, v);
@@ -223,33 +292,38 @@ GM__DEVINL uint64_t gm_atomic_max_u64(uint64_t *p, uint64_t v)
 {
     return (uint64_t)atomicMax((unsigned long long *)p, (unsigned long long)v);
 }
-GM__DEVINL float gm_atomic_add_f32(float *p, float v) { return atomicAdd(p, v); }
-GM__DEVINL double gm_atomic_add_f64(double *p, double v) { return atomicAdd(p, v); }
+GM__DEVINL float gm_atomic_add_f32(float *p, float v)
+{
+    return atomicAdd(p, v);
+}
+GM__DEVINL double gm_atomic_add_f64(double *p, double v)
+{
+    return atomicAdd(p, v);
+}
 
 /* ============================================================== AMDGPU */
 #elif defined(GM_TARGET_AMDGPU)
 
 #if !defined(__global__) /* no HIP headers (-nogpuinc): define the attributes */
-#define __global__ __attribute__((global))
-#define __device__ __attribute__((device))
-#define __shared__ __attribute__((shared))
+#define __global__   __attribute__((global))
+#define __device__   __attribute__((device))
+#define __shared__   __attribute__((shared))
 #define __constant__ __attribute__((constant))
 #endif
 
 #define GM_RESTRICT __restrict__
-#define GM_DEVICE __device__
-#define GM__DEVINL static __device__ inline __attribute__((always_inline))
+#define GM_DEVICE   __device__
+#define GM__DEVINL  static __device__ inline __attribute__((always_inline))
 
 /** Declare a kernel: exported with protected visibility, up to 1024 work-items per group. */
-#define GM_KERNEL(name, ...)                                                               \
-    extern "C" __global__ __attribute__((visibility("protected")))                         \
-    __attribute__((amdgpu_flat_work_group_size(1, 1024))) void name(GM__MAP(GM__M_DECL, \
-                                                                            GM__COMMA,  \
-                                                                            __VA_ARGS__))
+#define GM_KERNEL(name, ...)                                       \
+    extern "C" __global__ __attribute__((visibility("protected"))) \
+    __attribute__((amdgpu_flat_work_group_size(1, 1024))) void     \
+    name(GM__MAP(GM__M_DECL, GM__COMMA, __VA_ARGS__))
 
-#define GM_SHARED_ARRAY(type, name, count) __shared__ type name[(count)]
+#define GM_SHARED_ARRAY(type, name, count)        __shared__ type name[(count)]
 #define GM_SHARED_ARRAY2D(type, name, rows, cols) __shared__ type name[(rows)][(cols)]
-#define GM_DYNAMIC_SHARED(type, name)                                                    \
+#define GM_DYNAMIC_SHARED(type, name)                                                  \
     extern __shared__ __attribute__((aligned(64))) unsigned char gm__dynamic_shared[]; \
     type *name = (type *)gm__dynamic_shared
 #define GM_CONSTANT_ARRAY(type, name, count) \
@@ -268,20 +342,59 @@ GM__DEVINL uint32_t gm__amd_grid_blocks(int axis)
     uint32_t wg = gm__amd_wg_size(axis);
     return (p[3 + axis] + wg - 1u) / wg;
 }
-GM__DEVINL uint32_t gm_thread_idx_x(void) { return __builtin_amdgcn_workitem_id_x(); }
-GM__DEVINL uint32_t gm_thread_idx_y(void) { return __builtin_amdgcn_workitem_id_y(); }
-GM__DEVINL uint32_t gm_thread_idx_z(void) { return __builtin_amdgcn_workitem_id_z(); }
-GM__DEVINL uint32_t gm_block_idx_x(void) { return __builtin_amdgcn_workgroup_id_x(); }
-GM__DEVINL uint32_t gm_block_idx_y(void) { return __builtin_amdgcn_workgroup_id_y(); }
-GM__DEVINL uint32_t gm_block_idx_z(void) { return __builtin_amdgcn_workgroup_id_z(); }
-GM__DEVINL uint32_t gm_block_dim_x(void) { return gm__amd_wg_size(0); }
-GM__DEVINL uint32_t gm_block_dim_y(void) { return gm__amd_wg_size(1); }
-GM__DEVINL uint32_t gm_block_dim_z(void) { return gm__amd_wg_size(2); }
-GM__DEVINL uint32_t gm_grid_dim_x(void) { return gm__amd_grid_blocks(0); }
-GM__DEVINL uint32_t gm_grid_dim_y(void) { return gm__amd_grid_blocks(1); }
-GM__DEVINL uint32_t gm_grid_dim_z(void) { return gm__amd_grid_blocks(2); }
+GM__DEVINL uint32_t gm_thread_idx_x(void)
+{
+    return __builtin_amdgcn_workitem_id_x();
+}
+GM__DEVINL uint32_t gm_thread_idx_y(void)
+{
+    return __builtin_amdgcn_workitem_id_y();
+}
+GM__DEVINL uint32_t gm_thread_idx_z(void)
+{
+    return __builtin_amdgcn_workitem_id_z();
+}
+GM__DEVINL uint32_t gm_block_idx_x(void)
+{
+    return __builtin_amdgcn_workgroup_id_x();
+}
+GM__DEVINL uint32_t gm_block_idx_y(void)
+{
+    return __builtin_amdgcn_workgroup_id_y();
+}
+GM__DEVINL uint32_t gm_block_idx_z(void)
+{
+    return __builtin_amdgcn_workgroup_id_z();
+}
+GM__DEVINL uint32_t gm_block_dim_x(void)
+{
+    return gm__amd_wg_size(0);
+}
+GM__DEVINL uint32_t gm_block_dim_y(void)
+{
+    return gm__amd_wg_size(1);
+}
+GM__DEVINL uint32_t gm_block_dim_z(void)
+{
+    return gm__amd_wg_size(2);
+}
+GM__DEVINL uint32_t gm_grid_dim_x(void)
+{
+    return gm__amd_grid_blocks(0);
+}
+GM__DEVINL uint32_t gm_grid_dim_y(void)
+{
+    return gm__amd_grid_blocks(1);
+}
+GM__DEVINL uint32_t gm_grid_dim_z(void)
+{
+    return gm__amd_grid_blocks(2);
+}
 /* clang defines the wavefront size of the target (64 on gfx9, 32 on gfx10+ by default). */
-GM__DEVINL uint32_t gm_warp_size(void) { return (uint32_t)__AMDGCN_WAVEFRONT_SIZE; }
+GM__DEVINL uint32_t gm_warp_size(void)
+{
+    return (uint32_t)__AMDGCN_WAVEFRONT_SIZE;
+}
 
 /* Workgroup-scope release / acquire fences around s_barrier (what HIP's
  * __syncthreads does). clang 15's fence builtin cannot name one address
@@ -294,36 +407,67 @@ GM__DEVINL void gm_barrier(unsigned flags)
     if (flags != 0u)
         __builtin_amdgcn_fence(__ATOMIC_ACQUIRE, "workgroup");
 }
-GM__DEVINL void gm_syncthreads(void) { gm_barrier(GM_CLK_LOCAL_MEM_FENCE | GM_CLK_GLOBAL_MEM_FENCE); }
+GM__DEVINL void gm_syncthreads(void)
+{
+    gm_barrier(GM_CLK_LOCAL_MEM_FENCE | GM_CLK_GLOBAL_MEM_FENCE);
+}
 GM__DEVINL void gm_wavebarrier(void)
 {
     __builtin_amdgcn_fence(__ATOMIC_RELEASE, "wavefront");
     __builtin_amdgcn_wave_barrier();
     __builtin_amdgcn_fence(__ATOMIC_ACQUIRE, "wavefront");
 }
-GM__DEVINL void gm_threadfence_block(void) { __builtin_amdgcn_fence(__ATOMIC_SEQ_CST, "workgroup"); }
-GM__DEVINL void gm_threadfence(void) { __builtin_amdgcn_fence(__ATOMIC_SEQ_CST, "agent"); }
+GM__DEVINL void gm_threadfence_block(void)
+{
+    __builtin_amdgcn_fence(__ATOMIC_SEQ_CST, "workgroup");
+}
+GM__DEVINL void gm_threadfence(void)
+{
+    __builtin_amdgcn_fence(__ATOMIC_SEQ_CST, "agent");
+}
 
-#define GM__AMD_RMW(op, p, v) __hip_atomic_##op((p), (v), __ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_AGENT)
-#define GM__ATOMIC_INT(sfx, T)                                                               \
-    GM__DEVINL T gm_atomic_add_##sfx(T *p, T v) { return GM__AMD_RMW(fetch_add, p, v); }     \
-    GM__DEVINL T gm_atomic_sub_##sfx(T *p, T v) { return GM__AMD_RMW(fetch_add, p, 0 - v); } \
-    GM__DEVINL T gm_atomic_min_##sfx(T *p, T v) { return GM__AMD_RMW(fetch_min, p, v); }     \
-    GM__DEVINL T gm_atomic_max_##sfx(T *p, T v) { return GM__AMD_RMW(fetch_max, p, v); }     \
-    GM__DEVINL T gm_atomic_exch_##sfx(T *p, T v) { return GM__AMD_RMW(exchange, p, v); }     \
-    GM__DEVINL T gm_atomic_cas_##sfx(T *p, T expected, T desired)                            \
-    {                                                                                        \
-        __hip_atomic_compare_exchange_strong(p, &expected, desired, __ATOMIC_RELAXED,        \
-                                             __ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_AGENT);    \
-        return expected;                                                                     \
+#define GM__AMD_RMW(op, p, v) \
+    __hip_atomic_##op((p), (v), __ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_AGENT)
+#define GM__ATOMIC_INT(sfx, T)                                                            \
+    GM__DEVINL T gm_atomic_add_##sfx(T *p, T v)                                           \
+    {                                                                                     \
+        return GM__AMD_RMW(fetch_add, p, v);                                              \
+    }                                                                                     \
+    GM__DEVINL T gm_atomic_sub_##sfx(T *p, T v)                                           \
+    {                                                                                     \
+        return GM__AMD_RMW(fetch_add, p, 0 - v);                                          \
+    }                                                                                     \
+    GM__DEVINL T gm_atomic_min_##sfx(T *p, T v)                                           \
+    {                                                                                     \
+        return GM__AMD_RMW(fetch_min, p, v);                                              \
+    }                                                                                     \
+    GM__DEVINL T gm_atomic_max_##sfx(T *p, T v)                                           \
+    {                                                                                     \
+        return GM__AMD_RMW(fetch_max, p, v);                                              \
+    }                                                                                     \
+    GM__DEVINL T gm_atomic_exch_##sfx(T *p, T v)                                          \
+    {                                                                                     \
+        return GM__AMD_RMW(exchange, p, v);                                               \
+    }                                                                                     \
+    GM__DEVINL T gm_atomic_cas_##sfx(T *p, T expected, T desired)                         \
+    {                                                                                     \
+        __hip_atomic_compare_exchange_strong(p, &expected, desired, __ATOMIC_RELAXED,     \
+                                             __ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_AGENT); \
+        return expected;                                                                  \
     }
 GM__ATOMIC_INT(i32, int32_t)
 GM__ATOMIC_INT(u32, uint32_t)
 GM__ATOMIC_INT(i64, int64_t)
 GM__ATOMIC_INT(u64, uint64_t)
 #undef GM__ATOMIC_INT
-GM__DEVINL float gm_atomic_add_f32(float *p, float v) { return GM__AMD_RMW(fetch_add, p, v); }
-GM__DEVINL double gm_atomic_add_f64(double *p, double v) { return GM__AMD_RMW(fetch_add, p, v); }
+GM__DEVINL float gm_atomic_add_f32(float *p, float v)
+{
+    return GM__AMD_RMW(fetch_add, p, v);
+}
+GM__DEVINL double gm_atomic_add_f64(double *p, double v)
+{
+    return GM__AMD_RMW(fetch_add, p, v);
+}
 
 /* ========================================================= simulator */
 #else
@@ -350,12 +494,12 @@ typedef struct gm__sim_block {
     uint32_t nx, ny, nz;   /* index of `next` */
     uint32_t dim_x, dim_y; /* block dims (x, y) */
     uint32_t barrier_seen; /* some thread of the block reached a barrier */
-    uint32_t fast;         /* a fiber runs the rest of the block as a barrier-free loop */
 } gm__sim_block;
 
 typedef struct gm__sim_tls {
     uint32_t thread_idx[3];
-    uint32_t reserved;
+    uint32_t fast; /* a fiber runs the rest of the block as a barrier-free loop (kept here,
+                      beside thread_idx, so the compiler sees the two never alias) */
     uint32_t block_idx[3];
     uint32_t warp_size;
     uint32_t block_dim[3];
@@ -427,101 +571,182 @@ static inline int gm__sim_next_thread(gm__sim_block *b)
  * threads run in a tight loop with the thread index in a register, which
  * the compiler may vectorize. If a thread reaches a barrier after all
  * (a wave barrier past returned lanes, or a divergent block barrier), the
- * barrier clears `fast`, the scheduler takes over from that thread on, and
+ * barrier clears gm__sim.fast, the scheduler takes over from that thread on, and
  * this loop goes back to claiming threads.
  */
 #define GM__SIM_BODY(name, ...) name##__gm_body(GM__MAP(GM__M_NAME, GM__COMMA, __VA_ARGS__))
-#define GM_KERNEL(name, ...)                                                                \
-    static inline void name##__gm_body(GM__MAP(GM__M_DECL, GM__COMMA, __VA_ARGS__));       \
-    static void name##__gm_block(void *const *gm__args, gm__sim_block *gm__blk)            \
-    {                                                                                       \
-        GM__MAP(GM__M_UNPACK, GM__NOSEP, __VA_ARGS__)                                       \
-        if (gm__blk->dim_x != gm__blk->count) {                                             \
-            while (gm__sim_next_thread(gm__blk) != 0)                                       \
-                GM__SIM_BODY(name, __VA_ARGS__);                                            \
-            return;                                                                         \
-        }                                                                                   \
-        while (gm__sim_next_thread_1d(gm__blk) != 0) {                                      \
-            GM__SIM_BODY(name, __VA_ARGS__);                                                \
-            if (gm__blk->barrier_seen == 0u && gm__blk->next < gm__blk->count) {            \
-                uint32_t gm__t = gm__blk->next, gm__n = gm__blk->count;                     \
-                gm__blk->fast = 1u;                                                         \
-                for (; gm__t < gm__n && gm__blk->fast != 0u; gm__t++) {                     \
-                    gm__sim.thread_idx[0] = gm__t;                                          \
-                    GM__SIM_BODY(name, __VA_ARGS__);                                        \
-                }                                                                           \
-                if (gm__blk->fast != 0u) {                                                  \
-                    gm__blk->fast = 0u;                                                     \
-                    gm__blk->next = gm__n;                                                  \
-                }                                                                           \
-            }                                                                               \
-        }                                                                                   \
-    }                                                                                       \
-    static const size_t name##__gm_sizes[] = {GM__MAP(GM__M_SIZE, GM__COMMA, __VA_ARGS__)}; \
-    static const char *const name##__gm_decls[] = {                                         \
-        GM__MAP(GM__M_TEXT, GM__COMMA, __VA_ARGS__)};                                       \
-    static const gm_host_kernel name##__gm_kernel = {                                       \
-        GM_HOST_KERNEL_ABI, #name, name##__gm_block, GM__NARGS(__VA_ARGS__),                \
-        name##__gm_sizes, name##__gm_decls};                                                \
+#define GM_KERNEL(name, ...)                                                                     \
+    static inline void name##__gm_body(GM__MAP(GM__M_DECL, GM__COMMA, __VA_ARGS__));             \
+    static void name##__gm_block(void *const *gm__args, gm__sim_block *gm__blk)                  \
+    {                                                                                            \
+        GM__MAP(GM__M_UNPACK, GM__NOSEP, __VA_ARGS__)                                            \
+        if (gm__blk->dim_x != gm__blk->count) {                                                  \
+            while (gm__sim_next_thread(gm__blk) != 0)                                            \
+                GM__SIM_BODY(name, __VA_ARGS__);                                                 \
+            return;                                                                              \
+        }                                                                                        \
+        while (gm__sim_next_thread_1d(gm__blk) != 0) {                                           \
+            GM__SIM_BODY(name, __VA_ARGS__);                                                     \
+            if (gm__blk->barrier_seen == 0u && gm__blk->next < gm__blk->count) {                 \
+                uint32_t gm__t = gm__blk->next, gm__n = gm__blk->count;                          \
+                gm__sim.fast = 1u;                                                               \
+                for (; gm__t < gm__n && gm__sim.fast != 0u; gm__t++) {                           \
+                    gm__sim.thread_idx[0] = gm__t;                                               \
+                    GM__SIM_BODY(name, __VA_ARGS__);                                             \
+                }                                                                                \
+                if (gm__sim.fast != 0u) {                                                        \
+                    gm__sim.fast = 0u;                                                           \
+                    gm__blk->next = gm__n;                                                       \
+                }                                                                                \
+            }                                                                                    \
+        }                                                                                        \
+    }                                                                                            \
+    static const size_t name##__gm_sizes[] = {GM__MAP(GM__M_SIZE, GM__COMMA, __VA_ARGS__)};      \
+    static const char *const name##__gm_decls[] = {GM__MAP(GM__M_TEXT, GM__COMMA, __VA_ARGS__)}; \
+    static const gm_host_kernel name##__gm_kernel = {GM_HOST_KERNEL_ABI, #name,                  \
+                                                     name##__gm_block,   GM__NARGS(__VA_ARGS__), \
+                                                     name##__gm_sizes,   name##__gm_decls};      \
     static inline void name##__gm_body(GM__MAP(GM__M_DECL, GM__COMMA, __VA_ARGS__))
 
-#define GM_SHARED_ARRAY(type, name, count) static GM__THREAD_LOCAL type name[(count)]
-#define GM_SHARED_ARRAY2D(type, name, rows, cols) \
-    static GM__THREAD_LOCAL type name[(rows)][(cols)]
+/* The array is thread-local storage of the worker running the block; `name` is a pointer
+ * to it, computed once per thread (a thread-local address costs a call in shared
+ * libraries), so sizeof(name) is a pointer's size on the host. */
+#define GM_SHARED_ARRAY(type, name, count)                   \
+    static GM__THREAD_LOCAL type name##__gm_shared[(count)]; \
+    type *name = name##__gm_shared;                          \
+    __asm__("" : "+r"(name)) /* keep the address; do not recompute it */
+#define GM_SHARED_ARRAY2D(type, name, rows, cols)                   \
+    static GM__THREAD_LOCAL type name##__gm_shared[(rows)][(cols)]; \
+    type(*name)[(cols)] = name##__gm_shared;                        \
+    __asm__("" : "+r"(name))
 #define GM_DYNAMIC_SHARED(type, name) type *name = (type *)(void *)gm__sim.dynamic_shared
 /* One instance per process: host images share their constants between contexts. */
 #define GM_CONSTANT_ARRAY(type, name, count) \
     static type name[(count)];               \
     static const gm_host_global name##__gm_global = {#name, (void *)name, sizeof(name)}
 
-GM__DEVINL uint32_t gm_thread_idx_x(void) { return gm__sim.thread_idx[0]; }
-GM__DEVINL uint32_t gm_thread_idx_y(void) { return gm__sim.thread_idx[1]; }
-GM__DEVINL uint32_t gm_thread_idx_z(void) { return gm__sim.thread_idx[2]; }
-GM__DEVINL uint32_t gm_block_idx_x(void) { return gm__sim.block_idx[0]; }
-GM__DEVINL uint32_t gm_block_idx_y(void) { return gm__sim.block_idx[1]; }
-GM__DEVINL uint32_t gm_block_idx_z(void) { return gm__sim.block_idx[2]; }
-GM__DEVINL uint32_t gm_block_dim_x(void) { return gm__sim.block_dim[0]; }
-GM__DEVINL uint32_t gm_block_dim_y(void) { return gm__sim.block_dim[1]; }
-GM__DEVINL uint32_t gm_block_dim_z(void) { return gm__sim.block_dim[2]; }
-GM__DEVINL uint32_t gm_grid_dim_x(void) { return gm__sim.grid_dim[0]; }
-GM__DEVINL uint32_t gm_grid_dim_y(void) { return gm__sim.grid_dim[1]; }
-GM__DEVINL uint32_t gm_grid_dim_z(void) { return gm__sim.grid_dim[2]; }
-GM__DEVINL uint32_t gm_warp_size(void) { return gm__sim.warp_size; }
+GM__DEVINL uint32_t gm_thread_idx_x(void)
+{
+    return gm__sim.thread_idx[0];
+}
+GM__DEVINL uint32_t gm_thread_idx_y(void)
+{
+    return gm__sim.thread_idx[1];
+}
+GM__DEVINL uint32_t gm_thread_idx_z(void)
+{
+    return gm__sim.thread_idx[2];
+}
+GM__DEVINL uint32_t gm_block_idx_x(void)
+{
+    return gm__sim.block_idx[0];
+}
+GM__DEVINL uint32_t gm_block_idx_y(void)
+{
+    return gm__sim.block_idx[1];
+}
+GM__DEVINL uint32_t gm_block_idx_z(void)
+{
+    return gm__sim.block_idx[2];
+}
+GM__DEVINL uint32_t gm_block_dim_x(void)
+{
+    return gm__sim.block_dim[0];
+}
+GM__DEVINL uint32_t gm_block_dim_y(void)
+{
+    return gm__sim.block_dim[1];
+}
+GM__DEVINL uint32_t gm_block_dim_z(void)
+{
+    return gm__sim.block_dim[2];
+}
+GM__DEVINL uint32_t gm_grid_dim_x(void)
+{
+    return gm__sim.grid_dim[0];
+}
+GM__DEVINL uint32_t gm_grid_dim_y(void)
+{
+    return gm__sim.grid_dim[1];
+}
+GM__DEVINL uint32_t gm_grid_dim_z(void)
+{
+    return gm__sim.grid_dim[2];
+}
+GM__DEVINL uint32_t gm_warp_size(void)
+{
+    return gm__sim.warp_size;
+}
 
-/* The threads of a block share one OS thread: workgroup-scope ordering needs
- * only the compiler barrier of the (opaque) call; the global flag adds a
- * release / acquire fence for hardware with weaker ordering than x86. */
-GM__DEVINL void gm_barrier(unsigned flags) { gm__sim_barrier(flags); }
-GM__DEVINL void gm_syncthreads(void) { gm__sim_barrier(GM_CLK_LOCAL_MEM_FENCE | GM_CLK_GLOBAL_MEM_FENCE); }
-GM__DEVINL void gm_wavebarrier(void) { gm__sim_wavebarrier(); }
-GM__DEVINL void gm_threadfence_block(void) { __atomic_signal_fence(__ATOMIC_SEQ_CST); }
-GM__DEVINL void gm_threadfence(void) { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
+/* The threads of a block run on one OS thread, so program order already
+ * orders their shared and global accesses: at workgroup scope both fence
+ * flags are honoured by the compiler barrier of the (opaque) call. Device
+ * scope (gm_threadfence, other blocks run on other OS threads) is a real
+ * fence. */
+GM__DEVINL void gm_barrier(unsigned flags)
+{
+    gm__sim_barrier(flags);
+}
+GM__DEVINL void gm_syncthreads(void)
+{
+    gm__sim_barrier(GM_CLK_LOCAL_MEM_FENCE | GM_CLK_GLOBAL_MEM_FENCE);
+}
+GM__DEVINL void gm_wavebarrier(void)
+{
+    gm__sim_wavebarrier();
+}
+GM__DEVINL void gm_threadfence_block(void)
+{
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+}
+#if defined(__SANITIZE_THREAD__)
+/* ThreadSanitizer does not model fences: a sequentially consistent RMW stands in. */
+GM__DEVINL void gm_threadfence(void)
+{
+    static int gm__fence_word;
 
-#define GM__ATOMIC_INT(sfx, T)                                                                 \
-    GM__DEVINL T gm_atomic_add_##sfx(T *p, T v) { return __atomic_fetch_add(p, v, __ATOMIC_RELAXED); } \
-    GM__DEVINL T gm_atomic_sub_##sfx(T *p, T v) { return __atomic_fetch_sub(p, v, __ATOMIC_RELAXED); } \
-    GM__DEVINL T gm_atomic_exch_##sfx(T *p, T v) { return __atomic_exchange_n(p, v, __ATOMIC_RELAXED); } \
-    GM__DEVINL T gm_atomic_cas_##sfx(T *p, T expected, T desired)                              \
-    {                                                                                          \
-        __atomic_compare_exchange_n(p, &expected, desired, 0, __ATOMIC_RELAXED,                \
-                                    __ATOMIC_RELAXED);                                         \
-        return expected;                                                                       \
-    }                                                                                          \
-    GM__DEVINL T gm_atomic_min_##sfx(T *p, T v)                                                \
-    {                                                                                          \
-        T old = __atomic_load_n(p, __ATOMIC_RELAXED);                                          \
-        while (old > v && !__atomic_compare_exchange_n(p, &old, v, 1, __ATOMIC_RELAXED,        \
-                                                       __ATOMIC_RELAXED)) {                    \
-        }                                                                                      \
-        return old;                                                                            \
-    }                                                                                          \
-    GM__DEVINL T gm_atomic_max_##sfx(T *p, T v)                                                \
-    {                                                                                          \
-        T old = __atomic_load_n(p, __ATOMIC_RELAXED);                                          \
-        while (old < v && !__atomic_compare_exchange_n(p, &old, v, 1, __ATOMIC_RELAXED,        \
-                                                       __ATOMIC_RELAXED)) {                    \
-        }                                                                                      \
-        return old;                                                                            \
+    (void)__atomic_fetch_add(&gm__fence_word, 0, __ATOMIC_SEQ_CST);
+}
+#else
+GM__DEVINL void gm_threadfence(void)
+{
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+}
+#endif
+
+#define GM__ATOMIC_INT(sfx, T)                                                                     \
+    GM__DEVINL T gm_atomic_add_##sfx(T *p, T v)                                                    \
+    {                                                                                              \
+        return __atomic_fetch_add(p, v, __ATOMIC_RELAXED);                                         \
+    }                                                                                              \
+    GM__DEVINL T gm_atomic_sub_##sfx(T *p, T v)                                                    \
+    {                                                                                              \
+        return __atomic_fetch_sub(p, v, __ATOMIC_RELAXED);                                         \
+    }                                                                                              \
+    GM__DEVINL T gm_atomic_exch_##sfx(T *p, T v)                                                   \
+    {                                                                                              \
+        return __atomic_exchange_n(p, v, __ATOMIC_RELAXED);                                        \
+    }                                                                                              \
+    GM__DEVINL T gm_atomic_cas_##sfx(T *p, T expected, T desired)                                  \
+    {                                                                                              \
+        __atomic_compare_exchange_n(p, &expected, desired, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED); \
+        return expected;                                                                           \
+    }                                                                                              \
+    GM__DEVINL T gm_atomic_min_##sfx(T *p, T v)                                                    \
+    {                                                                                              \
+        T old = __atomic_load_n(p, __ATOMIC_RELAXED);                                              \
+        while (old > v &&                                                                          \
+               !__atomic_compare_exchange_n(p, &old, v, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {  \
+        }                                                                                          \
+        return old;                                                                                \
+    }                                                                                              \
+    GM__DEVINL T gm_atomic_max_##sfx(T *p, T v)                                                    \
+    {                                                                                              \
+        T old = __atomic_load_n(p, __ATOMIC_RELAXED);                                              \
+        while (old < v &&                                                                          \
+               !__atomic_compare_exchange_n(p, &old, v, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {  \
+        }                                                                                          \
+        return old;                                                                                \
     }
 GM__ATOMIC_INT(i32, int32_t)
 GM__ATOMIC_INT(u32, uint32_t)
@@ -530,19 +755,19 @@ GM__ATOMIC_INT(u64, uint64_t)
 #undef GM__ATOMIC_INT
 
 /* Float add as a compare-and-swap loop on the bits. */
-#define GM__ATOMIC_FADD(sfx, T, U)                                                         \
-    GM__DEVINL T gm_atomic_add_##sfx(T *p, T v)                                            \
-    {                                                                                      \
-        union {                                                                            \
-            T f;                                                                           \
-            U u;                                                                           \
-        } old, upd;                                                                        \
-        old.u = __atomic_load_n((U *)(void *)p, __ATOMIC_RELAXED);                         \
-        do {                                                                               \
-            upd.f = old.f + v;                                                             \
-        } while (!__atomic_compare_exchange_n((U *)(void *)p, &old.u, upd.u, 1,            \
-                                              __ATOMIC_RELAXED, __ATOMIC_RELAXED));        \
-        return old.f;                                                                      \
+#define GM__ATOMIC_FADD(sfx, T, U)                                                                \
+    GM__DEVINL T gm_atomic_add_##sfx(T *p, T v)                                                   \
+    {                                                                                             \
+        union {                                                                                   \
+            T f;                                                                                  \
+            U u;                                                                                  \
+        } old, upd;                                                                               \
+        old.u = __atomic_load_n((U *)(void *)p, __ATOMIC_RELAXED);                                \
+        do {                                                                                      \
+            upd.f = old.f + v;                                                                    \
+        } while (!__atomic_compare_exchange_n((U *)(void *)p, &old.u, upd.u, 1, __ATOMIC_RELAXED, \
+                                              __ATOMIC_RELAXED));                                 \
+        return old.f;                                                                             \
     }
 GM__ATOMIC_FADD(f32, float, uint32_t)
 GM__ATOMIC_FADD(f64, double, uint64_t)
@@ -579,7 +804,10 @@ GM__DEVINL uint32_t gm_thread_linear_id(void)
            gm_block_dim_x() * (gm_thread_idx_y() + gm_block_dim_y() * gm_thread_idx_z());
 }
 /** Lane in the warp / wavefront. */
-GM__DEVINL uint32_t gm_lane_id(void) { return gm_thread_linear_id() % gm_warp_size(); }
+GM__DEVINL uint32_t gm_lane_id(void)
+{
+    return gm_thread_linear_id() % gm_warp_size();
+}
 /** Numba's cuda.grid(1) along each axis: block index * block size + thread index. */
 GM__DEVINL int64_t gm_global_id_x(void)
 {
@@ -594,19 +822,28 @@ GM__DEVINL int64_t gm_global_id_z(void)
     return (int64_t)gm_block_idx_z() * (int64_t)gm_block_dim_z() + (int64_t)gm_thread_idx_z();
 }
 /** Numba's cuda.gridsize(1) along each axis: threads in the grid. */
-GM__DEVINL int64_t gm_global_size_x(void) { return (int64_t)gm_grid_dim_x() * (int64_t)gm_block_dim_x(); }
-GM__DEVINL int64_t gm_global_size_y(void) { return (int64_t)gm_grid_dim_y() * (int64_t)gm_block_dim_y(); }
-GM__DEVINL int64_t gm_global_size_z(void) { return (int64_t)gm_grid_dim_z() * (int64_t)gm_block_dim_z(); }
+GM__DEVINL int64_t gm_global_size_x(void)
+{
+    return (int64_t)gm_grid_dim_x() * (int64_t)gm_block_dim_x();
+}
+GM__DEVINL int64_t gm_global_size_y(void)
+{
+    return (int64_t)gm_grid_dim_y() * (int64_t)gm_block_dim_y();
+}
+GM__DEVINL int64_t gm_global_size_z(void)
+{
+    return (int64_t)gm_grid_dim_z() * (int64_t)gm_block_dim_z();
+}
 
 /* ------------------------------------------------------ host tables */
 
 #if defined(GM_TARGET_HOST)
 /** List the kernels of a host table: GM_HOST_KERNELS(k1, k2, ...). */
 #define GM_HOST_KERNELS(...) GM__MAP(GM__M_KREF, GM__COMMA, __VA_ARGS__)
-#define GM__M_KREF(i, k) &k##__gm_kernel
+#define GM__M_KREF(i, k)     &k##__gm_kernel
 /** List the constant arrays of a host table: GM_HOST_GLOBALS(c1, ...). */
 #define GM_HOST_GLOBALS(...) GM__MAP(GM__M_GREF, GM__COMMA, __VA_ARGS__)
-#define GM__M_GREF(i, g) &g##__gm_global
+#define GM__M_GREF(i, g)     &g##__gm_global
 /** A table without constant arrays. */
 #define GM_HOST_NO_GLOBALS NULL
 /**
@@ -614,14 +851,14 @@ GM__DEVINL int64_t gm_global_size_z(void) { return (int64_t)gm_grid_dim_z() * (i
  * GM_HOST_GLOBALS(...) list (or GM_HOST_NO_GLOBALS). Expands to nothing on
  * GPU targets. Use it once per kernel file, after the kernels.
  */
-#define GM_HOST_TABLE(name, kernels, globals)                                                  \
-    static const gm_host_kernel *const name##__gm_kernels[] = {kernels};                       \
-    static const gm_host_global *const name##__gm_globals[] = {globals};                       \
-    const gm_host_table name = {GM_HOST_TABLE_MAGIC,                                           \
-                                GM_HOST_KERNEL_ABI,                                            \
-                                (int32_t)(sizeof(name##__gm_kernels) / sizeof(void *)),        \
-                                name##__gm_kernels,                                            \
-                                (int32_t)(sizeof(name##__gm_globals) / sizeof(void *)),        \
+#define GM_HOST_TABLE(name, kernels, globals)                                           \
+    static const gm_host_kernel *const name##__gm_kernels[] = {kernels};                \
+    static const gm_host_global *const name##__gm_globals[] = {globals};                \
+    const gm_host_table name = {GM_HOST_TABLE_MAGIC,                                    \
+                                GM_HOST_KERNEL_ABI,                                     \
+                                (int32_t)(sizeof(name##__gm_kernels) / sizeof(void *)), \
+                                name##__gm_kernels,                                     \
+                                (int32_t)(sizeof(name##__gm_globals) / sizeof(void *)), \
                                 name##__gm_globals}
 #else
 #define GM_HOST_TABLE(name, kernels, globals) GM__EMPTY_DECL(name)

@@ -56,12 +56,12 @@ typedef void (*gm_host_block_fn)(void *const *args, struct gm__sim_block *block)
 
 /** A host-compiled kernel (GM_KERNEL makes one named `<kernel>__gm_kernel`). */
 typedef struct gm_host_kernel {
-    uint32_t abi;                    /**< GM_HOST_KERNEL_ABI */
-    const char *name;                /**< the kernel's name */
-    gm_host_block_fn block_fn;       /**< runs one block */
-    int32_t nparams;                 /**< parameters */
-    const size_t *param_sizes;       /**< nparams sizes in bytes */
-    const char *const *param_decls;  /**< nparams declarations, e.g. "const float * a" */
+    uint32_t abi;                   /**< GM_HOST_KERNEL_ABI */
+    const char *name;               /**< the kernel's name */
+    gm_host_block_fn block_fn;      /**< runs one block */
+    int32_t nparams;                /**< parameters */
+    const size_t *param_sizes;      /**< nparams sizes in bytes */
+    const char *const *param_decls; /**< nparams declarations, e.g. "const float * a" */
 } gm_host_kernel;
 
 /** A constant array of a host table (GM_CONSTANT_ARRAY makes one). */
@@ -77,8 +77,8 @@ typedef struct gm_host_global {
  * NULL entries in either list are skipped.
  */
 typedef struct gm_host_table {
-    uint32_t magic;  /**< GM_HOST_TABLE_MAGIC */
-    uint32_t abi;    /**< GM_HOST_KERNEL_ABI */
+    uint32_t magic; /**< GM_HOST_TABLE_MAGIC */
+    uint32_t abi;   /**< GM_HOST_KERNEL_ABI */
     int32_t nkernels;
     const gm_host_kernel *const *kernels;
     int32_t nglobals;
@@ -89,10 +89,11 @@ typedef struct gm_host_table {
 
 /** Format of a code image. */
 typedef enum gm_image_format {
-    GM_IMAGE_FORMAT_AUTO = 0,   /**< detect: gm_host_table magic, fatbin, cubin/AMDGPU ELF, PTX */
-    GM_IMAGE_FORMAT_HOST = 1,   /**< a gm_host_table (in memory only; bytes = sizeof(gm_host_table)) */
-    GM_IMAGE_FORMAT_CUDA = 2,   /**< fatbin, cubin or PTX text */
-    GM_IMAGE_FORMAT_AMDGPU = 3  /**< AMDGPU ELF code object (one gfx target) */
+    GM_IMAGE_FORMAT_AUTO = 0, /**< detect: gm_host_table magic, fatbin, cubin/AMDGPU ELF, PTX */
+    GM_IMAGE_FORMAT_HOST =
+        1, /**< a gm_host_table (in memory only; bytes = sizeof(gm_host_table)) */
+    GM_IMAGE_FORMAT_CUDA = 2,  /**< fatbin, cubin or PTX text */
+    GM_IMAGE_FORMAT_AMDGPU = 3 /**< AMDGPU ELF code object (one gfx target) */
 } gm_image_format;
 
 /**
@@ -183,7 +184,7 @@ GM_API size_t gm_kernel_signature(const gm_kernel *kernel, char *buf, size_t siz
 
 /** One AMDGPU code object of an image set. */
 typedef struct gm_amdgpu_image {
-    const char *arch;  /**< "gfx90a", "gfx1100", ... */
+    const char *arch; /**< "gfx90a", "gfx1100", ... */
     const void *data;
     size_t bytes;
 } gm_amdgpu_image;
@@ -195,11 +196,11 @@ typedef struct gm_amdgpu_image {
  * until gm_unregister_image_set() (static storage is the usual choice).
  */
 typedef struct gm_image_set {
-    const char *name;                /**< for messages, e.g. "mylib kernels" */
-    const gm_host_table *host;       /**< or NULL */
-    const void *cuda;                /**< fatbin / cubin / PTX, or NULL */
+    const char *name;          /**< for messages, e.g. "mylib kernels" */
+    const gm_host_table *host; /**< or NULL */
+    const void *cuda;          /**< fatbin / cubin / PTX, or NULL */
     size_t cuda_bytes;
-    const gm_amdgpu_image *amdgpu;   /**< amdgpu_count code objects, or NULL */
+    const gm_amdgpu_image *amdgpu; /**< amdgpu_count code objects, or NULL */
     int32_t amdgpu_count;
 } gm_image_set;
 

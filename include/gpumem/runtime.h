@@ -11,7 +11,11 @@
  * reference does not free memory inline: the buffer goes to the context's
  * deallocation queue, which frees it when the queue's limits are exceeded,
  * when an allocation runs out of memory, on gm_deallocations_flush(), or when
- * the context is destroyed (Numba's semantics). Every call is thread-safe.
+ * the context is destroyed (Numba's semantics). Two exceptions, as in Numba:
+ * an external memory manager frees its memory itself, at once unless it asks
+ * for the queue (gpumem/memory_manager.h), and foreign memory
+ * (gm_array_from_foreign, DLPack imports) is handed back to its owner at
+ * once. Every call is thread-safe.
  */
 #ifndef GPUMEM_RUNTIME_H
 #define GPUMEM_RUNTIME_H
@@ -58,10 +62,9 @@ typedef struct gm_context_options {
     /** Flush when pending pinned/mapped host bytes exceed this many bytes
      *  (default: GM_MAX_PENDING_PINNED_BYTES env var, else 256 MiB). */
     int64_t max_pending_pinned_bytes;
-    /** External memory manager (NULL: GM_MEMORY_MANAGER env var, else built-in).
-     *  Not implemented yet: a non-NULL value, or GM_MEMORY_MANAGER set to anything
-     *  but "" / "default" / "builtin", makes gm_context_create() fail with
-     *  GM_ERR_UNSUPPORTED. */
+    /** External memory manager (gpumem/memory_manager.h); NULL: the plugin the
+     *  GM_MEMORY_MANAGER variable names, else the built-in manager. Not owned:
+     *  must outlive the context. */
     const gm_memory_manager *memory_manager;
     void *memory_manager_user; /**< passed to the memory manager's calls */
     gm_log_fn log_hook;        /**< if set, installed as the process log hook */
@@ -88,8 +91,12 @@ GM_API void gm_context_options_default(gm_context_options *options);
  *         fallback, except GM_BACKEND_AUTO, which logs at info level when it
  *         falls back to the host simulator); GM_ERR_INVALID_ARG (struct_size
  *         not set by gm_context_options_default(), nonzero reserved bytes,
- *         negative bounds, unknown GM_BACKEND value, host_warp_size not 32/64);
- *         GM_ERR_UNSUPPORTED (memory manager); GM_ERR_VERSION_MISMATCH.
+ *         negative bounds, unknown GM_BACKEND value, host_warp_size not 32/64,
+ *         a memory manager lacking a mandatory function or with unknown flags,
+ *         a plugin entry returning NULL); GM_ERR_VERSION_MISMATCH (a memory
+ *         manager of another interface version, or too small a table);
+ *         GM_ERR_NOT_FOUND (the GM_MEMORY_MANAGER plugin cannot be loaded or
+ *         lacks its entry symbol); the status of the manager's initialize.
  */
 GM_API gm_status gm_context_create(const gm_context_options *options, gm_context **ctx_p);
 
@@ -124,7 +131,8 @@ typedef struct gm_device_info {
 /** @brief Properties of the context's device. */
 GM_API gm_status gm_context_device_info(gm_context *ctx, gm_device_info *info_p);
 
-/** @brief Free and total device memory in bytes (Numba's get_memory_info); both outputs required. */
+/** @brief Free and total device memory in bytes (Numba's get_memory_info), as the context's
+ *         memory manager reports them; both outputs required. */
 GM_API gm_status gm_context_memory_info(gm_context *ctx, int64_t *free_p, int64_t *total_p);
 
 /** @brief The backend actually running the context. */
@@ -178,7 +186,10 @@ GM_API gm_array *gm_array_retain(gm_array *array);
 
 /**
  * @brief Drop a reference and set *array_p to NULL. The last reference to a
- *        buffer hands it to the deallocation queue. NULL is accepted.
+ *        buffer hands it to the deallocation queue (or, for an external
+ *        memory manager without GM_MEMORY_MANAGER_DEFERRED_FREE and for
+ *        foreign memory, releases it at once; see the file comment). NULL is
+ *        accepted.
  */
 GM_API void gm_array_release(gm_array **array_p);
 
@@ -471,6 +482,94 @@ GM_API gm_status gm_deallocations_flush(gm_context *ctx);
 
 /** @brief Queue statistics. */
 GM_API gm_status gm_deallocations_stats(gm_context *ctx, gm_dealloc_stats *stats_p);
+
+/* -------------------------------------------------------- foreign memory */
+
+/**
+ * Called once when the last gm_array viewing foreign memory is released
+ * (gm_array_from_foreign). It must not call back into gpumem on that
+ * context's deallocation queue (no flush).
+ * @param user the release_user given with it.
+ */
+typedef void (*gm_foreign_release_fn)(void *user);
+
+/**
+ * @brief Wrap memory gpumem did not allocate as an array, without copying
+ *        (Numba's as_cuda_array of a __cuda_array_interface__ object).
+ *
+ * The array describes `view` exactly (any memory kind, any strides; a
+ * device_id of -1 means the context's device for device, mapped and managed
+ * memory). Views derived from it share its buffer, which covers the view's
+ * byte extent. When the last of them is released, release(release_user) is
+ * called at once on the releasing thread; inside a stream callback the call
+ * is queued instead and runs at the next flush of the deallocation queue (the
+ * entry counts toward the count bound only). The memory is never freed by
+ * gpumem and must stay valid until release is called.
+ * @param ctx     the context the memory belongs to.
+ * @param view    the foreign descriptor (copied).
+ * @param release called when the last reference goes; NULL for none.
+ * @param release_user passed to release.
+ * @param stream  the producer's stream (the interface's "stream" entry): it is
+ *                synchronized before wrapping (Numba's sync=True); NULL: none.
+ * @param array_p receives the array; release with gm_array_release().
+ * @return GM_OK; GM_ERR_NULL_POINTER (ctx, view, array_p, or data NULL in a
+ *         non-empty view); GM_ERR_INVALID_ARG (unknown memory kind, a host or
+ *         pinned view with a device id); GM_ERR_WRONG_CONTEXT (another
+ *         device, a stream of another context); a validation error of the
+ *         view; the stream's error; GM_ERR_NO_MEMORY. On failure the caller
+ *         keeps ownership: release is not called.
+ */
+GM_API gm_status gm_array_from_foreign(gm_context *ctx, const gm_ndview *view,
+                                       gm_foreign_release_fn release, void *release_user,
+                                       gm_stream *stream, gm_array **array_p);
+
+/**
+ * @brief What kind of memory `ptr` points into, as the context sees it:
+ *        GM_MEMORY_DEVICE, GM_MEMORY_MANAGED, GM_MEMORY_PINNED,
+ *        GM_MEMORY_MAPPED, or GM_MEMORY_HOST for anything else (ordinary host
+ *        memory, unknown addresses, NULL).
+ *
+ * Asks the driver first (cuPointerGetAttribute, hsa_amd_pointer_info, the
+ * simulator's registry); where the backend cannot tell, or calls it host
+ * memory, the arrays alive in this context answer (including foreign ones).
+ * @return GM_OK, GM_ERR_NULL_POINTER (ctx, kind_p), a driver error.
+ */
+GM_API gm_status gm_pointer_kind(gm_context *ctx, const void *ptr, gm_memory_kind *kind_p);
+
+/**
+ * @brief Whether `ptr` is device memory (GM_MEMORY_DEVICE or
+ *        GM_MEMORY_MANAGED per gm_pointer_kind()); the C counterpart of
+ *        Numba's is_cuda_array. Pinned and mapped host memory are not device
+ *        memory (gm_array_device_view() gives their device side).
+ * @return as gm_pointer_kind(); *is_p is written only on success.
+ */
+GM_API gm_status gm_is_device_pointer(gm_context *ctx, const void *ptr, bool *is_p);
+
+/* ------------------------------------------------------------------- IPC */
+
+/** Bytes of a driver IPC handle (CUipcMemHandle's size; HSA's handle fits). */
+#define GM_IPC_HANDLE_BYTES 64
+
+/** An IPC handle of a device array's allocation (Numba's get_ipc_handle). */
+typedef struct gm_ipc_handle {
+    uint8_t handle[GM_IPC_HANDLE_BYTES]; /**< the memory manager's handle of the allocation */
+    int64_t bytes;                       /**< bytes of the whole allocation */
+    int64_t offset;                      /**< the array's `data` minus the allocation's start */
+    gm_backend_kind backend;             /**< the backend that made it */
+    int32_t device_id;                   /**< the device holding the allocation */
+} gm_ipc_handle;
+
+/**
+ * @brief The IPC handle of the allocation behind a device array, made by the
+ *        context's memory manager (get_ipc_handle; the built-in one asks the
+ *        driver). The receiving process rebuilds the array from the opened
+ *        allocation + offset and the same descriptor.
+ * @return GM_OK; GM_ERR_NULL_POINTER; GM_ERR_INVALID_ARG (not device memory,
+ *         or size 0: no allocation); GM_ERR_UNSUPPORTED (memory gpumem did not
+ *         allocate, such as foreign or DLPack arrays; a backend without IPC,
+ *         such as the host simulator); the manager's error.
+ */
+GM_API gm_status gm_array_ipc_handle(gm_array *array, gm_ipc_handle *handle_p);
 
 #ifdef __cplusplus
 }

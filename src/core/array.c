@@ -6,7 +6,9 @@
  * A buffer is one allocation, refcounted by the gm_array objects that view
  * it; a gm_array is a descriptor plus one buffer reference, refcounted by its
  * own users (gm_array_retain). When the last array of a buffer goes, the
- * buffer's preallocated queue entry is handed to the deallocation queue.
+ * buffer's preallocated queue entry is released: through the deallocation
+ * queue, or at once for memory whose manager frees immediately and for
+ * foreign memory (gm__dealloc_release).
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -33,7 +35,10 @@ static gm__dealloc_kind dealloc_kind(gm_memory_kind memory)
     return GM__DEALLOC_HOST_COPY;
 }
 
-/* Allocate `bytes` of `memory` kind into a filled queue entry. */
+/*
+ * Allocate `bytes` of `memory` kind into a filled queue entry, through the
+ * memory manager; its policy decides whether the free is deferred.
+ */
 static gm_status allocate_memory(gm_context *ctx, const char *fn, gm_memory_kind memory,
                                  unsigned host_flags, size_t bytes, gm__dealloc_entry *entry)
 {
@@ -42,12 +47,14 @@ static gm_status allocate_memory(gm_context *ctx, const char *fn, gm_memory_kind
     entry->bytes = (int64_t)bytes;
     switch (memory) {
     case GM_MEMORY_DEVICE:
-        return gm__alloc_device(ctx, bytes, &entry->device);
+        entry->immediate = !ctx->mm.defer_device;
+        return gm__alloc_device(ctx, bytes, &entry->device, &entry->owner);
     case GM_MEMORY_MANAGED:
         return gm__alloc_managed(ctx, bytes, &entry->device);
     case GM_MEMORY_PINNED:
     case GM_MEMORY_MAPPED:
-        return gm__alloc_host(ctx, bytes, host_flags, &entry->handle);
+        entry->immediate = !ctx->mm.defer_host;
+        return gm__alloc_host(ctx, bytes, host_flags, &entry->handle, &entry->owner);
     case GM_MEMORY_HOST:
         entry->handle = gm__malloc(bytes);
         if (entry->handle == NULL)
@@ -89,13 +96,13 @@ fail_buffer:
     return status;
 }
 
-/* Drop a buffer reference; the last one queues the memory. */
+/* Drop a buffer reference; the last one releases the memory (queued or at once). */
 static void buffer_unref(gm__buffer *buffer)
 {
     if (atomic_fetch_sub(&buffer->refcount, 1) != 1)
         return;
     if (buffer->entry != NULL)
-        gm__dealloc_enqueue(buffer->ctx, buffer->entry);
+        gm__dealloc_release(buffer->ctx, buffer->entry);
     gm__free(buffer);
 }
 
@@ -143,6 +150,31 @@ gm_status gm__array_create(gm_context *ctx, const char *fn, const gm_ndview *lay
     status = array_wrap(ctx, fn, buffer, &view, array_p);
     if (status != GM_OK)
         buffer_unref(buffer);
+    return status;
+}
+
+/* A buffer over the extent of foreign memory, holding `entry`, wrapped in a new array. */
+gm_status gm__array_wrap_foreign(gm_context *ctx, const char *fn, const gm_ndview *view,
+                                 gm__dealloc_entry *entry, gm_array **array_p)
+{
+    gm__buffer *buffer = NULL;
+    int64_t lo = 0, hi = 0;
+    gm_status status = gm_ndview_extent(view, &lo, &hi);
+
+    if (status != GM_OK)
+        return status;
+    buffer = gm__calloc(1, sizeof(*buffer));
+    if (buffer == NULL)
+        return gm__error(GM_ERR_NO_MEMORY, "%s: out of host memory", fn);
+    buffer->ctx = ctx;
+    buffer->memory = (gm_memory_kind)view->memory;
+    buffer->base = (uintptr_t)view->data + (uintptr_t)lo;
+    buffer->bytes = hi - lo;
+    buffer->entry = entry;
+    atomic_init(&buffer->refcount, 1);
+    status = array_wrap(ctx, fn, buffer, view, array_p);
+    if (status != GM_OK)
+        gm__free(buffer); /* the caller keeps `entry` */
     return status;
 }
 

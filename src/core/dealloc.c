@@ -2,6 +2,11 @@
  * The per-context deallocation queue (DESIGN.md "Deallocation queue",
  * Numba's "Deallocation Behavior"): a FIFO of {kind, handle, bytes}.
  *
+ * Memory is allocated and freed through the context's memory manager
+ * (emm.c); its frees come here unless the manager frees at once (entries
+ * marked immediate: external managers without GM_MEMORY_MANAGER_DEFERRED_FREE,
+ * foreign memory), and so does every release inside a stream callback.
+ *
  * Releasing a resource appends its (preallocated) entry. The queue is
  * flushed when more than max_count entries are pending, when pending device
  * bytes exceed max_device_bytes (ratio x total device memory), when pending
@@ -41,7 +46,8 @@ static const char *kind_name(gm__dealloc_kind kind)
                                         "stream",
                                         "event",
                                         "module",
-                                        "host buffer"};
+                                        "host buffer",
+                                        "foreign memory"};
 
     if ((int)kind < 0 || (size_t)kind >= sizeof(names) / sizeof(names[0]))
         return "resource";
@@ -133,7 +139,7 @@ static bool push(gm__dealloc_queue *q, gm__dealloc_entry *entry)
     return due;
 }
 
-/* Release the resource an entry describes. */
+/* Release the resource an entry describes (memory through the memory manager). */
 static gm_status release(gm_context *ctx, gm__dealloc_entry *entry)
 {
     const gm_backend_ops *ops = ctx->ops;
@@ -141,10 +147,12 @@ static gm_status release(gm_context *ctx, gm__dealloc_entry *entry)
     switch (entry->kind) {
     case GM__DEALLOC_DEVICE:
     case GM__DEALLOC_MANAGED:
-        return ops->mem_free(ctx->bctx, entry->device);
     case GM__DEALLOC_PINNED:
     case GM__DEALLOC_MAPPED:
-        return ops->host_free(ctx->bctx, entry->handle);
+        return gm__mm_free(ctx, entry);
+    case GM__DEALLOC_FOREIGN:
+        entry->release_fn(entry->handle);
+        return GM_OK;
     case GM__DEALLOC_STREAM:
         return ops->stream_destroy(ctx->bctx, entry->handle);
     case GM__DEALLOC_EVENT:
@@ -247,6 +255,24 @@ void gm__dealloc_enqueue_no_flush(gm_context *ctx, gm__dealloc_entry *entry)
     (void)push(&ctx->queue, entry);
 }
 
+/* Queue the entry, or release it at once (logging a failure) when it is immediate. */
+void gm__dealloc_release(gm_context *ctx, gm__dealloc_entry *entry)
+{
+    gm_status status = GM_OK;
+
+    if (!entry->immediate || gm__in_stream_callback()) {
+        gm__dealloc_enqueue(ctx, entry);
+        return;
+    }
+    status = release(ctx, entry);
+    if (status != GM_OK) {
+        (void)report_failure("gm_array_release", status, entry);
+        gm__log(GM_LOG_ERROR, "%s", gm_last_error_message());
+    }
+    gm__free(entry->bookkeeping);
+    gm__free(entry);
+}
+
 /* Wait for the flush lock and drain (a no-op inside defer_cleanup). */
 gm_status gm__dealloc_flush(gm_context *ctx, const char *fn)
 {
@@ -304,48 +330,52 @@ static gm_status alloc_with_retry(gm_context *ctx, alloc_attempt_fn attempt, voi
 typedef struct device_request {
     size_t bytes;
     gm_devptr ptr;
+    void *owner;
     bool managed;
 } device_request;
 
-/* Attempt a device (or managed) allocation. */
+/* Attempt a device allocation through the memory manager (managed memory: the backend's). */
 static gm_status attempt_device(gm_context *ctx, void *args)
 {
     device_request *req = args;
 
     if (req->managed)
         return ctx->ops->managed_alloc(ctx->bctx, req->bytes, &req->ptr);
-    return ctx->ops->mem_alloc(ctx->bctx, req->bytes, &req->ptr);
+    return gm__mm_memalloc(ctx, req->bytes, &req->ptr, &req->owner);
 }
 
 typedef struct host_request {
     size_t bytes;
     unsigned flags;
     void *ptr;
+    void *owner;
 } host_request;
 
-/* Attempt a pinned / mapped host allocation. */
+/* Attempt a pinned / mapped host allocation through the memory manager. */
 static gm_status attempt_host(gm_context *ctx, void *args)
 {
     host_request *req = args;
 
-    return ctx->ops->host_alloc(ctx->bctx, req->bytes, req->flags, &req->ptr);
+    return gm__mm_memhostalloc(ctx, req->bytes, req->flags, &req->ptr, &req->owner);
 }
 
 /* Device memory with the out-of-memory flush-and-retry rule. */
-gm_status gm__alloc_device(gm_context *ctx, size_t bytes, gm_devptr *ptr_p)
+gm_status gm__alloc_device(gm_context *ctx, size_t bytes, gm_devptr *ptr_p, void **owner_p)
 {
-    device_request req = {bytes, 0, false};
+    device_request req = {bytes, 0, NULL, false};
     gm_status status = alloc_with_retry(ctx, attempt_device, &req);
 
-    if (status == GM_OK)
+    if (status == GM_OK) {
         *ptr_p = req.ptr;
+        *owner_p = req.owner;
+    }
     return status;
 }
 
 /* Managed memory with the out-of-memory flush-and-retry rule. */
 gm_status gm__alloc_managed(gm_context *ctx, size_t bytes, gm_devptr *ptr_p)
 {
-    device_request req = {bytes, 0, true};
+    device_request req = {bytes, 0, NULL, true};
     gm_status status = alloc_with_retry(ctx, attempt_device, &req);
 
     if (status == GM_OK)
@@ -354,32 +384,51 @@ gm_status gm__alloc_managed(gm_context *ctx, size_t bytes, gm_devptr *ptr_p)
 }
 
 /* Pinned / mapped host memory with the out-of-memory flush-and-retry rule. */
-gm_status gm__alloc_host(gm_context *ctx, size_t bytes, unsigned flags, void **ptr_p)
+gm_status gm__alloc_host(gm_context *ctx, size_t bytes, unsigned flags, void **ptr_p,
+                         void **owner_p)
 {
-    host_request req = {bytes, flags, NULL};
+    host_request req = {bytes, flags, NULL, NULL};
     gm_status status = alloc_with_retry(ctx, attempt_host, &req);
 
-    if (status == GM_OK)
+    if (status == GM_OK) {
         *ptr_p = req.ptr;
+        *owner_p = req.owner;
+    }
     return status;
 }
 
 /* ------------------------------------------------------------ public API */
 
-/* Open a defer_cleanup scope (a per-context nesting counter). */
+/* Step the defer_cleanup nesting counter; true when the bounds now apply and are exceeded. */
+static bool defer_step(gm__dealloc_queue *q, int64_t step)
+{
+    bool due = false;
+
+    pthread_mutex_lock(&q->lock);
+    q->defer_depth += step;
+    due = q->defer_depth == 0 && over_bounds(q);
+    pthread_mutex_unlock(&q->lock);
+    return due;
+}
+
+/* Open a defer_cleanup scope (a per-context nesting counter), then the manager's. */
 gm_status gm_defer_cleanup_begin(gm_context *ctx)
 {
     gm_status status = gm__check_context("gm_defer_cleanup_begin", ctx);
 
     if (status != GM_OK)
         return status;
-    pthread_mutex_lock(&ctx->queue.lock);
-    ctx->queue.defer_depth++;
-    pthread_mutex_unlock(&ctx->queue.lock);
-    return GM_OK;
+    (void)defer_step(&ctx->queue, 1);
+    status = gm__mm_defer_begin(ctx);
+    if (status != GM_OK && defer_step(&ctx->queue, -1))
+        auto_flush(ctx);
+    return status;
 }
 
-/* Close a scope; the last one re-applies the bounds (and flushes if they are exceeded). */
+/*
+ * Close a scope; the last one re-applies the bounds (and flushes if they are
+ * exceeded). Then close the manager's.
+ */
 gm_status gm_defer_cleanup_end(gm_context *ctx)
 {
     static const char fn[] = "gm_defer_cleanup_end";
@@ -396,9 +445,11 @@ gm_status gm_defer_cleanup_end(gm_context *ctx)
         due = ctx->queue.defer_depth == 0 && over_bounds(&ctx->queue);
     }
     pthread_mutex_unlock(&ctx->queue.lock);
+    if (status != GM_OK)
+        return status;
     if (due)
         auto_flush(ctx);
-    return status;
+    return gm__mm_defer_end(ctx);
 }
 
 /* Explicit flush; returns the first deallocation failure. */

@@ -8,7 +8,8 @@
  * arrays, sorted and merged so that overlapping or duplicate arrays are
  * registered once. Ending a scope unregisters them immediately, never
  * through the queue, so the same memory can be registered again at once
- * (numba#3508).
+ * (numba#3508). Allocation and registration go through the context's memory
+ * manager (memhostalloc via array.c, mempin / memunpin here).
  */
 #include <inttypes.h>
 #include <stdlib.h>
@@ -244,8 +245,8 @@ static gm_status collect_ranges(const char *fn, bool mapped, int narrays, const 
         if (status != GM_OK)
             return status;
         if (reg)
-            ranges[n++] =
-                (gm__host_range){(uintptr_t)arrays[i].data + (uintptr_t)lo, (size_t)(hi - lo), 0};
+            ranges[n++] = (gm__host_range){(uintptr_t)arrays[i].data + (uintptr_t)lo,
+                                           (size_t)(hi - lo), 0, NULL};
     }
     *nranges_p = merge_ranges(ranges, n);
     return GM_OK;
@@ -257,7 +258,8 @@ static gm_status unregister_ranges(gm_context *ctx, gm__host_range *ranges, int 
     gm_status first = GM_OK;
 
     for (int i = n - 1; i >= 0; i--) {
-        gm_status status = ctx->ops->host_unregister(ctx->bctx, (void *)ranges[i].start);
+        gm_status status =
+            gm__mm_memunpin(ctx, (void *)ranges[i].start, ranges[i].bytes, ranges[i].owner);
 
         if (status != GM_OK && first == GM_OK)
             first = status;
@@ -268,14 +270,13 @@ static gm_status unregister_ranges(gm_context *ctx, gm__host_range *ranges, int 
 /* Register every range (with its device address when mapped); undo on failure. */
 static gm_status register_ranges(gm_context *ctx, gm_host_scope *scope)
 {
-    unsigned flags = scope->mapped ? (unsigned)GM_HOST_MAPPED : 0u;
     gm_status status = GM_OK;
     int registered = 0;
 
     while (registered < scope->nranges && status == GM_OK) {
         gm__host_range *r = &scope->ranges[registered];
 
-        status = ctx->ops->host_register(ctx->bctx, (void *)r->start, r->bytes, flags);
+        status = gm__mm_mempin(ctx, (void *)r->start, r->bytes, scope->mapped, &r->owner);
         if (status != GM_OK)
             break;
         registered++;

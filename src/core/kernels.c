@@ -24,8 +24,9 @@ static bool has_word(const char *text, const char *word)
     size_t n = strlen(word);
 
     for (const char *p = strstr(text, word); p != NULL; p = strstr(p + 1, word)) {
-        bool left = p == text || !(p[-1] == '_' || (p[-1] >= 'a' && p[-1] <= 'z') ||
-                                   (p[-1] >= 'A' && p[-1] <= 'Z') || (p[-1] >= '0' && p[-1] <= '9'));
+        bool left =
+            p == text || !(p[-1] == '_' || (p[-1] >= 'a' && p[-1] <= 'z') ||
+                           (p[-1] >= 'A' && p[-1] <= 'Z') || (p[-1] >= '0' && p[-1] <= '9'));
         char c = p[n];
         bool right = !(c == '_' || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
                        (c >= '0' && c <= '9'));
@@ -53,8 +54,8 @@ static param_class classify(const char *decl)
 
 static const char *arg_type_name(gm_arg_type t)
 {
-    static const char *const names[] = {"?", "i32", "u32", "i64", "u64", "f32", "f64", "pointer",
-                                        "bytes"};
+    static const char *const names[] = {"?",   "i32", "u32",     "i64",  "u64",
+                                        "f32", "f64", "pointer", "bytes"};
 
     return (unsigned)t < sizeof(names) / sizeof(names[0]) ? names[t] : "?";
 }
@@ -94,15 +95,15 @@ static gm_status check_args(const char *fn, const gm_kernel *k, int nargs, const
                              "arguments with the gm_arg_* helpers)",
                              fn, k->name, i, (int)args[i].type, (unsigned)args[i].size);
         if (args[i].type == GM_ARG_BYTES && args[i].value.bytes == NULL)
-            return gm__error(GM_ERR_NULL_POINTER, "%s: kernel '%s': argument %d: bytes is NULL",
-                             fn, k->name, i);
+            return gm__error(GM_ERR_NULL_POINTER, "%s: kernel '%s': argument %d: bytes is NULL", fn,
+                             k->name, i);
     }
     if (k->nparams < 0)
         return GM_OK;
     gm_kernel_signature(k, sig, sizeof sig);
     if (nargs != k->nparams)
-        return gm__error(GM_ERR_INVALID_ARG, "%s: kernel %s takes %d arguments, %d were given",
-                         fn, sig, (int)k->nparams, nargs);
+        return gm__error(GM_ERR_INVALID_ARG, "%s: kernel %s takes %d arguments, %d were given", fn,
+                         sig, (int)k->nparams, nargs);
     for (int i = 0; i < nargs; i++) {
         const char *decl = k->param_decls != NULL ? k->param_decls[i] : NULL;
 
@@ -114,8 +115,8 @@ static gm_status check_args(const char *fn, const gm_kernel *k, int nargs, const
                              arg_type_name(args[i].type), (unsigned)args[i].size);
         if (!kind_fits(classify(decl), args[i].type))
             return gm__error(GM_ERR_INVALID_ARG,
-                             "%s: kernel %s: argument %d (%s) cannot take a %s value", fn, sig,
-                             i, decl, arg_type_name(args[i].type));
+                             "%s: kernel %s: argument %d (%s) cannot take a %s value", fn, sig, i,
+                             decl, arg_type_name(args[i].type));
     }
     return GM_OK;
 }

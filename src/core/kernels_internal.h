@@ -22,9 +22,9 @@ struct gm_kernel {
     gm_module *module;
     gm_backend_kernel *bkernel;
     char *name;
-    int32_t nparams;                 /* -1: the image does not describe its parameters */
-    const size_t *param_sizes;       /* nparams sizes (static, or the backend's) */
-    const char *const *param_decls;  /* "type name" per parameter, or NULL */
+    int32_t nparams;                /* -1: the image does not describe its parameters */
+    const size_t *param_sizes;      /* nparams sizes (static, or the backend's) */
+    const char *const *param_decls; /* "type name" per parameter, or NULL */
     gm_kernel_attrs attrs;
 };
 
@@ -37,8 +37,8 @@ struct gm_module {
     const gm_image_set *set;         /* registry module (owned by the context), else NULL */
     void *image;                     /* owned copy of the image bytes, or NULL */
     gm_kernel *kernels;
-    gm__dealloc_entry *entry;        /* preallocated for gm_module_unload */
-    char label[96];                  /* for messages: the set's name or the file */
+    gm__dealloc_entry *entry; /* preallocated for gm_module_unload */
+    char label[96];           /* for messages: the set's name or the file */
 };
 
 /* Device limits of a context, read once (kernels.c). */

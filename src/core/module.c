@@ -15,16 +15,17 @@
 
 #include "kernels_internal.h"
 
-#define ELF_MACHINE_CUDA 190
-#define ELF_MACHINE_AMDGPU 224
-#define FATBIN_MAGIC 0xBA55ED50u
+#define ELF_MACHINE_CUDA     190
+#define ELF_MACHINE_AMDGPU   224
+#define FATBIN_MAGIC         0xBA55ED50u
 #define FATBIN_WRAPPER_MAGIC 0x466243B1u
-#define MAX_REGISTERED_SETS 256
+#define MAX_REGISTERED_SETS  256
 
 /* Per-context state: the modules and the device limits. */
 typedef struct ctx_state {
     struct ctx_state *next;
     gm_context *ctx;
+    gm_backend_ctx *bctx; /* to recognize a new context at a destroyed one's address */
     gm_module *modules;
     bool have_info;
     gm_device_info info;
@@ -51,16 +52,26 @@ gm_status gm__unsupported_module_set_global(gm_backend_ctx *bctx, gm_backend_mod
 /* The context's state (lock held); created when `create`; NULL if absent or out of memory. */
 static ctx_state *state_get(gm_context *ctx, bool create)
 {
-    ctx_state *s = states;
+    ctx_state **p = &states;
+    ctx_state *s = NULL;
 
-    while (s != NULL && s->ctx != ctx)
-        s = s->next;
+    while (*p != NULL && (*p)->ctx != ctx)
+        p = &(*p)->next;
+    s = *p;
+    if (s != NULL && s->bctx != ctx->bctx) {
+        /* Left by a context destroyed without gm__kernels_context_teardown: its backend is
+         * gone, so its modules can only be forgotten (their bookkeeping leaks). */
+        gm__log(GM_LOG_WARN, "gm_kernel: forgetting the modules of a destroyed context");
+        *p = s->next;
+        s = NULL;
+    }
     if (s != NULL || !create)
         return s;
     s = gm__calloc(1, sizeof(*s));
     if (s == NULL)
         return NULL;
     s->ctx = ctx;
+    s->bctx = ctx->bctx;
     s->next = states;
     states = s;
     return s;
@@ -215,8 +226,9 @@ static gm_image_format backend_format(const gm_context *ctx)
 
 static gm_image_kind image_kind(gm_image_format f)
 {
-    return f == GM_IMAGE_FORMAT_CUDA ? GM_IMAGE_CUDA
-                                     : (f == GM_IMAGE_FORMAT_AMDGPU ? GM_IMAGE_AMDGPU : GM_IMAGE_HOST);
+    return f == GM_IMAGE_FORMAT_CUDA
+               ? GM_IMAGE_CUDA
+               : (f == GM_IMAGE_FORMAT_AMDGPU ? GM_IMAGE_AMDGPU : GM_IMAGE_HOST);
 }
 
 /* ------------------------------------------------------------ loading */
@@ -224,9 +236,9 @@ static gm_image_kind image_kind(gm_image_format f)
 /* What a module is made from. */
 typedef struct module_source {
     gm_image_format format;
-    const void *image;    /* the table, or the bytes */
+    const void *image; /* the table, or the bytes */
     size_t bytes;
-    void *owned;          /* bytes the module takes over (gm__malloc), or NULL */
+    void *owned; /* bytes the module takes over (gm__malloc), or NULL */
     const gm_image_set *set;
     const gm_host_table *signatures;
     const char *label;
@@ -384,8 +396,9 @@ gm_status gm_module_load_file(gm_context *ctx, gm_image_format format, const cha
     if (status == GM_OK && path == NULL)
         status = gm__error(GM_ERR_NULL_POINTER, "%s: path is NULL", fn);
     if (status == GM_OK && format == GM_IMAGE_FORMAT_HOST)
-        status = gm__error(GM_ERR_INVALID_ARG, "%s: host kernel tables cannot be loaded from a "
-                                               "file; use gm_module_load_image",
+        status = gm__error(GM_ERR_INVALID_ARG,
+                           "%s: host kernel tables cannot be loaded from a "
+                           "file; use gm_module_load_image",
                            fn);
     if (status == GM_OK)
         status = read_file(fn, path, &src.owned, &src.bytes);
@@ -513,8 +526,8 @@ gm_status gm_module_get_global(gm_module *module, const char *name, void **devic
     if (module == NULL || name == NULL)
         return gm__error(GM_ERR_NULL_POINTER, "%s: %s is NULL", fn,
                          module == NULL ? "module" : "name");
-    status = module->ctx->ops->module_get_global(module->ctx->bctx, module->bmodule, name, &ptr,
-                                                 &bytes);
+    status =
+        module->ctx->ops->module_get_global(module->ctx->bctx, module->bmodule, name, &ptr, &bytes);
     if (status == GM_ERR_NOT_FOUND)
         return gm__error(status, "%s: no global '%s' in module '%s'", fn, name, module->label);
     if (status != GM_OK)
@@ -541,8 +554,8 @@ static gm_status set_constant_by_copy(const char *fn, gm_module *m, const char *
     if (status != GM_OK)
         return status;
     if (bytes > size)
-        return gm__error(GM_ERR_OUT_OF_RANGE, "%s: '%s' holds %zu bytes, %zu were given", fn,
-                         name, size, bytes);
+        return gm__error(GM_ERR_OUT_OF_RANGE, "%s: '%s' holds %zu bytes, %zu were given", fn, name,
+                         size, bytes);
     if (bytes == 0)
         return GM_OK;
     memset(&d, 0, sizeof d);
@@ -572,10 +585,13 @@ gm_status gm_module_set_constant(gm_module *module, const char *name, const void
         ctx->ops->module_set_global != gm__unsupported_module_set_global) {
         status = ctx->ops->module_set_global(ctx->bctx, module->bmodule, name, data, bytes);
         if (status == GM_ERR_NOT_FOUND)
-            return gm__error(status, "%s: no global '%s' in module '%s'", fn, name,
-                             module->label);
-        if (status == GM_ERR_OUT_OF_RANGE)
-            return gm__error(status, "%s: %s", fn, gm_last_error_message());
+            return gm__error(status, "%s: no global '%s' in module '%s'", fn, name, module->label);
+        if (status == GM_ERR_OUT_OF_RANGE) {
+            char detail[256];
+
+            snprintf(detail, sizeof detail, "%s", gm_last_error_message());
+            return gm__error(status, "%s: %s", fn, detail);
+        }
         return status;
     }
     return set_constant_by_copy(fn, module, name, data, bytes);
@@ -621,11 +637,11 @@ size_t gm_kernel_signature(const gm_kernel *kernel, char *buf, size_t size)
     buf[0] = '\0';
     if (kernel == NULL)
         return 0;
-#define GM__SIG_APPEND(...)                                                                  \
-    do {                                                                                     \
+#define GM__SIG_APPEND(...)                                                                 \
+    do {                                                                                    \
         int n_ = snprintf(buf + (len < size ? len : size - 1), len < size ? size - len : 1, \
-                          __VA_ARGS__);                                                      \
-        len += n_ > 0 ? (size_t)n_ : 0;                                                      \
+                          __VA_ARGS__);                                                     \
+        len += n_ > 0 ? (size_t)n_ : 0;                                                     \
     } while (0)
     GM__SIG_APPEND("%s(", kernel->name);
     if (kernel->nparams < 0)
@@ -716,8 +732,8 @@ static gm_status load_amdgpu_set(const char *fn, gm_context *ctx, const gm_image
     for (int pass = 0; pass < 2 && status != GM_OK; pass++) {
         for (int32_t i = 0; i < set->amdgpu_count && status != GM_OK; i++) {
             const gm_amdgpu_image *img = &set->amdgpu[i];
-            module_source src = {GM_IMAGE_FORMAT_AMDGPU, img->data, img->bytes, NULL, set,
-                                 set->host, set->name};
+            module_source src = {
+                GM_IMAGE_FORMAT_AMDGPU, img->data, img->bytes, NULL, set, set->host, set->name};
 
             if (img->data == NULL || arch_matches(img->arch, info->name) != (pass == 0))
                 continue;

@@ -117,8 +117,7 @@ gm_status gm__host_module_get_kernel(gm_backend_ctx *bctx, gm_backend_module *mo
             return GM_OK;
         }
     }
-    return gm__error(GM_ERR_NOT_FOUND, "module_get_kernel: no kernel '%s' in the host table",
-                     name);
+    return gm__error(GM_ERR_NOT_FOUND, "module_get_kernel: no kernel '%s' in the host table", name);
 }
 
 /* The global `name` of a module, or NULL. */
@@ -167,8 +166,8 @@ gm_status gm__host_module_set_global(gm_backend_ctx *bctx, gm_backend_module *mo
                          name);
     if (bytes > g->bytes)
         return gm__error(GM_ERR_OUT_OF_RANGE,
-                         "module_set_global: '%s' holds %zu bytes, %zu were given", name,
-                         g->bytes, bytes);
+                         "module_set_global: '%s' holds %zu bytes, %zu were given", name, g->bytes,
+                         bytes);
     gm__host_sync_barrier(gm__host_ctx(bctx));
     if (bytes > 0)
         memcpy(g->address, data, bytes);
@@ -214,8 +213,8 @@ static void free_job(void *user)
 }
 
 /* One allocation: the job, the argument pointers, then each value (16-byte aligned). */
-static gm_status make_job(const gm_host_kernel *k, void **args, const size_t *arg_sizes,
-                          int nargs, host_launch_job **job_p)
+static gm_status make_job(const gm_host_kernel *k, void **args, const size_t *arg_sizes, int nargs,
+                          host_launch_job **job_p)
 {
     size_t head = (sizeof(host_launch_job) + (size_t)nargs * sizeof(void *) + JOB_ALIGN - 1u) /
                   JOB_ALIGN * JOB_ALIGN;

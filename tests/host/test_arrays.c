@@ -880,6 +880,8 @@ static gm_status scenario_async(gm_context *ctx, gm_array *a, const gm_ndview *t
         s = gm_event_record(ev, st);
     if (s == GM_OK)
         s = gm_stream_synchronize(st);
+    else if (st != NULL)
+        (void)gm_stream_synchronize(st); /* a queued callback still reads `calls` */
     gm_event_destroy(&ev);
     gm_stream_destroy(&st);
     return s;

@@ -57,7 +57,7 @@ GM_KERNEL(kt_wave_late, (int32_t *, out), (int32_t, first))
         return;
     s[t] = (int32_t)t * 5;
     gm_wavebarrier();
-    out[t] = s[t ^ 1u];
+    out[gm_global_id_x()] = s[t ^ 1u];
 }
 
 /* Thread `who` of block `block` returns before the barrier. */
@@ -153,14 +153,14 @@ GM_KERNEL(kt_atomics, (int32_t *, i32), (int64_t *, i64), (uint32_t *, u32), (ui
     gm_atomic_add_f64(&f64[0], 0.25);
     /* A lock-free counter through compare-and-swap, and exchange. */
     do {
-        old = i32[4];
+        old = gm_atomic_add_i32(&i32[4], 0);
     } while (gm_atomic_cas_i32(&i32[4], old, old + 1) != old);
     gm_atomic_exch_i32(&i32[5], 7);
     {
         uint64_t o64 = 0;
 
         do {
-            o64 = u64[3];
+            o64 = gm_atomic_add_u64(&u64[3], 0u);
         } while (gm_atomic_cas_u64(&u64[3], o64, o64 + 1u) != o64);
         gm_atomic_exch_i64(&i64[4], -9);
         gm_atomic_cas_u32(&u32[3], 0u, 11u);
@@ -222,16 +222,16 @@ GM_KERNEL(add_f32, (const float *, a), (const float *, b), (float *, out), (int6
 }
 
 GM_HOST_TABLE(kt_test_table,
-              GM_HOST_KERNELS(kt_shift, kt_wave_exchange, kt_wave_partial, kt_wave_late, kt_early_return,
-                              kt_branch_barrier, kt_extra_barrier, kt_wave_vs_block,
-                              kt_index_probe, kt_shared_isolation, kt_atomics, kt_local_array,
-                              kt_barrier_loop, kt_read_const),
+              GM_HOST_KERNELS(kt_shift, kt_wave_exchange, kt_wave_partial, kt_wave_late,
+                              kt_early_return, kt_branch_barrier, kt_extra_barrier,
+                              kt_wave_vs_block, kt_index_probe, kt_shared_isolation, kt_atomics,
+                              kt_local_array, kt_barrier_loop, kt_read_const),
               GM_HOST_GLOBALS(kt_const));
 
 /* A set without the add_f32 override; the override lives in its own set. */
 const gm_image_set kt_test_set = {"kernel tests", &kt_test_table, NULL, 0, NULL, 0};
 
 static const gm_host_kernel *const kt_override_kernels[] = {&add_f32__gm_kernel};
-static const gm_host_table kt_override_table = {GM_HOST_TABLE_MAGIC, GM_HOST_KERNEL_ABI, 1,
-                                                kt_override_kernels, 0, NULL};
+static const gm_host_table kt_override_table = {
+    GM_HOST_TABLE_MAGIC, GM_HOST_KERNEL_ABI, 1, kt_override_kernels, 0, NULL};
 const gm_image_set kt_override_set = {"override", &kt_override_table, NULL, 0, NULL, 0};

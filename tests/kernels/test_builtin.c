@@ -87,12 +87,12 @@ static void test_add_f64_and_fill(void **state)
         gm_arg ff[] = {gm_arg_array(df), gm_arg_f32(2.5f), gm_arg_i64(n)};
         gm_arg fi[] = {gm_arg_array(di), gm_arg_i32(-7), gm_arg_i64(n)};
 
-        assert_ok(gm_launch(kt_kernel(ctx, "add_f64"), d1(kt_blocks(n, 128)), d1(128), 0, NULL, 4,
-                            add));
-        assert_ok(gm_launch(kt_kernel(ctx, "fill_f32"), d1(kt_blocks(n, 64)), d1(64), 0, NULL, 3,
-                            ff));
-        assert_ok(gm_launch(kt_kernel(ctx, "fill_i32"), d1(kt_blocks(n, 100)), d1(100), 0, NULL,
-                            3, fi));
+        assert_ok(
+            gm_launch(kt_kernel(ctx, "add_f64"), d1(kt_blocks(n, 128)), d1(128), 0, NULL, 4, add));
+        assert_ok(
+            gm_launch(kt_kernel(ctx, "fill_f32"), d1(kt_blocks(n, 64)), d1(64), 0, NULL, 3, ff));
+        assert_ok(
+            gm_launch(kt_kernel(ctx, "fill_i32"), d1(kt_blocks(n, 100)), d1(100), 0, NULL, 3, fi));
     }
     kt_to_host(dout, GM_FLOAT64, n, o);
     kt_to_host(df, GM_FLOAT32, n, f);
@@ -145,8 +145,8 @@ static void run_copy_strided(gm_context *ctx, int64_t d0, int64_t d1_, int64_t d
         gm_arg args[] = {gm_arg_array(ddst), gm_arg_array(dsrc), gm_arg_bytes(&L, sizeof L),
                          gm_arg_i64(n)};
 
-        assert_ok(gm_launch(kt_kernel(ctx, "copy_strided"), d1(kt_blocks(n, 96)), d1(96), 0,
-                            NULL, 4, args));
+        assert_ok(gm_launch(kt_kernel(ctx, "copy_strided"), d1(kt_blocks(n, 96)), d1(96), 0, NULL,
+                            4, args));
     }
     kt_to_host(ddst, GM_FLOAT32, n, dst);
     for (int64_t i = 0; i < d0; i++)
@@ -294,8 +294,7 @@ static void run_transpose(gm_context *ctx, int32_t rows, int32_t cols)
     din = kt_device(ctx, GM_FLOAT32, n, in);
     dout = kt_device(ctx, GM_FLOAT32, n, NULL);
     {
-        gm_arg args[] = {gm_arg_array(din), gm_arg_array(dout), gm_arg_i32(rows),
-                         gm_arg_i32(cols)};
+        gm_arg args[] = {gm_arg_array(din), gm_arg_array(dout), gm_arg_i32(rows), gm_arg_i32(cols)};
 
         assert_ok(gm_launch(kt_kernel(ctx, "transpose_f32"),
                             gm_dim3_make(kt_blocks(cols, 32), kt_blocks(rows, 32), 1),
@@ -336,8 +335,7 @@ static void run_stencil(gm_context *ctx, int64_t n, int32_t radius, uint32_t blo
     din = kt_device(ctx, GM_FLOAT32, n, in);
     dout = kt_device(ctx, GM_FLOAT32, n, NULL);
     {
-        gm_arg args[] = {gm_arg_array(din), gm_arg_array(dout), gm_arg_i64(n),
-                         gm_arg_i32(radius)};
+        gm_arg args[] = {gm_arg_array(din), gm_arg_array(dout), gm_arg_i64(n), gm_arg_i32(radius)};
 
         assert_ok(gm_launch(kt_kernel(ctx, "stencil1d_f32"), d1(kt_blocks(n, block)), d1(block),
                             (block + 2u * (uint32_t)radius) * sizeof(float), NULL, 4, args));
@@ -371,8 +369,7 @@ static void test_stencil(void **state)
     kt_destroy(&ctx);
 }
 
-static void run_poly(gm_context *ctx, gm_kernel *k, const float *coeffs, int32_t degree,
-                     int64_t n)
+static void run_poly(gm_context *ctx, gm_kernel *k, const float *coeffs, int32_t degree, int64_t n)
 {
     float *x = malloc((size_t)n * 4), *y = malloc((size_t)n * 4);
     gm_array *dx = NULL, *dy = NULL;
@@ -424,14 +421,10 @@ static void test_constant_memory(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_add),
-        cmocka_unit_test(test_add_f64_and_fill),
-        cmocka_unit_test(test_copy_strided),
-        cmocka_unit_test(test_matmul),
-        cmocka_unit_test(test_reduce),
-        cmocka_unit_test(test_transpose),
-        cmocka_unit_test(test_stencil),
-        cmocka_unit_test(test_constant_memory),
+        cmocka_unit_test(test_add),          cmocka_unit_test(test_add_f64_and_fill),
+        cmocka_unit_test(test_copy_strided), cmocka_unit_test(test_matmul),
+        cmocka_unit_test(test_reduce),       cmocka_unit_test(test_transpose),
+        cmocka_unit_test(test_stencil),      cmocka_unit_test(test_constant_memory),
     };
 
     return cmocka_run_group_tests(tests, gm_test_use_cmocka_allocator, gm_test_restore_allocator);

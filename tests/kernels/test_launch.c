@@ -193,8 +193,8 @@ static void test_modules(void **state)
     gm_dealloc_stats stats;
 
     (void)state;
-    assert_ok(gm_module_load_image(ctx, GM_IMAGE_FORMAT_AUTO, &kt_test_table,
-                                   sizeof kt_test_table, &m));
+    assert_ok(
+        gm_module_load_image(ctx, GM_IMAGE_FORMAT_AUTO, &kt_test_table, sizeof kt_test_table, &m));
     assert_ok(gm_module_get_kernel(m, "kt_read_const", &k));
     assert_ptr_equal(gm_kernel_module(k), m);
     assert_status(gm_module_get_kernel(m, "nope", &k), GM_ERR_NOT_FOUND);

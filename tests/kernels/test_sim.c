@@ -79,8 +79,7 @@ static int64_t wave_mismatches(gm_context *ctx, uint32_t block, int32_t distance
     gm_arg args[] = {gm_arg_array(dout), gm_arg_i32(++seed * 10000), gm_arg_i32(distance)};
 
     *first_bad = -1;
-    assert_ok(
-        gm_launch(kt_kernel(ctx, "kt_wave_exchange"), d1(1), d1(block), 0, NULL, 3, args));
+    assert_ok(gm_launch(kt_kernel(ctx, "kt_wave_exchange"), d1(1), d1(block), 0, NULL, 3, args));
     kt_to_host(dout, GM_INT32, block, out);
     for (int64_t t = 0; t < (int64_t)block; t++) {
         if (out[t] != seed * 10000 + (int32_t)(t ^ distance)) {
@@ -120,26 +119,28 @@ static void test_wavebarrier_exited_lanes(void **state)
     (void)state;
     for (int ws = 32; ws <= 64; ws *= 2) {
         gm_context *ctx = kt_context(ws);
-        int32_t out[256];
+        int32_t out[256], all[3 * 256];
         gm_array *dout = kt_device(ctx, GM_INT32, 256, NULL);
         gm_arg args[] = {gm_arg_array(dout), gm_arg_i32(20)};
 
         memset(out, 0, sizeof out);
         kt_to_host(dout, GM_INT32, 256, out);
-        assert_ok(gm_launch(kt_kernel(ctx, "kt_wave_partial"), d1(1), d1(256), 0, NULL, 2,
-                            args));
+        assert_ok(gm_launch(kt_kernel(ctx, "kt_wave_partial"), d1(1), d1(256), 0, NULL, 2, args));
         kt_to_host(dout, GM_INT32, 256, out);
         for (int t = 0; t < 256; t++) {
             if (t % ws < 20)
                 assert_int_equal(out[t], (t ^ 1) * 3);
         }
         /* The first lanes return (the block starts on the barrier-free path). */
+        gm_array_release(&dout);
+        dout = kt_device(ctx, GM_INT32, 3 * 256, NULL);
+        args[0] = gm_arg_array(dout);
         args[1] = gm_arg_i32(6);
         assert_ok(gm_launch(kt_kernel(ctx, "kt_wave_late"), d1(3), d1(256), 0, NULL, 2, args));
-        kt_to_host(dout, GM_INT32, 256, out);
-        for (int t = 0; t < 256; t++) {
-            if (t % ws >= 6)
-                assert_int_equal(out[t], (t ^ 1) * 5);
+        kt_to_host(dout, GM_INT32, 3 * 256, all);
+        for (int g = 0; g < 3 * 256; g++) {
+            if (g % 256 % ws >= 6)
+                assert_int_equal(all[g], (g % 256 ^ 1) * 5);
         }
         gm_array_release(&dout);
         kt_destroy(&ctx);
@@ -236,8 +237,8 @@ static void check_indices(gm_context *ctx, gm_dim3 grid, gm_dim3 block, int32_t 
         int32_t want_b = (int32_t)(gx / block.x | (gy / block.y) << 8 | (gz / block.z) << 16);
 
         if (out[2 * g] != want_t || out[2 * g + 1] != want_b)
-            fail_msg("thread %lld: indices 0x%x 0x%x, expected 0x%x 0x%x", (long long)g,
-                     out[2 * g], out[2 * g + 1], want_t, want_b);
+            fail_msg("thread %lld: indices 0x%x 0x%x, expected 0x%x 0x%x", (long long)g, out[2 * g],
+                     out[2 * g + 1], want_t, want_b);
     }
     gm_array_release(&dout);
     free(out);
@@ -394,16 +395,11 @@ static void test_stream_order(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_barrier_semantics),
-        cmocka_unit_test(test_wavebarrier_scope),
-        cmocka_unit_test(test_wavebarrier_exited_lanes),
-        cmocka_unit_test(test_divergence),
-        cmocka_unit_test(test_divergence_async),
-        cmocka_unit_test(test_indices),
-        cmocka_unit_test(test_shared_per_block),
-        cmocka_unit_test(test_atomics),
-        cmocka_unit_test(test_local_array_and_loop),
-        cmocka_unit_test(test_stream_order),
+        cmocka_unit_test(test_barrier_semantics),        cmocka_unit_test(test_wavebarrier_scope),
+        cmocka_unit_test(test_wavebarrier_exited_lanes), cmocka_unit_test(test_divergence),
+        cmocka_unit_test(test_divergence_async),         cmocka_unit_test(test_indices),
+        cmocka_unit_test(test_shared_per_block),         cmocka_unit_test(test_atomics),
+        cmocka_unit_test(test_local_array_and_loop),     cmocka_unit_test(test_stream_order),
     };
 
     return cmocka_run_group_tests(tests, gm_test_use_cmocka_allocator, gm_test_restore_allocator);

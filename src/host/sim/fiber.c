@@ -15,18 +15,10 @@
 
 #include "fiber.h"
 
-#if defined(__has_feature)
-#if __has_feature(address_sanitizer)
+#if defined(GM__FIBER_ASAN)
 #define GM__ASAN 1
 #endif
-#if __has_feature(thread_sanitizer)
-#define GM__TSAN 1
-#endif
-#endif
-#if defined(__SANITIZE_ADDRESS__) && !defined(GM__ASAN)
-#define GM__ASAN 1
-#endif
-#if defined(__SANITIZE_THREAD__) && !defined(GM__TSAN)
+#if defined(GM__FIBER_TSAN)
 #define GM__TSAN 1
 #endif
 
@@ -42,7 +34,7 @@
 #endif
 
 #define GM__FIBER_DEFAULT_STACK ((size_t)128 * 1024)
-#define GM__FIBER_ASAN_STACK ((size_t)512 * 1024)
+#define GM__FIBER_ASAN_STACK    ((size_t)512 * 1024)
 
 /* The fiber switched away from, for the sanitizer bookkeeping of the one resumed. */
 static _Thread_local gm__fiber *tls_switch_from = NULL;
@@ -111,7 +103,8 @@ static void initial_frame(gm__fiber *fiber, uintptr_t top)
     fiber->regs[6] = (uint64_t)(uintptr_t)slot;
 }
 #elif defined(__aarch64__)
-/* regs[0..9] = x19-x28, regs[10] = x29, regs[11] = x30 (lr), regs[12] = sp, regs[13..20] = d8-d15. */
+/* regs[0..9] = x19-x28, regs[10] = x29, regs[11] = x30 (lr), regs[12] = sp, regs[13..20] = d8-d15.
+ */
 __asm__(".text\n"
         ".globl gm__fiber_switch_asm\n"
         ".hidden gm__fiber_switch_asm\n"
@@ -341,7 +334,7 @@ void gm__fiber_destroy(gm__fiber *fiber)
     fiber->map = NULL;
 }
 
-void gm__fiber_switch(gm__fiber *from, gm__fiber *to, int leaving)
+void gm__fiber_switch_annotated(gm__fiber *from, gm__fiber *to, int leaving)
 {
     before_switch(from, to, leaving);
     raw_switch(from, to);

@@ -1,7 +1,8 @@
 /*
  * Cooperative fibers for the kernel simulator: a hand-written context switch
  * on x86-64 and aarch64 (callee-saved registers and the stack pointer are
- * saved on the fiber's own stack), ucontext elsewhere. Stacks are mmap'ed
+ * saved in the fiber, the return address stays on its stack), ucontext
+ * elsewhere. Stacks are mmap'ed
  * with a guard page and carry the AddressSanitizer, ThreadSanitizer and
  * Valgrind annotations, so sanitizer builds can run kernels.
  *
@@ -22,25 +23,50 @@
 #include <ucontext.h>
 #endif
 
+/* Sanitizers that need to hear about every switch. */
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define GM__FIBER_ASAN 1
+#endif
+#if __has_feature(thread_sanitizer)
+#define GM__FIBER_TSAN 1
+#endif
+#endif
+#if defined(__SANITIZE_ADDRESS__) && !defined(GM__FIBER_ASAN)
+#define GM__FIBER_ASAN 1
+#endif
+#if defined(__SANITIZE_THREAD__) && !defined(GM__FIBER_TSAN)
+#define GM__FIBER_TSAN 1
+#endif
+
+#if defined(__x86_64__)
+#define GM__FIBER_REGS    8 /* rbx rbp r12-r15 rsp, padded to one cache line */
+#define GM__FIBER_SP_SLOT 6 /* where the stack pointer is saved */
+#else
+#define GM__FIBER_REGS    21 /* x19-x30, sp, d8-d15 */
+#define GM__FIBER_SP_SLOT 12
+#endif
+
 typedef struct gm__fiber gm__fiber;
 typedef void (*gm__fiber_fn)(gm__fiber *fiber);
 
 struct gm__fiber {
 #if defined(GM__FIBER_ASM)
-    uint64_t regs[21]; /* callee-saved registers and stack pointer while switched out */
+    /* callee-saved registers and stack pointer while switched out */
+    _Alignas(64) uint64_t regs[GM__FIBER_REGS];
 #else
     ucontext_t uc;
 #endif
-    gm__fiber_fn fn;          /* entry: fn(fiber); must never return */
-    void *map;                /* the mapping (guard page included); NULL for a main fiber */
+    gm__fiber_fn fn; /* entry: fn(fiber); must never return */
+    void *map;       /* the mapping (guard page included); NULL for a main fiber */
     size_t map_bytes;
-    const void *stack_lo;     /* lowest usable stack byte (sanitizer bounds) */
-    size_t stack_bytes;       /* usable bytes */
-    size_t color;             /* bytes left unused at the top, to spread stacks over cache sets */
+    const void *stack_lo; /* lowest usable stack byte (sanitizer bounds) */
+    size_t stack_bytes;   /* usable bytes */
+    size_t color;         /* bytes left unused at the top, to spread stacks over cache sets */
     unsigned valgrind_id;
     void *asan_fake_stack;
     void *tsan_fiber;
-    int tsan_owned;           /* tsan_fiber was created here (not the thread's own) */
+    int tsan_owned; /* tsan_fiber was created here (not the thread's own) */
 };
 
 /* Describe the calling OS thread's own stack as a fiber. Returns 0. */
@@ -67,7 +93,23 @@ void gm__fiber_destroy(gm__fiber *fiber);
  * switches back to `from`. `leaving` says `from` will never be resumed as it
  * stands (finished or abandoned), which lets ASan drop its fake stack.
  */
-void gm__fiber_switch(gm__fiber *from, gm__fiber *to, int leaving);
+void gm__fiber_switch_annotated(gm__fiber *from, gm__fiber *to, int leaving);
+
+#if defined(GM__FIBER_ASM) && !defined(GM__FIBER_ASAN) && !defined(GM__FIBER_TSAN)
+/* The bare switch (fiber.c). */
+void gm__fiber_switch_asm(uint64_t *save, const uint64_t *load);
+
+static inline void gm__fiber_switch(gm__fiber *from, gm__fiber *to, int leaving)
+{
+    (void)leaving;
+    gm__fiber_switch_asm(from->regs, to->regs);
+}
+#else
+static inline void gm__fiber_switch(gm__fiber *from, gm__fiber *to, int leaving)
+{
+    gm__fiber_switch_annotated(from, to, leaving);
+}
+#endif
 
 /* Default fiber stack size: GM_SIM_STACK_BYTES, else 128 KiB (512 KiB under ASan). */
 size_t gm__fiber_default_stack_bytes(void);

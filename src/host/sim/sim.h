@@ -28,7 +28,7 @@
 
 /* Most threads per block and warps per block the simulator supports. */
 #define GM__SIM_MAX_THREADS 1024u
-#define GM__SIM_MAX_WARPS 32u
+#define GM__SIM_MAX_WARPS   32u
 
 /* Size of the detail kept for a failed block. */
 #define GM__SIM_MESSAGE_MAX 320
@@ -36,11 +36,11 @@
 /* One launch. */
 typedef struct gm__sim_launch {
     const gm_host_kernel *kernel;
-    void *const *args;            /* kernel->nparams pointers to argument values */
-    uint32_t grid[3];             /* blocks, each >= 1 */
-    uint32_t block[3];            /* threads, product <= GM__SIM_MAX_THREADS */
+    void *const *args; /* kernel->nparams pointers to argument values */
+    uint32_t grid[3];  /* blocks, each >= 1 */
+    uint32_t block[3]; /* threads, product <= GM__SIM_MAX_THREADS */
     size_t dynamic_shared_bytes;
-    uint32_t warp_size;           /* 32 or 64 */
+    uint32_t warp_size; /* 32 or 64 */
 } gm__sim_launch;
 
 /*

@@ -42,8 +42,6 @@ typedef struct sim_worker sim_worker;
 typedef struct sim_fiber {
     gm__fiber fiber; /* first: the fiber entry gets a gm__fiber * */
     sim_worker *owner;
-    uint32_t tid[3];
-    uint32_t linear;
     int in_use; /* holds a thread, or runs the loop; else parked in the free list */
 } sim_fiber;
 
@@ -69,8 +67,8 @@ struct sim_worker {
 
     /* the block */
     gm__sim_block pub;
-    uint32_t warp_shift;    /* log2 of the warp size */
-    uint32_t waiting;       /* threads suspended at a barrier */
+    uint32_t warp_shift; /* log2 of the warp size */
+    uint32_t waiting;    /* threads suspended at a barrier */
     uint32_t block_arrived;
     uint32_t wave_waiting;
     uint32_t warp_arrived[GM__SIM_MAX_WARPS];
@@ -78,6 +76,7 @@ struct sim_worker {
     uint32_t ready_tail;
     uint32_t ready[GM__SIM_MAX_THREADS];
     sim_fiber *thread_fiber[GM__SIM_MAX_THREADS];
+    uint32_t tid[GM__SIM_MAX_THREADS][3]; /* indices of the threads waiting */
     uint8_t state[GM__SIM_MAX_THREADS];
 
     gm_status status;
@@ -122,9 +121,10 @@ static sim_worker *worker_get(void)
     if (w != NULL)
         return w;
     pthread_once(&worker_key_once, worker_key_create);
-    w = calloc(1, sizeof(*w));
+    w = aligned_alloc(64, (sizeof(*w) + 63u) & ~(size_t)63u);
     if (w == NULL)
         return NULL;
+    memset(w, 0, sizeof(*w));
     w->all = calloc(GM__SIM_MAX_THREADS + 1u, sizeof(*w->all));
     w->free = calloc(GM__SIM_MAX_THREADS + 1u, sizeof(*w->free));
     if (w->all == NULL || w->free == NULL) {
@@ -150,9 +150,10 @@ static sim_fiber *fiber_take(sim_worker *w)
     } else {
         if (w->nall > GM__SIM_MAX_THREADS)
             return NULL;
-        f = calloc(1, sizeof(*f));
+        f = aligned_alloc(64, (sizeof(*f) + 63u) & ~(size_t)63u);
         if (f == NULL)
             return NULL;
+        memset(f, 0, sizeof(*f));
         /* Colour: spread the stack tops over the cache sets of one page. */
         if (gm__fiber_create(&f->fiber, w->stack_bytes, (w->nall * 256u + 128u) % 4096u,
                              fiber_main) != 0) {
@@ -173,16 +174,17 @@ static void fiber_park(sim_worker *w, sim_fiber *f)
     w->free[w->nfree++] = f;
 }
 
-/* After a failed block: every fiber still holding a thread starts over. */
-static void recycle_abandoned(sim_worker *w)
+/*
+ * After a failed block every fiber starts over: those holding threads, the
+ * one that failed (which may have been parked before it found the block
+ * stuck), and the parked ones too (simplest: all are at rest now).
+ */
+static void recycle_all(sim_worker *w)
 {
+    w->nfree = 0;
     for (uint32_t i = 0; i < w->nall; i++) {
-        sim_fiber *f = w->all[i];
-
-        if (f->in_use == 0)
-            continue;
-        gm__fiber_reset(&f->fiber);
-        fiber_park(w, f);
+        gm__fiber_reset(&w->all[i]->fiber);
+        fiber_park(w, w->all[i]);
     }
     memset(w->state, T_RUN, sizeof(w->state));
 }
@@ -320,7 +322,6 @@ static void to_main(sim_worker *w, sim_fiber *self, int leaving)
 {
     w->current = NULL;
     gm__fiber_switch(&self->fiber, &w->main, leaving);
-    w->current = self;
 }
 
 static void fail_block(sim_worker *w, sim_fiber *self, gm_status status)
@@ -336,14 +337,13 @@ static void fail_block(sim_worker *w, sim_fiber *self, gm_status status)
     to_main(w, self, 1);
 }
 
-/* Run `to` instead of `self` (no switch when they are the same). */
-static void switch_to(sim_worker *w, sim_fiber *self, sim_fiber *to)
+/* Run `to` instead of `self` (no switch when they are the same); `to` is current after. */
+static inline void switch_to(sim_worker *w, sim_fiber *self, sim_fiber *to)
 {
     if (to == self)
         return;
     w->current = to;
     gm__fiber_switch(&self->fiber, &to->fiber, 0);
-    w->current = self;
 }
 
 /*
@@ -352,7 +352,7 @@ static void switch_to(sim_worker *w, sim_fiber *self, sim_fiber *to)
  * when every thread waits at the block barrier, its first thread after the
  * release. Fails the block (never returning) when none can run.
  */
-static sim_fiber *pick_next(sim_worker *w, sim_fiber *self)
+static __attribute__((noinline)) sim_fiber *pick_next(sim_worker *w, sim_fiber *self)
 {
     for (;;) {
         if (w->ready_head != w->ready_tail)
@@ -373,88 +373,120 @@ static sim_fiber *pick_next(sim_worker *w, sim_fiber *self)
     }
 }
 
-/* `self` cannot go on: run another fiber; returns when `self` is resumed. */
-static void schedule(sim_worker *w, sim_fiber *self)
+/*
+ * Warm the caches for the fibers about to run: the register line of the one
+ * after next, and the stack top (saved return address and frames) of the
+ * next but one, whose register line was warmed by the previous switch.
+ */
+static inline void prefetch_ready(const sim_worker *w)
 {
-    switch_to(w, self, pick_next(w, self));
+#if defined(GM__FIBER_ASM)
+    uint32_t h = w->ready_head;
+
+    if (w->ready_tail - h > 2u) {
+        const sim_fiber *f1 = w->thread_fiber[w->ready[(h + 1u) & READY_MASK]];
+        const sim_fiber *f2 = w->thread_fiber[w->ready[(h + 2u) & READY_MASK]];
+        const char *sp = (const char *)(uintptr_t)f1->fiber.regs[GM__FIBER_SP_SLOT];
+
+        __builtin_prefetch(f2->fiber.regs);
+        __builtin_prefetch(sp);
+        __builtin_prefetch(sp + 64);
+    }
+#else
+    (void)w;
+#endif
+}
+
+/* `self` cannot go on: run another fiber; returns when `self` is resumed. */
+static inline void schedule(sim_worker *w, sim_fiber *self)
+{
+    sim_fiber *to = NULL;
+
+    if (w->ready_head != w->ready_tail) {
+        to = w->thread_fiber[w->ready[w->ready_head++ & READY_MASK]];
+        prefetch_ready(w);
+    } else {
+        to = pick_next(w, self);
+    }
+    switch_to(w, self, to);
 }
 
 /*
- * Save the running thread's indices in its fiber before it waits. A thread
- * of the barrier-free fast loop ends that loop: the threads after it are
- * claimed one at a time again.
+ * Note that thread t (the running one) waits: its indices go to the dense
+ * per-thread array, not to the fiber, so that resuming touches only the
+ * fiber's register line and arrays walked in thread order. A thread of the
+ * barrier-free fast loop ends that loop: the threads after it are claimed
+ * one at a time again.
  */
-static sim_fiber *suspend_current(sim_worker *w, uint8_t state)
+static inline void suspend_current(sim_worker *w, sim_fiber *self, uint32_t t, uint8_t state)
 {
-    sim_fiber *self = w->current;
-    uint32_t t = gm__sim.thread_idx[0] +
-                 w->pub.dim_x * (gm__sim.thread_idx[1] + w->pub.dim_y * gm__sim.thread_idx[2]);
-
-    w->pub.barrier_seen = 1u;
-    if (w->pub.fast != 0u) {
-        w->pub.fast = 0u;
+    if (gm__sim.fast != 0u) {
+        gm__sim.fast = 0u;
         w->pub.next = t + 1u;
     }
-
-    self->tid[0] = gm__sim.thread_idx[0];
-    self->tid[1] = gm__sim.thread_idx[1];
-    self->tid[2] = gm__sim.thread_idx[2];
-    self->linear = t;
+    w->pub.barrier_seen = 1u;
+    memcpy(w->tid[t], gm__sim.thread_idx, sizeof(w->tid[t]));
     w->thread_fiber[t] = self;
     w->state[t] = state;
     w->waiting++;
-    return self;
 }
 
-/* The thread held by `self` runs again. */
-static void resume_current(sim_worker *w, const sim_fiber *self)
+/* Thread t runs again. */
+static inline void resume_current(sim_worker *w, uint32_t t)
 {
-    w->state[self->linear] = T_RUN;
-    gm__sim.thread_idx[0] = self->tid[0];
-    gm__sim.thread_idx[1] = self->tid[1];
-    gm__sim.thread_idx[2] = self->tid[2];
+    w->state[t] = T_RUN;
+    memcpy(gm__sim.thread_idx, w->tid[t], sizeof(w->tid[t]));
+}
+
+/* The running thread's linear index. */
+static inline uint32_t current_thread(const sim_worker *w)
+{
+    return gm__sim.thread_idx[0] +
+           w->pub.dim_x * (gm__sim.thread_idx[1] + w->pub.dim_y * gm__sim.thread_idx[2]);
 }
 
 void gm__sim_barrier(unsigned flags)
 {
     sim_worker *w = gm__sim.worker;
     sim_fiber *self = NULL;
+    uint32_t t = 0;
 
-    if ((flags & GM_CLK_GLOBAL_MEM_FENCE) != 0u)
-        atomic_thread_fence(memory_order_release);
-    else
-        atomic_signal_fence(memory_order_seq_cst);
+    /* Workgroup scope on one OS thread: a compiler barrier orders both memories, so the
+     * flags need nothing more (see gpumem/kernel.h). */
+    (void)flags;
+    atomic_signal_fence(memory_order_seq_cst);
     if (w == NULL)
         return;
-    self = suspend_current(w, T_WAIT_BLOCK);
+    self = w->current;
+    t = current_thread(w);
+    suspend_current(w, self, t, T_WAIT_BLOCK);
     w->block_arrived++;
     schedule(w, self);
-    resume_current(w, self);
-    if ((flags & GM_CLK_GLOBAL_MEM_FENCE) != 0u)
-        atomic_thread_fence(memory_order_acquire);
-    else
-        atomic_signal_fence(memory_order_seq_cst);
+    resume_current(w, t);
+    atomic_signal_fence(memory_order_seq_cst);
 }
 
 void gm__sim_wavebarrier(void)
 {
     sim_worker *w = gm__sim.worker;
     sim_fiber *self = NULL;
-    uint32_t wi = 0;
+    uint32_t t = 0, wi = 0;
 
     atomic_signal_fence(memory_order_seq_cst);
     if (w == NULL)
         return;
-    self = suspend_current(w, T_WAIT_WAVE);
-    wi = self->linear >> w->warp_shift;
+    self = w->current;
+    t = current_thread(w);
+    suspend_current(w, self, t, T_WAIT_WAVE);
+    wi = t >> w->warp_shift;
     w->warp_arrived[wi]++;
     w->wave_waiting++;
     /* The warp's last lane releases it (lanes start in order). */
-    if ((self->linear + 1u == w->count || ((self->linear + 1u) & ((1u << w->warp_shift) - 1u)) == 0) &&
+    if ((t + 1u == w->count || ((t + 1u) & ((1u << w->warp_shift) - 1u)) == 0) &&
         warp_complete(w, wi))
         release_warp(w, wi);
     schedule(w, self);
-    resume_current(w, self);
+    resume_current(w, t);
     atomic_signal_fence(memory_order_seq_cst);
 }
 
@@ -468,7 +500,7 @@ static void block_begin(sim_worker *w, const uint32_t block_idx[3])
     b->next = 0;
     b->nx = b->ny = b->nz = 0;
     b->barrier_seen = 0;
-    b->fast = 0;
+    gm__sim.fast = 0;
     w->waiting = 0;
     memset(w->warp_arrived, 0, w->nwarps * sizeof(w->warp_arrived[0]));
     w->block_arrived = 0;
@@ -575,7 +607,7 @@ gm_status gm__sim_run_blocks(const gm__sim_launch *launch, gm__sim_claim_fn clai
     gm__sim.block = NULL;
     status = w->status;
     if (status != GM_OK) {
-        recycle_abandoned(w);
+        recycle_all(w);
         snprintf(message, message_size, "%s", w->message);
     }
     return status;

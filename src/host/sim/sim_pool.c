@@ -19,7 +19,7 @@
 #include "sim.h"
 
 #define SIM_MAX_THREADS 256u
-#define SIM_MAX_CHUNK 64u
+#define SIM_MAX_CHUNK   64u
 
 typedef struct sim_job sim_job;
 
@@ -106,8 +106,8 @@ static void work_on(sim_job *job)
 {
     sim_cursor cursor = {job, 0, 0};
     char message[GM__SIM_MESSAGE_MAX];
-    gm_status status = gm__sim_run_blocks(job->launch, claim_block, &cursor, message,
-                                          sizeof message);
+    gm_status status =
+        gm__sim_run_blocks(job->launch, claim_block, &cursor, message, sizeof message);
 
     if (status == GM_OK)
         return;

@@ -1,0 +1,149 @@
+/*
+ * Foreign memory (Numba's as_cuda_array / is_cuda_array and the CUDA Array
+ * Interface): arrays over memory gpumem did not allocate, and pointer
+ * queries.
+ *
+ * A foreign array's buffer covers the view's byte extent and carries a
+ * GM__DEALLOC_FOREIGN entry marked immediate: when the last array goes, the
+ * owner's release callback runs at once on the releasing thread, or through
+ * the deallocation queue when that happens inside a stream callback (no user
+ * code that may call the driver runs on a driver thread). gpumem never frees
+ * the memory itself.
+ */
+#include <inttypes.h>
+
+#include "ndview_internal.h"
+#include "runtime_internal.h"
+
+/* Check the memory kind and device of a foreign view; fill in a device id of -1. */
+static gm_status check_placement(const char *fn, const gm_context *ctx, gm_ndview *view)
+{
+    bool on_device = view->memory == GM_MEMORY_DEVICE || view->memory == GM_MEMORY_MAPPED ||
+                     view->memory == GM_MEMORY_MANAGED;
+
+    if (view->memory < GM_MEMORY_HOST || view->memory > GM_MEMORY_MANAGED)
+        return gm__error(GM_ERR_INVALID_ARG, "%s: unknown memory kind %" PRId32, fn, view->memory);
+    if (!on_device && view->device_id != -1)
+        return gm__error(GM_ERR_INVALID_ARG,
+                         "%s: host or pinned memory has device_id -1, got %" PRId32, fn,
+                         view->device_id);
+    if (on_device && view->device_id == -1)
+        view->device_id = ctx->device_id;
+    if (view->device_id != -1 && view->device_id != ctx->device_id)
+        return gm__error(GM_ERR_WRONG_CONTEXT,
+                         "%s: the memory is on device %" PRId32 ", the context on device %" PRId32,
+                         fn, view->device_id, ctx->device_id);
+    return GM_OK;
+}
+
+/* Arguments of gm_array_from_foreign, and the view to wrap. */
+static gm_status check_foreign(const char *fn, gm_context *ctx, const gm_ndview *view,
+                               gm_array **array_p, gm_ndview *out)
+{
+    gm_status status = gm__check_context(fn, ctx);
+
+    if (status == GM_OK && (view == NULL || array_p == NULL))
+        status =
+            gm__error(GM_ERR_NULL_POINTER, "%s: %s is NULL", fn, view == NULL ? "view" : "array_p");
+    if (status == GM_OK)
+        status = gm__validate(fn, view);
+    if (status != GM_OK)
+        return status;
+    if (view->data == NULL && gm_ndview_size(view) > 0)
+        return gm__error(GM_ERR_NULL_POINTER, "%s: view->data is NULL in a non-empty view", fn);
+    *out = *view;
+    return check_placement(fn, ctx, out);
+}
+
+/* Wrap foreign memory; the release callback runs when the last array goes. */
+gm_status gm_array_from_foreign(gm_context *ctx, const gm_ndview *view,
+                                gm_foreign_release_fn release, void *release_user,
+                                gm_stream *stream, gm_array **array_p)
+{
+    static const char fn[] = "gm_array_from_foreign";
+    gm_backend_stream *bs = NULL;
+    gm__dealloc_entry *entry = NULL;
+    gm_ndview wrapped;
+    gm_status status = check_foreign(fn, ctx, view, array_p, &wrapped);
+
+    if (status == GM_OK)
+        status = gm__stream_backend(fn, ctx, stream, &bs);
+    if (status == GM_OK && stream != NULL)
+        status = gm_stream_synchronize(stream);
+    if (status == GM_OK && release != NULL)
+        status = gm__dealloc_entry_create(fn, GM__DEALLOC_FOREIGN, &entry);
+    if (status != GM_OK)
+        return status;
+    if (entry != NULL) {
+        entry->immediate = true;
+        entry->release_fn = release;
+        entry->handle = release_user;
+    }
+    status = gm__array_wrap_foreign(ctx, fn, &wrapped, entry, array_p);
+    if (status != GM_OK)
+        gm__dealloc_entry_discard(entry);
+    return status;
+}
+
+/* The kind of the array memory of this context containing ptr; GM_MEMORY_HOST if none. */
+static gm_memory_kind registry_kind(gm_context *ctx, const void *ptr)
+{
+    uintptr_t p = (uintptr_t)ptr;
+    gm_memory_kind kind = GM_MEMORY_HOST;
+
+    pthread_mutex_lock(&ctx->lock);
+    for (gm__link *l = ctx->arrays.next; l != &ctx->arrays; l = l->next) {
+        const gm__buffer *b = GM__CONTAINER_OF(l, gm_array, link)->buffer;
+
+        if (p >= b->base && p - b->base < (uintptr_t)b->bytes) {
+            kind = b->memory;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&ctx->lock);
+    return kind;
+}
+
+/* The backend's answer, completed by the context's arrays; messages name `fn`. */
+static gm_status pointer_kind(const char *fn, gm_context *ctx, const void *ptr,
+                              gm_memory_kind *kind_p)
+{
+    int kind = GM_MEMORY_HOST;
+    gm_status status = gm__check_context(fn, ctx);
+
+    if (status != GM_OK)
+        return status;
+    if (ptr != NULL)
+        status = ctx->ops->pointer_kind(ctx->bctx, ptr, &kind);
+    if (status != GM_OK && status != GM_ERR_UNSUPPORTED)
+        return status;
+    if (ptr != NULL && (status == GM_ERR_UNSUPPORTED || kind == GM_MEMORY_HOST))
+        kind = registry_kind(ctx, ptr);
+    *kind_p = (gm_memory_kind)kind;
+    return GM_OK;
+}
+
+/* What kind of memory ptr is in, as the context sees it. */
+gm_status gm_pointer_kind(gm_context *ctx, const void *ptr, gm_memory_kind *kind_p)
+{
+    static const char fn[] = "gm_pointer_kind";
+
+    if (kind_p == NULL)
+        return gm__error(GM_ERR_NULL_POINTER, "%s: kind_p is NULL", fn);
+    return pointer_kind(fn, ctx, ptr, kind_p);
+}
+
+/* Device or managed memory per gm_pointer_kind (Numba's is_cuda_array). */
+gm_status gm_is_device_pointer(gm_context *ctx, const void *ptr, bool *is_p)
+{
+    static const char fn[] = "gm_is_device_pointer";
+    gm_memory_kind kind = GM_MEMORY_HOST;
+    gm_status status = GM_OK;
+
+    if (is_p == NULL)
+        return gm__error(GM_ERR_NULL_POINTER, "%s: is_p is NULL", fn);
+    status = pointer_kind(fn, ctx, ptr, &kind);
+    if (status == GM_OK)
+        *is_p = kind == GM_MEMORY_DEVICE || kind == GM_MEMORY_MANAGED;
+    return status;
+}

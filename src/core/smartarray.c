@@ -1,0 +1,260 @@
+/*
+ * SmartArray (gpumem/smartarray.h): two sides, host and device, each
+ * allocated on first use and marked current or stale. get(side) copies the
+ * other side in only when the side asked for is stale; mark_changed(side)
+ * makes the other side stale. Invariant: at least one side is current.
+ *
+ * The sides gpumem allocates are arrays of the context (host: gpumem-owned
+ * host memory; device: device memory), both with one layout, `layout`: the
+ * C/F layout asked for, or gm_ndview_like() of the caller's host array. A
+ * copy=false host side is the caller's descriptor, owned by the caller.
+ */
+#include <string.h>
+
+#include "gpumem/smartarray.h"
+#include "ndview_internal.h"
+#include "runtime_internal.h"
+
+enum { SIDE_HOST = 0, SIDE_DEVICE = 1 };
+
+/* One side of a smart array. */
+typedef struct sa_side {
+    gm_array *array;   /* memory gpumem allocated for this side, or NULL */
+    gm_ndview view;    /* the side's descriptor, once allocated */
+    bool allocated;    /* view describes memory */
+    bool valid;        /* holds current data */
+    int64_t transfers; /* copies into this side */
+} sa_side;
+
+struct gm_smart_array {
+    gm_context *ctx;
+    pthread_mutex_t lock; /* everything below */
+    gm_ndview layout;     /* layout of the sides gpumem allocates */
+    sa_side side[2];      /* SIDE_HOST, SIDE_DEVICE */
+};
+
+/* The side index of a gm_where; -1 for other values. */
+static int side_index(gm_where where)
+{
+    return where == GM_WHERE_HOST ? SIDE_HOST : where == GM_WHERE_DEVICE ? SIDE_DEVICE : -1;
+}
+
+/* The error of a bad gm_where. */
+static gm_status bad_where(const char *fn, gm_where where)
+{
+    return gm__error(GM_ERR_INVALID_ARG,
+                     "%s: where must be GM_WHERE_HOST or GM_WHERE_DEVICE, got %d", fn, (int)where);
+}
+
+/* An empty smart array on `layout`. */
+static gm_status sa_alloc(gm_context *ctx, const char *fn, const gm_ndview *layout,
+                          gm_smart_array **sa_p)
+{
+    gm_smart_array *sa = gm__calloc(1, sizeof(*sa));
+
+    if (sa == NULL)
+        return gm__error(GM_ERR_NO_MEMORY, "%s: out of host memory", fn);
+    if (pthread_mutex_init(&sa->lock, NULL) != 0) {
+        gm__free(sa);
+        return gm__error(GM_ERR_NO_MEMORY, "%s: cannot create the smart array's lock", fn);
+    }
+    sa->ctx = ctx;
+    sa->layout = *layout;
+    *sa_p = sa;
+    return GM_OK;
+}
+
+/* Allocate side i with the smart array's layout (no data moves). */
+static gm_status side_allocate(gm_smart_array *sa, const char *fn, int i)
+{
+    sa_side *s = &sa->side[i];
+    gm_memory_kind memory = i == SIDE_HOST ? GM_MEMORY_HOST : GM_MEMORY_DEVICE;
+    gm_status status = gm__array_create(sa->ctx, fn, &sa->layout, memory, 0, &s->array);
+
+    if (status != GM_OK)
+        return status;
+    s->view = s->array->view;
+    s->allocated = true;
+    return GM_OK;
+}
+
+/* Make side i allocated and current, copying from the other side if it is stale. */
+static gm_status side_ensure(gm_smart_array *sa, const char *fn, int i)
+{
+    sa_side *s = &sa->side[i];
+    const sa_side *other = &sa->side[1 - i];
+    gm_status status = GM_OK;
+
+    if (!s->allocated)
+        status = side_allocate(sa, fn, i);
+    if (status != GM_OK || s->valid)
+        return status;
+    status = gm__copy(fn, sa->ctx, &s->view, &other->view, NULL);
+    if (status != GM_OK)
+        return status;
+    s->transfers++;
+    s->valid = true;
+    return GM_OK;
+}
+
+/* Free a smart array whose sides are released. */
+static void sa_free(gm_smart_array *sa)
+{
+    gm_array_release(&sa->side[SIDE_HOST].array);
+    gm_array_release(&sa->side[SIDE_DEVICE].array);
+    pthread_mutex_destroy(&sa->lock);
+    gm__free(sa);
+}
+
+/* A new shape: side `where` allocated and current. */
+gm_status gm_smart_array_create(gm_context *ctx, int ndim, const int64_t *shape, gm_dtype dtype,
+                                gm_order order, gm_where where, gm_smart_array **sa_p)
+{
+    static const char fn[] = "gm_smart_array_create";
+    gm_smart_array *sa = NULL;
+    gm_ndview layout;
+    int i = side_index(where);
+    gm_status status = gm__check_context(fn, ctx);
+
+    if (status == GM_OK && sa_p == NULL)
+        status = gm__error(GM_ERR_NULL_POINTER, "%s: sa_p is NULL", fn);
+    if (status == GM_OK && order != GM_ORDER_C && order != GM_ORDER_F)
+        status =
+            gm__error(GM_ERR_INVALID_ARG, "%s: order must be 'C' or 'F', got %d", fn, (int)order);
+    if (status == GM_OK && i < 0)
+        status = bad_where(fn, where);
+    if (status == GM_OK)
+        status = gm_ndview_init(NULL, dtype, ndim, shape, NULL, order, &layout);
+    if (status == GM_OK)
+        status = sa_alloc(ctx, fn, &layout, &sa);
+    if (status != GM_OK)
+        return status;
+    status = side_allocate(sa, fn, i);
+    if (status != GM_OK) {
+        sa_free(sa);
+        return status;
+    }
+    sa->side[i].valid = true;
+    *sa_p = sa;
+    return GM_OK;
+}
+
+/* Checks of gm_smart_array_from_host; `layout` receives the like-layout. */
+static gm_status check_from_host(const char *fn, const gm_context *ctx, const gm_ndview *host,
+                                 gm_smart_array **sa_p, gm_ndview *layout)
+{
+    gm_status status = gm__check_context(fn, ctx);
+
+    if (status == GM_OK && (host == NULL || sa_p == NULL))
+        status =
+            gm__error(GM_ERR_NULL_POINTER, "%s: %s is NULL", fn, host == NULL ? "host" : "sa_p");
+    if (status == GM_OK)
+        status = gm__validate(fn, host);
+    if (status != GM_OK)
+        return status;
+    if (host->memory == GM_MEMORY_DEVICE || host->memory == GM_MEMORY_MANAGED)
+        return gm__error(GM_ERR_INVALID_ARG, "%s: host must be host memory (memory kind %d)", fn,
+                         (int)host->memory);
+    return gm_ndview_like(host, layout);
+}
+
+/* The host side starts from `host`: a copy, or the caller's memory itself. */
+gm_status gm_smart_array_from_host(gm_context *ctx, const gm_ndview *host, bool copy,
+                                   gm_smart_array **sa_p)
+{
+    static const char fn[] = "gm_smart_array_from_host";
+    gm_smart_array *sa = NULL;
+    sa_side *s = NULL;
+    gm_ndview layout;
+    gm_status status = check_from_host(fn, ctx, host, sa_p, &layout);
+
+    if (status == GM_OK)
+        status = sa_alloc(ctx, fn, &layout, &sa);
+    if (status != GM_OK)
+        return status;
+    s = &sa->side[SIDE_HOST];
+    if (copy)
+        status = side_allocate(sa, fn, SIDE_HOST);
+    else
+        *s = (sa_side){NULL, *host, true, false, 0};
+    if (status == GM_OK && copy)
+        status = gm__copy(fn, ctx, &s->view, host, NULL);
+    if (status != GM_OK) {
+        sa_free(sa);
+        return status;
+    }
+    s->valid = true;
+    *sa_p = sa;
+    return GM_OK;
+}
+
+/* Make a side current (transferring only if it is stale) and describe it. */
+gm_status gm_smart_array_get(gm_smart_array *sa, gm_where where, gm_ndview *view_p)
+{
+    static const char fn[] = "gm_smart_array_get";
+    int i = 0;
+    gm_status status = GM_OK;
+
+    if (sa == NULL || view_p == NULL)
+        return gm__error(GM_ERR_NULL_POINTER, "%s: %s is NULL", fn, sa == NULL ? "sa" : "view_p");
+    i = side_index(where);
+    if (i < 0)
+        return bad_where(fn, where);
+    pthread_mutex_lock(&sa->lock);
+    status = side_ensure(sa, fn, i);
+    if (status == GM_OK)
+        *view_p = sa->side[i].view;
+    pthread_mutex_unlock(&sa->lock);
+    return status;
+}
+
+/* Side `where` was written: it alone is current now. */
+gm_status gm_smart_array_mark_changed(gm_smart_array *sa, gm_where where)
+{
+    static const char fn[] = "gm_smart_array_mark_changed";
+    int i = 0;
+    gm_status status = GM_OK;
+
+    if (sa == NULL)
+        return gm__error(GM_ERR_NULL_POINTER, "%s: sa is NULL", fn);
+    i = side_index(where);
+    if (i < 0)
+        return bad_where(fn, where);
+    pthread_mutex_lock(&sa->lock);
+    if (!sa->side[i].allocated) {
+        status = gm__error(GM_ERR_STATE, "%s: the %s side was never allocated; get it first", fn,
+                           i == SIDE_HOST ? "host" : "device");
+    } else {
+        sa->side[i].valid = true;
+        sa->side[1 - i].valid = false;
+    }
+    pthread_mutex_unlock(&sa->lock);
+    return status;
+}
+
+/* Transfer counts and side states. */
+gm_status gm_smart_array_stats(gm_smart_array *sa, gm_smart_stats *stats_p)
+{
+    static const char fn[] = "gm_smart_array_stats";
+
+    if (sa == NULL || stats_p == NULL)
+        return gm__error(GM_ERR_NULL_POINTER, "%s: %s is NULL", fn, sa == NULL ? "sa" : "stats_p");
+    pthread_mutex_lock(&sa->lock);
+    stats_p->to_device = sa->side[SIDE_DEVICE].transfers;
+    stats_p->to_host = sa->side[SIDE_HOST].transfers;
+    stats_p->host_valid = sa->side[SIDE_HOST].valid;
+    stats_p->device_valid = sa->side[SIDE_DEVICE].valid;
+    stats_p->host_allocated = sa->side[SIDE_HOST].allocated;
+    stats_p->device_allocated = sa->side[SIDE_DEVICE].allocated;
+    pthread_mutex_unlock(&sa->lock);
+    return GM_OK;
+}
+
+/* Release gpumem's sides and free the smart array. */
+void gm_smart_array_destroy(gm_smart_array **sa_p)
+{
+    if (sa_p == NULL || *sa_p == NULL)
+        return;
+    sa_free(*sa_p);
+    *sa_p = NULL;
+}
