@@ -12,14 +12,14 @@
 
 #include <gpumem/gpumem.h>
 
-#define CHECK(call)                                                                                \
-    do {                                                                                           \
-        gm_status check_status_ = (call);                                                          \
-        if (check_status_ != GM_OK) {                                                              \
-            fprintf(stderr, "%s:%d: %s failed: %s (%s)\n", __FILE__, __LINE__, #call,              \
-                    gm_status_name(check_status_), gm_last_error_message());                       \
-            exit(1);                                                                               \
-        }                                                                                          \
+#define CHECK(call)                                                                   \
+    do {                                                                              \
+        gm_status check_status_ = (call);                                             \
+        if (check_status_ != GM_OK) {                                                 \
+            fprintf(stderr, "%s:%d: %s failed: %s (%s)\n", __FILE__, __LINE__, #call, \
+                    gm_status_name(check_status_), gm_last_error_message());          \
+            exit(1);                                                                  \
+        }                                                                             \
     } while (0)
 
 static double now_ns(void)
@@ -95,9 +95,8 @@ int main(void)
         printf("  %10zu %12.1f %14.1f %7.2fx %16.1f\n", sizes[i], m, g, g / m, d);
     }
     CHECK(gm_deallocations_stats(ctx, &stats));
-    printf("  queue: %lld flushes, %lld freed, peak %lld bytes pending\n",
-           (long long)stats.flushes, (long long)stats.freed_count,
-           (long long)stats.peak_pending_bytes);
+    printf("  queue: %lld flushes, %lld freed, peak %lld bytes pending\n", (long long)stats.flushes,
+           (long long)stats.freed_count, (long long)stats.peak_pending_bytes);
     gm_context_destroy(&ctx);
     return 0;
 }

@@ -12,14 +12,14 @@
 
 #include <gpumem/gpumem.h>
 
-#define CHECK(call)                                                                                \
-    do {                                                                                           \
-        gm_status check_status_ = (call);                                                          \
-        if (check_status_ != GM_OK) {                                                              \
-            fprintf(stderr, "%s:%d: %s failed: %s (%s)\n", __FILE__, __LINE__, #call,              \
-                    gm_status_name(check_status_), gm_last_error_message());                       \
-            exit(1);                                                                               \
-        }                                                                                          \
+#define CHECK(call)                                                                   \
+    do {                                                                              \
+        gm_status check_status_ = (call);                                             \
+        if (check_status_ != GM_OK) {                                                 \
+            fprintf(stderr, "%s:%d: %s failed: %s (%s)\n", __FILE__, __LINE__, #call, \
+                    gm_status_name(check_status_), gm_last_error_message());          \
+            exit(1);                                                                  \
+        }                                                                             \
     } while (0)
 
 static void print_view(const char *label, const gm_ndview *v)
@@ -92,8 +92,7 @@ static void tour_device_arrays(gm_context *ctx)
     CHECK(gm_to_device(ctx, &hy, stream, &dy));
     CHECK(gm_device_array_like(ctx, &hx, &dout)); /* cuda.device_array_like(x) */
     gm_arg args[4] = {gm_arg_array(dx), gm_arg_array(dy), gm_arg_array(dout), gm_arg_i64(N)};
-    CHECK(gm_launch(add, gm_dim3_make(N / 256, 1, 1), gm_dim3_make(256, 1, 1), 0, stream, 4,
-                    args));
+    CHECK(gm_launch(add, gm_dim3_make(N / 256, 1, 1), gm_dim3_make(256, 1, 1), 0, stream, 4, args));
     CHECK(gm_array_copy_to_host(dout, &hout, stream)); /* out_device.copy_to_host(out, stream) */
     CHECK(gm_event_record(stop, stream));
     CHECK(gm_stream_synchronize(stream));

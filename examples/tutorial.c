@@ -18,17 +18,17 @@
 
 #include <gpumem/gpumem.h>
 
-#define N 100000
+#define N     100000
 #define BLOCK 256u
 
-#define CHECK(call)                                                                                \
-    do {                                                                                           \
-        gm_status check_status_ = (call);                                                          \
-        if (check_status_ != GM_OK) {                                                              \
-            fprintf(stderr, "%s:%d: %s failed: %s (%s)\n", __FILE__, __LINE__, #call,              \
-                    gm_status_name(check_status_), gm_last_error_message());                       \
-            exit(1);                                                                               \
-        }                                                                                          \
+#define CHECK(call)                                                                   \
+    do {                                                                              \
+        gm_status check_status_ = (call);                                             \
+        if (check_status_ != GM_OK) {                                                 \
+            fprintf(stderr, "%s:%d: %s failed: %s (%s)\n", __FILE__, __LINE__, #call, \
+                    gm_status_name(check_status_), gm_last_error_message());          \
+            exit(1);                                                                  \
+        }                                                                             \
     } while (0)
 
 typedef struct experiment {
@@ -51,8 +51,8 @@ static void launch_add(experiment *e, gm_array *x, gm_array *y, gm_array *out)
 {
     gm_arg args[4] = {gm_arg_array(x), gm_arg_array(y), gm_arg_array(out), gm_arg_i64(N)};
 
-    CHECK(gm_launch(e->add, gm_dim3_make((N + BLOCK - 1) / BLOCK, 1, 1),
-                    gm_dim3_make(BLOCK, 1, 1), 0, NULL, 4, args));
+    CHECK(gm_launch(e->add, gm_dim3_make((N + BLOCK - 1) / BLOCK, 1, 1), gm_dim3_make(BLOCK, 1, 1),
+                    0, NULL, 4, args));
 }
 
 /* (a) add_ufunc(x, y) with host arrays. */

@@ -118,8 +118,8 @@ typedef struct gm_device_info {
     char name[256];
     gm_backend_kind backend;
     int32_t device_id;
-    int64_t total_memory;            /**< bytes */
-    int32_t warp_size;               /**< warp (CUDA) or wavefront (HSA) size */
+    int64_t total_memory; /**< bytes */
+    int32_t warp_size;    /**< warp (CUDA) or wavefront (HSA) size */
     int32_t max_threads_per_block;
     int64_t shared_memory_per_block; /**< bytes */
     int32_t multiprocessor_count;    /**< SMs or compute units */
@@ -202,8 +202,8 @@ GM_API void gm_array_release(gm_array **array_p);
 GM_API gm_status gm_array_derive(gm_array *array, const gm_ndview *view, gm_array **array_p);
 
 /** @brief gm_ndview_reshape + gm_array_derive (Numba's DeviceNDArray.reshape). */
-GM_API gm_status gm_array_reshape(gm_array *array, int ndim, const int64_t *shape,
-                                  gm_order order, gm_array **array_p);
+GM_API gm_status gm_array_reshape(gm_array *array, int ndim, const int64_t *shape, gm_order order,
+                                  gm_array **array_p);
 
 /** @brief gm_ndview_ravel + gm_array_derive. */
 GM_API gm_status gm_array_ravel(gm_array *array, gm_order order, gm_array **array_p);
@@ -248,12 +248,10 @@ GM_API gm_status gm_array_copy_to_host(gm_array *array, const gm_ndview *host, g
  *        like any array: through the deallocation queue, counting toward its
  *        count bound only) with the layout of gm_ndview_like().
  */
-GM_API gm_status gm_array_copy_to_host_new(gm_array *array, gm_stream *stream,
-                                           gm_array **host_p);
+GM_API gm_status gm_array_copy_to_host_new(gm_array *array, gm_stream *stream, gm_array **host_p);
 
 /** @brief Numba's copy_to_device(ary): fill a device array from host or device data. */
-GM_API gm_status gm_array_copy_to_device(gm_array *array, const gm_ndview *src,
-                                         gm_stream *stream);
+GM_API gm_status gm_array_copy_to_device(gm_array *array, const gm_ndview *src, gm_stream *stream);
 
 /**
  * @brief Set every element to *value (itemsize bytes). Contiguous device

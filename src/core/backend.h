@@ -28,9 +28,9 @@ typedef struct gm_backend_event gm_backend_event;   /* a driver event */
 
 /* Which built-in stream stream_builtin returns. */
 typedef enum gm_builtin_stream {
-    GM_BUILTIN_STREAM_DEFAULT = 0,    /* the context's default stream */
-    GM_BUILTIN_STREAM_LEGACY = 1,     /* CU_STREAM_LEGACY semantics */
-    GM_BUILTIN_STREAM_PER_THREAD = 2  /* the calling thread's own default stream */
+    GM_BUILTIN_STREAM_DEFAULT = 0,   /* the context's default stream */
+    GM_BUILTIN_STREAM_LEGACY = 1,    /* CU_STREAM_LEGACY semantics */
+    GM_BUILTIN_STREAM_PER_THREAD = 2 /* the calling thread's own default stream */
 } gm_builtin_stream;
 
 /* Where a copy's side lives. */
@@ -82,8 +82,7 @@ typedef gm_status (*gm_op_host_alloc)(gm_backend_ctx *bctx, size_t bytes, unsign
                                       void **ptr_p);
 typedef gm_status (*gm_op_host_free)(gm_backend_ctx *bctx, void *ptr);
 /* MANDATORY. Device address of mapped / registered-mapped host memory. */
-typedef gm_status (*gm_op_host_device_pointer)(gm_backend_ctx *bctx, void *host,
-                                               gm_devptr *ptr_p);
+typedef gm_status (*gm_op_host_device_pointer)(gm_backend_ctx *bctx, void *host, gm_devptr *ptr_p);
 /* MANDATORY. Page-lock existing host memory (cuMemHostRegister / hsa_amd_memory_lock). */
 typedef gm_status (*gm_op_host_register)(gm_backend_ctx *bctx, void *ptr, size_t bytes,
                                          unsigned flags);
@@ -157,23 +156,23 @@ typedef struct gm_backend_kernel gm_backend_kernel; /* a kernel inside a module 
 
 /* Which image format a module_load call is given. */
 typedef enum gm_image_kind {
-    GM_IMAGE_HOST = 0,   /* a gm_host_table (gpumem/launch.h); bytes = sizeof(gm_host_table) */
-    GM_IMAGE_CUDA = 1,   /* fatbin, cubin or PTX text (cuModuleLoadData) */
-    GM_IMAGE_AMDGPU = 2  /* AMDGPU ELF code object */
+    GM_IMAGE_HOST = 0,  /* a gm_host_table (gpumem/launch.h); bytes = sizeof(gm_host_table) */
+    GM_IMAGE_CUDA = 1,  /* fatbin, cubin or PTX text (cuModuleLoadData) */
+    GM_IMAGE_AMDGPU = 2 /* AMDGPU ELF code object */
 } gm_image_kind;
 
 /* Attributes of a kernel, read from the image / driver. */
 typedef struct gm_kernel_attrs {
-    size_t static_shared_bytes;  /* group / shared segment declared by the kernel */
-    size_t private_bytes;        /* per-thread local / private segment */
-    size_t kernarg_bytes;        /* size of the argument block (HSA: kernarg segment) */
+    size_t static_shared_bytes; /* group / shared segment declared by the kernel */
+    size_t private_bytes;       /* per-thread local / private segment */
+    size_t kernarg_bytes;       /* size of the argument block (HSA: kernarg segment) */
     size_t kernarg_align;
     int32_t max_threads_per_block;
     /* The parameters, when the image describes them (host tables, AMDGPU metadata,
      * cuFuncGetParamInfo); param_count -1 otherwise. Owned by the backend kernel. */
     int32_t param_count;
-    const size_t *param_sizes;       /* param_count sizes, or NULL */
-    const char *const *param_decls;  /* "type name" per parameter, or NULL */
+    const size_t *param_sizes;      /* param_count sizes, or NULL */
+    const char *const *param_decls; /* "type name" per parameter, or NULL */
 } gm_kernel_attrs;
 
 /* One launch: grid in blocks, block in threads (CUDA's model; HSA backends

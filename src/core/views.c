@@ -128,12 +128,11 @@ static int slice_axis(gm_slice s, int64_t extent, int64_t stride, int64_t *exten
 }
 
 /* Add `delta` to the offset of r; GM_ERR_OVERFLOW naming fn when it does not fit. */
-static gm_status shift_offset(const char *fn, gm_ndview *r, int axis, int overflowed,
-                              int64_t delta)
+static gm_status shift_offset(const char *fn, gm_ndview *r, int axis, int overflowed, int64_t delta)
 {
     if (overflowed != 0 || gm__add_overflow(r->offset, delta, &r->offset))
-        return gm__error(GM_ERR_OVERFLOW, "%s: the byte offset of the view overflows (axis %d)",
-                         fn, axis);
+        return gm__error(GM_ERR_OVERFLOW, "%s: the byte offset of the view overflows (axis %d)", fn,
+                         axis);
     return GM_OK;
 }
 
@@ -263,8 +262,8 @@ gm_status gm_ndview_slice(const gm_ndview *view, int axis, gm_slice slice, gm_nd
     if (status != GM_OK)
         return status;
     r = *view;
-    ovf = slice_axis(slice, view->shape[ax], view->strides[ax], &r.shape[ax], &r.strides[ax],
-                     &delta);
+    ovf =
+        slice_axis(slice, view->shape[ax], view->strides[ax], &r.shape[ax], &r.strides[ax], &delta);
     status = shift_offset(fn, &r, ax, ovf, delta);
     if (status == GM_OK)
         *out_p = r;

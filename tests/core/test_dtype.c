@@ -181,8 +181,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_names_parse),        cmocka_unit_test(test_bad_names_rejected),
         cmocka_unit_test(test_itemsize_and_codes), cmocka_unit_test(test_names_round_trip),
-        cmocka_unit_test(test_name_buffer_errors),
-        cmocka_unit_test(test_validity_matches_names),
+        cmocka_unit_test(test_name_buffer_errors), cmocka_unit_test(test_validity_matches_names),
     };
     return cmocka_run_group_tests(tests, gm_test_use_cmocka_allocator, gm_test_restore_allocator);
 }
