@@ -472,7 +472,11 @@ GM__DEVINL double gm_atomic_add_f64(double *p, double v)
 /* ========================================================= simulator */
 #else
 
+#if defined(__cplusplus)
+#define GM_RESTRICT __restrict__
+#else
 #define GM_RESTRICT restrict
+#endif
 #define GM_DEVICE
 #define GM__DEVINL static inline
 
@@ -509,7 +513,13 @@ typedef struct gm__sim_tls {
     void *worker;
 } gm__sim_tls;
 
-#if defined(__GNUC__)
+/*
+ * Executables (non-PIC, or PIE, where compilers pick initial-exec for extern
+ * thread-locals anyway) get the fast initial-exec model. Shared objects -
+ * libgpumem.so itself - use the default dynamic model, so the library does
+ * not demand static TLS and can be dlopen()ed (ctypes, plugins).
+ */
+#if defined(__GNUC__) && (defined(__PIE__) || !defined(__PIC__))
 #define GM__TLS_MODEL __attribute__((tls_model("initial-exec")))
 #else
 #define GM__TLS_MODEL
@@ -520,6 +530,16 @@ extern "C" {
 GM_API extern GM__THREAD_LOCAL gm__sim_tls gm__sim GM__TLS_MODEL;
 GM_API void gm__sim_barrier(unsigned flags);
 GM_API void gm__sim_wavebarrier(void);
+#if defined(GM_BUILDING_LIBRARY) && defined(__GNUC__)
+/* The library's own kernels call the barriers directly, not through the PLT. */
+__attribute__((visibility("hidden"))) void gm__sim_barrier_local(unsigned flags);
+__attribute__((visibility("hidden"))) void gm__sim_wavebarrier_local(void);
+#define GM__SIM_BARRIER     gm__sim_barrier_local
+#define GM__SIM_WAVEBARRIER gm__sim_wavebarrier_local
+#else
+#define GM__SIM_BARRIER     gm__sim_barrier
+#define GM__SIM_WAVEBARRIER gm__sim_wavebarrier
+#endif
 #if defined(__cplusplus)
 }
 #endif
@@ -568,8 +588,8 @@ static inline int gm__sim_next_thread(gm__sim_block *b)
  * another fiber running the same loop). In a 1-D block whose first thread
  * returned without reaching a barrier, the kernel is barrier-free (every
  * thread of a block must reach each block barrier), so the remaining
- * threads run in a tight loop with the thread index in a register, which
- * the compiler may vectorize. If a thread reaches a barrier after all
+ * threads run in a tight loop that keeps the claim counter in a register
+ * and does no per-thread bookkeeping. If a thread reaches a barrier after all
  * (a wave barrier past returned lanes, or a divergent block barrier), the
  * barrier clears gm__sim.fast, the scheduler takes over from that thread on, and
  * this loop goes back to claiming threads.
@@ -685,15 +705,15 @@ GM__DEVINL uint32_t gm_warp_size(void)
  * fence. */
 GM__DEVINL void gm_barrier(unsigned flags)
 {
-    gm__sim_barrier(flags);
+    GM__SIM_BARRIER(flags);
 }
 GM__DEVINL void gm_syncthreads(void)
 {
-    gm__sim_barrier(GM_CLK_LOCAL_MEM_FENCE | GM_CLK_GLOBAL_MEM_FENCE);
+    GM__SIM_BARRIER(GM_CLK_LOCAL_MEM_FENCE | GM_CLK_GLOBAL_MEM_FENCE);
 }
 GM__DEVINL void gm_wavebarrier(void)
 {
-    gm__sim_wavebarrier();
+    GM__SIM_WAVEBARRIER();
 }
 GM__DEVINL void gm_threadfence_block(void)
 {
@@ -854,6 +874,7 @@ GM__DEVINL int64_t gm_global_size_z(void)
 #define GM_HOST_TABLE(name, kernels, globals)                                           \
     static const gm_host_kernel *const name##__gm_kernels[] = {kernels};                \
     static const gm_host_global *const name##__gm_globals[] = {globals};                \
+    extern const gm_host_table name; /* external linkage in C++ too */                  \
     const gm_host_table name = {GM_HOST_TABLE_MAGIC,                                    \
                                 GM_HOST_KERNEL_ABI,                                     \
                                 (int32_t)(sizeof(name##__gm_kernels) / sizeof(void *)), \

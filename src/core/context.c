@@ -11,6 +11,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "kernels_internal.h"
 #include "runtime_internal.h"
 
 #ifndef GM_DEFAULT_BACKEND
@@ -536,6 +537,7 @@ void gm_context_destroy(gm_context **ctx_p)
     *ctx_p = NULL;
     gm__scopes_teardown(ctx);
     gm__streams_synchronize_all(ctx);
+    gm__kernels_context_teardown(ctx); /* modules go to the queue, flushed below */
     release_live_arrays(ctx);
     gm__events_teardown(ctx);
     gm__streams_teardown(ctx);

@@ -250,6 +250,9 @@ const gm_backend_ops gm__cuda_backend = {
     .module_unload = gm__cuda_module_unload,
     .module_get_kernel = gm__cuda_module_get_kernel,
     .module_get_global = gm__cuda_module_get_global,
+    /* The core writes constant memory through module_get_global plus an ordinary
+     * host-to-device copy, which is what cuModuleGetGlobal + cuMemcpyHtoD would do. */
+    .module_set_global = gm__unsupported_module_set_global,
     .kernel_attrs = gm__cuda_kernel_attrs,
     .launch = gm__cuda_launch,
     .ipc_get_handle = gm__cuda_ipc_get_handle,

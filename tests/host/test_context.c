@@ -28,6 +28,7 @@ static int test_setup(void **state)
     (void)state;
     for (size_t i = 0; i < sizeof(env_names) / sizeof(env_names[0]); i++)
         unsetenv(env_names[i]);
+    setenv("GM_BACKEND", "host", 1); /* this suite tests the simulator in every build */
     rt_fault_reset();
     return 0;
 }
