@@ -3,11 +3,14 @@
  * and arrays, streams, events, host-registration scopes, and the per-context
  * deallocation queue. Not installed.
  *
- * Locking: gm_context.lock guards the context's object lists (arrays,
- * streams, events, scopes); gm__dealloc_queue.lock guards the queue and its
- * statistics; gm__dealloc_queue.flush_lock serializes flushes. No backend op
- * is called while gm__dealloc_queue.lock is held, so a stream callback that
- * releases an array cannot deadlock against a flush.
+ * Locking: gm_context.lock guards the context's lists of streams, events and
+ * scopes; gm__dealloc_queue.lock guards the queue, its statistics, its pool
+ * of spare array blocks and the context's list of arrays (an array is listed
+ * and unlisted in the same critical section that takes its block from the
+ * pool or queues its memory); gm__dealloc_queue.flush_lock serializes
+ * flushes. No backend op is called while gm__dealloc_queue.lock is
+ * held, so a stream callback that releases an array cannot deadlock against a
+ * flush.
  */
 #ifndef GPUMEM_SRC_CORE_RUNTIME_INTERNAL_H
 #define GPUMEM_SRC_CORE_RUNTIME_INTERNAL_H
@@ -59,6 +62,11 @@ typedef gm_status (*gm__module_unload_fn)(gm_context *ctx, void *module);
  * the resource is created (gm__dealloc_entry_create), so that releasing the
  * resource never needs memory and never fails; the queue owns an entry once
  * it is enqueued and frees it after the deallocation succeeded.
+ *
+ * A pooled entry heads a larger gm__malloc'd block (an array, its buffer and
+ * this entry: array.c): the entry is the block's first member, so freeing
+ * the entry frees the block, and when the queue is done with it the block
+ * goes to the queue's pool of spare blocks (gm__dealloc_pool_take) instead.
  */
 typedef struct gm__dealloc_entry {
     struct gm__dealloc_entry *next;
@@ -71,6 +79,7 @@ typedef struct gm__dealloc_entry {
     gm__module_unload_fn unload; /* MODULE */
     gm_foreign_release_fn release_fn; /* FOREIGN: called with handle */
     void *bookkeeping;                /* gm__free'd with the entry (e.g. a stream wrapper) */
+    bool pooled;                      /* heads a block that goes back to the pool */
 } gm__dealloc_entry;
 
 typedef struct gm__dealloc_queue {
@@ -87,7 +96,9 @@ typedef struct gm__dealloc_queue {
     int64_t flushes;
     int64_t peak_bytes;
     int64_t freed;
-    int64_t defer_depth;
+    _Atomic int64_t defer_depth; /* changed under lock; a drain also reads it without */
+    gm__dealloc_entry *pool;     /* spare pooled blocks, linked through entry->next */
+    int64_t pool_count;
 } gm__dealloc_queue;
 
 /* Initialize a queue with its bounds. */
@@ -106,6 +117,25 @@ gm_status gm__dealloc_entry_create(const char *fn, gm__dealloc_kind kind,
 
 /* Free an entry that was never enqueued (not the resource it describes). NULL is accepted. */
 void gm__dealloc_entry_discard(gm__dealloc_entry *entry);
+
+/* A spare pooled block (its heading entry, contents stale), or NULL; queue lock held. */
+gm__dealloc_entry *gm__dealloc_pool_take_locked(gm__dealloc_queue *queue);
+
+/* Hand back a pooled block that is not queued; it is freed when the pool is full. */
+void gm__dealloc_pool_put(gm_context *ctx, gm__dealloc_entry *entry);
+
+/*
+ * The pieces of gm__dealloc_release for a caller that holds the queue lock
+ * anyway (array.c lists arrays under it): whether the entry is queued rather
+ * than freed at once; append it with the lock held, returning whether an
+ * automatic flush is due; and that flush, once the lock is released.
+ */
+bool gm__dealloc_would_queue(const gm__dealloc_entry *entry);
+bool gm__dealloc_push_locked(gm__dealloc_queue *queue, gm__dealloc_entry *entry);
+void gm__dealloc_flush_due(gm_context *ctx);
+
+/* Free an entry's resource at once, to undo an allocation; the entry stays the caller's. */
+gm_status gm__dealloc_free_now(gm_context *ctx, const gm__dealloc_entry *entry);
 
 /*
  * Hand an entry to the queue (ownership passes). If a bound is exceeded and
@@ -197,21 +227,21 @@ struct gm_context {
     gm_context_options options;
     gm__mm mm;
     gm__dealloc_queue queue;
+    gm__link arrays;      /* gm_array.link; guarded by queue.lock */
     pthread_mutex_t lock; /* the lists below */
-    gm__link arrays;      /* gm_array.link */
     gm__link streams;     /* gm_stream.link: created, built-in and wrapped */
     gm__link events;      /* gm_event.link */
     gm__link scopes;      /* gm_host_scope.link */
 };
+
+/* Whether this build has the backend of `kind` (host always). */
+int gm__backend_compiled(gm_backend_kind kind);
 
 /*
  * Create a context on an explicit ops table (tests use this to wrap the host
  * backend with fault injection). `options` NULL means the defaults; the
  * options' backend field is ignored.
  */
-/* Whether this build has the backend of `kind` (host always). */
-int gm__backend_compiled(gm_backend_kind kind);
-
 gm_status gm__context_create_with_ops(const gm_backend_ops *ops, const gm_context_options *options,
                                       gm_context **ctx_p);
 
@@ -228,6 +258,7 @@ typedef struct gm__buffer {
     int64_t bytes;            /* 0: no memory (size-0 arrays) */
     _Atomic int64_t refcount; /* one per gm_array */
     gm__dealloc_entry *entry; /* filled at allocation; NULL when no memory */
+    gm__dealloc_entry *block; /* the pooled entry heading the block it lives in, or NULL */
 } gm__buffer;
 
 struct gm_array {
@@ -235,6 +266,7 @@ struct gm_array {
     gm_context *ctx;
     gm__buffer *buffer;
     _Atomic int64_t refcount;
+    bool in_block; /* part of its buffer's block (gm__array_create), not gm__malloc'd alone */
     gm_ndview view;
 };
 
@@ -246,6 +278,15 @@ struct gm_array {
  */
 gm_status gm__array_create(gm_context *ctx, const char *fn, const gm_ndview *layout,
                            gm_memory_kind memory, unsigned host_flags, gm_array **array_p);
+
+/*
+ * gm_ndview_init(NULL, dtype, ndim, shape, NULL, order) then
+ * gm__array_create, with the same results and errors, but building the
+ * descriptor in place (order is GM_ORDER_C or GM_ORDER_F).
+ */
+gm_status gm__array_create_contiguous(gm_context *ctx, const char *fn, gm_dtype dtype, int ndim,
+                                      const int64_t *shape, gm_order order, gm_memory_kind memory,
+                                      unsigned host_flags, gm_array **array_p);
 
 /*
  * A new array viewing memory gpumem did not allocate: its buffer covers the

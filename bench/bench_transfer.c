@@ -1,0 +1,155 @@
+/*
+ * Transfer and allocation benchmark on whichever backend the context gets
+ * (GM_BACKEND=host|cuda|hsa; prints figures, never fails on speed):
+ *   - host<->device bandwidth from pageable, pinned and mapped host memory,
+ *     4 KiB to 1 GiB (sizes above a quarter of device memory are skipped);
+ *   - allocation latency: a device array through the queue and the context's
+ *     memory manager, against the backend's raw allocate/free pair
+ *     (cuMemAlloc/cuMemFree on CUDA, the pool on HSA, the simulator's heap).
+ * Links the static library to reach the backend's raw ops for the comparison.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "runtime_internal.h"
+
+#define CHECK(call)                                                                   \
+    do {                                                                              \
+        gm_status check_status_ = (call);                                             \
+        if (check_status_ != GM_OK) {                                                 \
+            fprintf(stderr, "%s:%d: %s failed: %s (%s)\n", __FILE__, __LINE__, #call, \
+                    gm_status_name(check_status_), gm_last_error_message());          \
+            exit(1);                                                                  \
+        }                                                                             \
+    } while (0)
+
+static double now_s(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* Best GB/s of `reps` synchronous copies dst <- src. */
+static double copy_gbs(gm_context *ctx, const gm_ndview *dst, const gm_ndview *src, int reps)
+{
+    double best = 0.0;
+
+    CHECK(gm_copy(ctx, dst, src, NULL));
+    for (int r = 0; r < reps; r++) {
+        double t0 = now_s();
+        CHECK(gm_copy(ctx, dst, src, NULL));
+        double gbs = (double)gm_ndview_nbytes(src) / (now_s() - t0) / 1e9;
+
+        best = gbs > best ? gbs : best;
+    }
+    return best;
+}
+
+/* A host array of `bytes` of the given kind: 0 pageable (malloc'd), 1 pinned, 2 mapped. */
+static gm_status host_array(gm_context *ctx, int kind, int64_t bytes, void **pageable_p,
+                            gm_array **array_p, gm_ndview *view_p)
+{
+    int64_t shape[1] = {bytes};
+
+    if (kind == 0) {
+        *pageable_p = malloc((size_t)bytes);
+        if (*pageable_p == NULL)
+            return GM_ERR_NO_MEMORY;
+        memset(*pageable_p, 1, (size_t)bytes);
+        return gm_ndview_init(*pageable_p, GM_UINT8, 1, shape, NULL, GM_ORDER_C, view_p);
+    }
+    gm_status status = kind == 1 ? gm_pinned_array(ctx, 1, shape, GM_UINT8, GM_ORDER_C, array_p)
+                                 : gm_mapped_array(ctx, 1, shape, GM_UINT8, GM_ORDER_C, 0, array_p);
+    if (status == GM_OK)
+        *view_p = *gm_array_view(*array_p);
+    return status;
+}
+
+static void bench_bandwidth(gm_context *ctx, int64_t total)
+{
+    static const char *const kinds[] = {"pageable", "pinned", "mapped"};
+
+    printf("host<->device bandwidth, GB/s (best of the repetitions)\n");
+    printf("  %10s %-9s %8s %8s\n", "bytes", "host", "H2D", "D2H");
+    static const int64_t sizes[] = {4096, 65536, 1 << 20, 16 << 20, 256 << 20, INT64_C(1) << 30};
+
+    for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+        int64_t bytes = sizes[i];
+        int64_t shape[1] = {bytes};
+        int reps = bytes >= (1 << 26) ? 3 : 20;
+        gm_array *dev = NULL;
+
+        if (bytes > total / 4)
+            break;
+        if (gm_device_array(ctx, 1, shape, GM_UINT8, GM_ORDER_C, &dev) != GM_OK)
+            break;
+        for (int k = 0; k < 3; k++) {
+            void *pageable = NULL;
+            gm_array *host = NULL;
+            gm_ndview hv;
+
+            if (host_array(ctx, k, bytes, &pageable, &host, &hv) != GM_OK) {
+                printf("  %10lld %-9s (allocation failed: %s)\n", (long long)bytes, kinds[k],
+                       gm_last_error_message());
+                continue;
+            }
+            printf("  %10lld %-9s %8.2f %8.2f\n", (long long)bytes, kinds[k],
+                   copy_gbs(ctx, gm_array_view(dev), &hv, reps),
+                   copy_gbs(ctx, &hv, gm_array_view(dev), reps));
+            gm_array_release(&host);
+            free(pageable);
+        }
+        gm_array_release(&dev);
+        CHECK(gm_deallocations_flush(ctx));
+    }
+}
+
+/* ns per pair: gm_device_array + release (queue, manager) vs the backend's raw ops. */
+static void bench_allocation(gm_context *ctx)
+{
+    static const size_t sizes[] = {4096, 1 << 20, 16 << 20};
+
+    printf("allocation latency, ns per allocate/free pair\n");
+    printf("  %10s %14s %14s\n", "bytes", "through queue", "raw backend");
+    for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+        int64_t shape[1] = {(int64_t)sizes[i]};
+        int loops = 2000;
+        double t0 = now_s();
+
+        for (int l = 0; l < loops; l++) {
+            gm_array *a = NULL;
+
+            CHECK(gm_device_array(ctx, 1, shape, GM_UINT8, GM_ORDER_C, &a));
+            gm_array_release(&a);
+        }
+        CHECK(gm_deallocations_flush(ctx));
+        double queued = (now_s() - t0) / loops * 1e9;
+        t0 = now_s();
+        for (int l = 0; l < loops; l++) {
+            gm_devptr p = 0;
+
+            CHECK(ctx->ops->mem_alloc(ctx->bctx, sizes[i], &p));
+            CHECK(ctx->ops->mem_free(ctx->bctx, p));
+        }
+        double raw = (now_s() - t0) / loops * 1e9;
+        printf("  %10zu %14.0f %14.0f\n", sizes[i], queued, raw);
+    }
+}
+
+int main(void)
+{
+    gm_context *ctx = NULL;
+    gm_device_info info;
+
+    CHECK(gm_context_create(NULL, &ctx));
+    CHECK(gm_context_device_info(ctx, &info));
+    printf("%s (%s backend)\n", info.name, gm_backend_name(gm_context_backend(ctx)));
+    bench_bandwidth(ctx, info.total_memory);
+    bench_allocation(ctx);
+    gm_context_destroy(&ctx);
+    return 0;
+}
