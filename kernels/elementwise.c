@@ -48,7 +48,7 @@ GM_KERNEL(copy_strided, (unsigned char *, dst), (const unsigned char *, src),
     int64_t i = gm_global_id_x();
     int64_t rest = i, dst_off = 0, src_off = 0;
 
-    if (i >= n)
+    if (i >= n || layout.ndim < 1 || layout.ndim > GM_STRIDED_MAX_DIMS)
         return;
     for (int d = layout.ndim - 1; d >= 0; d--) {
         int64_t idx = rest % layout.shape[d];

@@ -9,8 +9,14 @@
  * buffer's preallocated queue entry is released: through the deallocation
  * queue, or at once for memory whose manager frees immediately and for
  * foreign memory (gm__dealloc_release).
+ *
+ * An allocating call makes one block holding the array, its buffer and the
+ * entry (array_block), reused through the queue's pool of spare blocks, and
+ * builds the descriptor in place: no 1 KiB descriptor is copied or zeroed
+ * whole, and a layout is validated once.
  */
 #include <inttypes.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -64,46 +70,228 @@ static gm_status allocate_memory(gm_context *ctx, const char *fn, gm_memory_kind
     return gm__error(GM_ERR_INTERNAL, "%s: unknown memory kind %d", fn, (int)memory);
 }
 
-/* A buffer of `bytes` (0: no memory) with refcount 1. */
-static gm_status buffer_create(gm_context *ctx, const char *fn, gm_memory_kind memory,
-                               unsigned host_flags, int64_t bytes, gm__buffer **buffer_p)
-{
-    gm__buffer *buffer = gm__calloc(1, sizeof(*buffer));
-    gm_status status = GM_OK;
+/*
+ * One allocation for an array made by gm__array_create: the array, its
+ * buffer and the buffer's queue entry (a pooled entry, runtime_internal.h).
+ * Its parts end in order: the array (its last release unlists it), the
+ * buffer (its last reference releases the entry), then the entry (once the
+ * queue has freed the memory), which hands the block back to the pool. A
+ * buffer without memory leaves the entry unused and hands the block back
+ * itself. Between uses a block's descriptor keeps zeros past its ndim.
+ */
+typedef struct array_block {
+    gm__dealloc_entry entry; /* first: freeing the entry frees the block */
+    gm__buffer buffer;
+    gm_array array;
+} array_block;
 
-    if (buffer == NULL)
-        return gm__error(GM_ERR_NO_MEMORY, "%s: out of host memory", fn);
+_Static_assert(offsetof(array_block, entry) == 0, "a pooled entry heads its block");
+
+/* Zero the extents and strides a block's descriptor used past `ndim`. */
+static void clear_tail(gm_ndview *v, int ndim)
+{
+    int used = v->ndim > GM_MAX_DIMS ? GM_MAX_DIMS : v->ndim;
+
+    if (used > ndim) {
+        memset(&v->shape[ndim], 0, (size_t)(used - ndim) * sizeof(int64_t));
+        memset(&v->strides[ndim], 0, (size_t)(used - ndim) * sizeof(int64_t));
+    }
+}
+
+/* Copy a valid descriptor into a block's: the header and ndim axes only. */
+static void view_assign(gm_ndview *dst, const gm_ndview *src)
+{
+    size_t axes = (size_t)src->ndim * sizeof(int64_t);
+
+    clear_tail(dst, src->ndim);
+    memcpy(dst, src, offsetof(gm_ndview, shape));
+    memcpy(dst->shape, src->shape, axes);
+    memcpy(dst->strides, src->strides, axes);
+}
+
+/*
+ * Whether a C/F-contiguous layout is valid and its byte size fits (every
+ * check of gm_ndview_init then passes); its bytes (0 for size 0) to *nbytes_p.
+ */
+static bool contiguous_fits(int64_t itemsize, int ndim, const int64_t *shape, int64_t *nbytes_p)
+{
+    int64_t nbytes = itemsize;
+    bool empty = false;
+
+    if (itemsize == 0 || ndim < 0 || ndim > GM_MAX_DIMS || (shape == NULL && ndim > 0))
+        return false;
+    for (int i = 0; i < ndim; i++) {
+        if (shape[i] < 0 || (shape[i] > 1 && gm__mul_overflow(nbytes, shape[i], &nbytes)))
+            return false;
+        empty = empty || shape[i] == 0;
+    }
+    *nbytes_p = empty ? 0 : nbytes;
+    return true;
+}
+
+/* gm_ndview_init's descriptor of a layout that contiguous_fits, built in a block's. */
+static void view_contiguous(gm_ndview *v, gm_dtype dtype, int64_t itemsize, int ndim,
+                            const int64_t *shape, gm_order order)
+{
+    int64_t stride = itemsize;
+
+    clear_tail(v, ndim);
+    v->dtype = dtype;
+    v->ndim = ndim;
+    v->reserved = 0;
+    for (int k = 0; k < ndim; k++) {
+        int i = order == GM_ORDER_C ? ndim - 1 - k : k;
+
+        v->shape[i] = shape[i];
+        v->strides[i] = stride;
+        stride *= shape[i] > 1 ? shape[i] : 1;
+    }
+}
+
+/* Set a new array's buffer and list the array (queue lock held). */
+static void block_list(gm_context *ctx, array_block *block, gm_memory_kind memory,
+                       const gm__dealloc_entry *mem)
+{
+    gm__buffer *buffer = &block->buffer;
+    gm_array *array = &block->array;
+
     buffer->ctx = ctx;
     buffer->memory = memory;
+    buffer->base = mem->handle != NULL ? (uintptr_t)mem->handle : (uintptr_t)mem->device;
+    buffer->bytes = mem->bytes;
     atomic_init(&buffer->refcount, 1);
-    if (bytes > 0) {
-        status = gm__dealloc_entry_create(fn, dealloc_kind(memory), &buffer->entry);
-        if (status != GM_OK)
-            goto fail_buffer;
-        status = allocate_memory(ctx, fn, memory, host_flags, (size_t)bytes, buffer->entry);
-        if (status != GM_OK)
-            goto fail_entry;
-        buffer->bytes = bytes;
-        buffer->base = buffer->entry->handle != NULL ? (uintptr_t)buffer->entry->handle
-                                                     : (uintptr_t)buffer->entry->device;
+    buffer->entry = mem->bytes > 0 ? &block->entry : NULL;
+    buffer->block = &block->entry;
+    array->ctx = ctx;
+    array->buffer = buffer;
+    atomic_init(&array->refcount, 1);
+    array->in_block = true;
+    gm__list_push(&ctx->arrays, &array->link);
+}
+
+/*
+ * The block of an array whose memory is allocated (`mem`, bytes 0: none):
+ * taken from the pool and listed under one queue lock, else a new one. When
+ * no block can be had, the memory is freed again.
+ */
+static gm_status block_publish(gm_context *ctx, const char *fn, gm_memory_kind memory,
+                               const gm__dealloc_entry *mem, array_block **block_p)
+{
+    gm__dealloc_entry *spare = NULL;
+    array_block *block = NULL;
+
+    pthread_mutex_lock(&ctx->queue.lock);
+    spare = gm__dealloc_pool_take_locked(&ctx->queue);
+    if (spare != NULL) {
+        block = GM__CONTAINER_OF(spare, array_block, entry);
+        block_list(ctx, block, memory, mem);
     }
-    *buffer_p = buffer;
+    pthread_mutex_unlock(&ctx->queue.lock);
+    if (block == NULL)
+        block = gm__calloc(1, sizeof(*block));
+    if (block == NULL) {
+        if (mem->bytes > 0 && gm__dealloc_free_now(ctx, mem) != GM_OK)
+            gm__log(GM_LOG_ERROR, "%s: freeing the new allocation failed: %s", fn,
+                    gm_last_error_message());
+        return gm__error(GM_ERR_NO_MEMORY, "%s: out of host memory", fn);
+    }
+    if (spare == NULL) {
+        pthread_mutex_lock(&ctx->queue.lock);
+        block_list(ctx, block, memory, mem);
+        pthread_mutex_unlock(&ctx->queue.lock);
+    }
+    block->entry = *mem; /* private until the buffer's last reference goes */
+    block->entry.pooled = true;
+    *block_p = block;
     return GM_OK;
-fail_entry:
-    gm__dealloc_entry_discard(buffer->entry);
-fail_buffer:
-    gm__free(buffer);
+}
+
+/*
+ * Allocate `bytes` (0: none) of `memory` kind and get a listed block for
+ * them; the caller fills the block's descriptor (finish_view).
+ */
+static gm_status block_create(gm_context *ctx, const char *fn, gm_memory_kind memory,
+                              unsigned host_flags, int64_t bytes, array_block **block_p)
+{
+    static const gm__dealloc_entry empty; /* copied: cheaper than memset's rep stos */
+    gm__dealloc_entry mem = empty;
+    gm_status status = GM_OK;
+
+    mem.kind = dealloc_kind(memory);
+    if (bytes > 0)
+        status = allocate_memory(ctx, fn, memory, host_flags, (size_t)bytes, &mem);
+    if (status == GM_OK)
+        status = block_publish(ctx, fn, memory, &mem, block_p);
     return status;
 }
 
-/* Drop a buffer reference; the last one releases the memory (queued or at once). */
+/* Point a new array's descriptor (layout in place, extent [lo, hi)) at its memory. */
+static gm_array *finish_view(array_block *block, gm_memory_kind memory, int64_t lo)
+{
+    gm_ndview *v = &block->array.view;
+    gm_context *ctx = block->buffer.ctx;
+
+    v->data = (void *)block->buffer.base;
+    v->offset = block->buffer.bytes > 0 ? -lo : 0;
+    v->memory = (int32_t)memory;
+    v->device_id = memory == GM_MEMORY_HOST || memory == GM_MEMORY_PINNED ? -1 : ctx->device_id;
+    return &block->array;
+}
+
+/*
+ * The last reference to `buffer` went and its entry (if any) is not queued
+ * yet: free its memory at once or queue it, then free the buffer or hand its
+ * block back. Nothing of the buffer is touched once the entry is queued.
+ */
+static void buffer_last(gm__buffer *buffer)
+{
+    gm_context *ctx = buffer->ctx;
+    gm__dealloc_entry *entry = buffer->entry;
+    gm__dealloc_entry *block = buffer->block;
+
+    if (entry != NULL)
+        gm__dealloc_release(ctx, entry);
+    if (block == NULL)
+        gm__free(buffer);
+    else if (entry == NULL)
+        gm__dealloc_pool_put(ctx, block);
+}
+
+/* Drop a reference to a buffer that no listed array of the caller holds. */
 static void buffer_unref(gm__buffer *buffer)
 {
-    if (atomic_fetch_sub(&buffer->refcount, 1) != 1)
-        return;
-    if (buffer->entry != NULL)
-        gm__dealloc_release(buffer->ctx, buffer->entry);
-    gm__free(buffer);
+    if (atomic_fetch_sub(&buffer->refcount, 1) == 1)
+        buffer_last(buffer);
+}
+
+/*
+ * An array's last reference went: unlist it and drop its buffer reference
+ * under one queue lock, queueing the memory in it when that was the last
+ * reference (the array leaves the list no later than its buffer's count
+ * reaches 0, so a block is never recycled while its array is listed).
+ */
+static void array_drop(gm_array *array)
+{
+    gm_context *ctx = array->ctx;
+    gm__buffer *buffer = array->buffer;
+    gm__dealloc_entry *entry = buffer->entry;
+    bool queue = entry != NULL && gm__dealloc_would_queue(entry);
+    bool in_block = array->in_block, alone = buffer->block == NULL, last = false, due = false;
+
+    pthread_mutex_lock(&ctx->queue.lock);
+    gm__list_remove(&array->link);
+    last = atomic_fetch_sub(&buffer->refcount, 1) == 1;
+    if (last && queue)
+        due = gm__dealloc_push_locked(&ctx->queue, entry);
+    pthread_mutex_unlock(&ctx->queue.lock);
+    if (due)
+        gm__dealloc_flush_due(ctx);
+    if (last && queue && alone)
+        gm__free(buffer);
+    else if (last && !queue)
+        buffer_last(buffer);
+    if (!in_block)
+        gm__free(array);
 }
 
 /* Wrap a descriptor and a buffer reference (taken over) into a new array. */
@@ -118,9 +306,9 @@ static gm_status array_wrap(gm_context *ctx, const char *fn, gm__buffer *buffer,
     array->buffer = buffer;
     array->view = *view;
     atomic_init(&array->refcount, 1);
-    pthread_mutex_lock(&ctx->lock);
+    pthread_mutex_lock(&ctx->queue.lock);
     gm__list_push(&ctx->arrays, &array->link);
-    pthread_mutex_unlock(&ctx->lock);
+    pthread_mutex_unlock(&ctx->queue.lock);
     *array_p = array;
     return GM_OK;
 }
@@ -130,27 +318,45 @@ gm_status gm__array_create(gm_context *ctx, const char *fn, const gm_ndview *lay
                            gm_memory_kind memory, unsigned host_flags, gm_array **array_p)
 {
     gm_ndview view = *layout;
-    gm__buffer *buffer = NULL;
+    array_block *block = NULL;
     int64_t lo = 0, hi = 0;
     gm_status status = GM_OK;
 
     view.data = NULL;
     view.offset = 0;
-    status = gm__validate(fn, &view);
+    status = gm__validate_extent(fn, &view, &lo, &hi);
     if (status == GM_OK)
-        status = gm_ndview_extent(&view, &lo, &hi);
-    if (status == GM_OK)
-        status = buffer_create(ctx, fn, memory, host_flags, hi - lo, &buffer);
+        status = block_create(ctx, fn, memory, host_flags, hi - lo, &block);
     if (status != GM_OK)
         return status;
-    view.data = (void *)buffer->base;
-    view.offset = buffer->bytes > 0 ? -lo : 0;
-    view.memory = (int32_t)memory;
-    view.device_id = memory == GM_MEMORY_HOST || memory == GM_MEMORY_PINNED ? -1 : ctx->device_id;
-    status = array_wrap(ctx, fn, buffer, &view, array_p);
+    view_assign(&block->array.view, &view);
+    *array_p = finish_view(block, memory, lo);
+    return GM_OK;
+}
+
+/* A contiguous array whose descriptor is built in place (the general path reports errors). */
+gm_status gm__array_create_contiguous(gm_context *ctx, const char *fn, gm_dtype dtype, int ndim,
+                                      const int64_t *shape, gm_order order, gm_memory_kind memory,
+                                      unsigned host_flags, gm_array **array_p)
+{
+    int64_t itemsize = (int64_t)gm_dtype_itemsize(dtype);
+    array_block *block = NULL;
+    gm_ndview layout;
+    int64_t nbytes = 0;
+    gm_status status = GM_OK;
+
+    if (!contiguous_fits(itemsize, ndim, shape, &nbytes)) {
+        status = gm_ndview_init(NULL, dtype, ndim, shape, NULL, order, &layout);
+        if (status == GM_OK)
+            status = gm__array_create(ctx, fn, &layout, memory, host_flags, array_p);
+        return status;
+    }
+    status = block_create(ctx, fn, memory, host_flags, nbytes, &block);
     if (status != GM_OK)
-        buffer_unref(buffer);
-    return status;
+        return status;
+    view_contiguous(&block->array.view, dtype, itemsize, ndim, shape, order);
+    *array_p = finish_view(block, memory, 0);
+    return GM_OK;
 }
 
 /* A buffer over the extent of foreign memory, holding `entry`, wrapped in a new array. */
@@ -171,6 +377,7 @@ gm_status gm__array_wrap_foreign(gm_context *ctx, const char *fn, const gm_ndvie
     buffer->base = (uintptr_t)view->data + (uintptr_t)lo;
     buffer->bytes = hi - lo;
     buffer->entry = entry;
+    buffer->block = NULL;
     atomic_init(&buffer->refcount, 1);
     status = array_wrap(ctx, fn, buffer, view, array_p);
     if (status != GM_OK)
@@ -203,8 +410,9 @@ void gm__arrays_teardown(gm_context *ctx, int64_t *arrays_p, int64_t *buffers_p,
             buffers++;
             bytes += buffer->bytes;
         }
-        buffer_unref(buffer);
-        gm__free(array);
+        if (!array->in_block)
+            gm__free(array);
+        buffer_unref(buffer); /* may hand back the block holding `array` */
     }
     *arrays_p = arrays;
     *buffers_p = buffers;
@@ -235,7 +443,6 @@ gm_status gm_device_array(gm_context *ctx, int ndim, const int64_t *shape, gm_dt
                           gm_order order, gm_array **array_p)
 {
     static const char fn[] = "gm_device_array";
-    gm_ndview layout;
     gm_status status = gm__check_context(fn, ctx);
 
     if (status != GM_OK)
@@ -245,10 +452,8 @@ gm_status gm_device_array(gm_context *ctx, int ndim, const int64_t *shape, gm_dt
     if (order != GM_ORDER_C && order != GM_ORDER_F)
         return gm__error(GM_ERR_INVALID_ARG, "%s: order must be 'C' or 'F', got %d", fn,
                          (int)order);
-    status = gm_ndview_init(NULL, dtype, ndim, shape, NULL, order, &layout);
-    if (status != GM_OK)
-        return status;
-    return gm__array_create(ctx, fn, &layout, GM_MEMORY_DEVICE, 0, array_p);
+    return gm__array_create_contiguous(ctx, fn, dtype, ndim, shape, order, GM_MEMORY_DEVICE, 0,
+                                       array_p);
 }
 
 /* A device array with explicit byte strides (any signs). */
@@ -353,11 +558,7 @@ void gm_array_release(gm_array **array_p)
     *array_p = NULL;
     if (atomic_fetch_sub(&array->refcount, 1) != 1)
         return;
-    pthread_mutex_lock(&array->ctx->lock);
-    gm__list_remove(&array->link);
-    pthread_mutex_unlock(&array->ctx->lock);
-    buffer_unref(array->buffer);
-    gm__free(array);
+    array_drop(array);
 }
 
 /* Whether `view` addresses only bytes of the buffer (size-0 views: a point inside or at the end).

@@ -24,6 +24,13 @@
  * across a backend call; one flush runs at a time (flush_lock). Automatic
  * flushes only try the flush lock: if another thread is flushing, it drains
  * the entry just added as well.
+ *
+ * A drain works in batches: it detaches every pending entry under one lock,
+ * frees them in order without the lock (the counters still count them), and
+ * settles the batch under one more: uncounts what was freed, puts back at the
+ * head what was not (a failure, or a defer scope that opened meanwhile), and
+ * returns pooled blocks to the pool (at most POOL_MAX; array.c takes them
+ * for new arrays). It repeats until the queue is empty.
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -32,6 +39,9 @@
 #include "runtime_internal.h"
 
 #define GM__MESSAGE_COPY_MAX 512
+
+/* Most spare pooled blocks a queue keeps (each about 1.2 KiB). */
+#define POOL_MAX 64
 
 /* How a drain treats failures: stop there (normal) or log and drop (teardown). */
 typedef enum drain_mode { DRAIN_NORMAL = 0, DRAIN_TEARDOWN = 1 } drain_mode;
@@ -71,6 +81,7 @@ gm_status gm__dealloc_queue_init(gm__dealloc_queue *queue, int64_t max_count,
                                  int64_t max_device_bytes, int64_t max_pinned_bytes)
 {
     memset(queue, 0, sizeof(*queue));
+    atomic_init(&queue->defer_depth, 0);
     if (pthread_mutex_init(&queue->lock, NULL) != 0)
         return gm__error(GM_ERR_NO_MEMORY, "gm_context_create: cannot create the queue lock");
     if (pthread_mutex_init(&queue->flush_lock, NULL) != 0) {
@@ -102,6 +113,57 @@ void gm__dealloc_entry_discard(gm__dealloc_entry *entry)
     gm__free(entry);
 }
 
+/* Put a done pooled entry's block in the pool if there is room (queue lock held). */
+static bool pool_push(gm__dealloc_queue *q, gm__dealloc_entry *entry)
+{
+    if (!entry->pooled || q->pool_count >= POOL_MAX)
+        return false;
+    entry->next = q->pool;
+    q->pool = entry;
+    q->pool_count++;
+    return true;
+}
+
+/* Free a done entry and its bookkeeping (a pooled entry: its whole block). */
+static void entry_free(gm__dealloc_entry *entry)
+{
+    gm__free(entry->bookkeeping);
+    gm__free(entry);
+}
+
+/* A spare block from the pool, or NULL (queue lock held). */
+gm__dealloc_entry *gm__dealloc_pool_take_locked(gm__dealloc_queue *q)
+{
+    gm__dealloc_entry *entry = q->pool;
+
+    if (entry != NULL) {
+        q->pool = entry->next;
+        q->pool_count--;
+    }
+    return entry;
+}
+
+/* Return an unused pooled block, or free it when the pool is full. */
+void gm__dealloc_pool_put(gm_context *ctx, gm__dealloc_entry *entry)
+{
+    bool kept = false;
+
+    pthread_mutex_lock(&ctx->queue.lock);
+    kept = pool_push(&ctx->queue, entry);
+    pthread_mutex_unlock(&ctx->queue.lock);
+    if (!kept)
+        entry_free(entry);
+}
+
+/* Give a done entry back: to the pool, or freed. */
+static void entry_done(gm_context *ctx, gm__dealloc_entry *entry)
+{
+    if (entry->pooled)
+        gm__dealloc_pool_put(ctx, entry);
+    else
+        entry_free(entry);
+}
+
 /* Whether any bound is exceeded (queue lock held). */
 static bool over_bounds(const gm__dealloc_queue *q)
 {
@@ -121,26 +183,32 @@ static void account(gm__dealloc_queue *q, const gm__dealloc_entry *entry, int64_
         q->peak_bytes = q->device_bytes + q->pinned_bytes;
 }
 
-/* Append an entry; return whether an automatic flush is due. */
-static bool push(gm__dealloc_queue *q, gm__dealloc_entry *entry)
+/* Append an entry (queue lock held); return whether an automatic flush is due. */
+bool gm__dealloc_push_locked(gm__dealloc_queue *q, gm__dealloc_entry *entry)
 {
-    bool due = false;
-
     entry->next = NULL;
-    pthread_mutex_lock(&q->lock);
     if (q->tail == NULL)
         q->head = entry;
     else
         q->tail->next = entry;
     q->tail = entry;
     account(q, entry, 1);
-    due = q->defer_depth == 0 && over_bounds(q);
+    return q->defer_depth == 0 && over_bounds(q);
+}
+
+/* Append an entry; return whether an automatic flush is due. */
+static bool push(gm__dealloc_queue *q, gm__dealloc_entry *entry)
+{
+    bool due = false;
+
+    pthread_mutex_lock(&q->lock);
+    due = gm__dealloc_push_locked(q, entry);
     pthread_mutex_unlock(&q->lock);
     return due;
 }
 
 /* Release the resource an entry describes (memory through the memory manager). */
-static gm_status release(gm_context *ctx, gm__dealloc_entry *entry)
+static gm_status release(gm_context *ctx, const gm__dealloc_entry *entry)
 {
     const gm_backend_ops *ops = ctx->ops;
 
@@ -180,52 +248,131 @@ static gm_status report_failure(const char *fn, gm_status status, const gm__deal
                      kind_name(entry->kind), entry->handle, entry->bytes, detail);
 }
 
-/* Remove the head (which is `entry`) after its deallocation; queue lock held. */
-static void pop_head(gm__dealloc_queue *q, gm__dealloc_entry *entry, bool freed)
+/* Whether a drain in `mode` may free now (a defer scope stops a normal one). */
+static bool may_free(const gm__dealloc_queue *q, drain_mode mode)
 {
-    q->head = entry->next;
+    return mode == DRAIN_TEARDOWN ||
+           atomic_load_explicit(&q->defer_depth, memory_order_relaxed) == 0;
+}
+
+/* Take every pending entry for a drain (queue lock held); NULL when there is none to free. */
+static gm__dealloc_entry *detach(gm__dealloc_queue *q, drain_mode mode)
+{
+    gm__dealloc_entry *batch = q->head;
+
+    if (batch == NULL || !may_free(q, mode))
+        return NULL;
+    q->head = NULL;
+    q->tail = NULL;
+    return batch;
+}
+
+/* One drain pass's results: the first entry not released and how many were freed. */
+typedef struct batch_result {
+    gm__dealloc_entry *rest; /* NULL when every entry was released */
+    int64_t freed;           /* successful deallocations */
+    gm_status status;        /* the first failure */
+} batch_result;
+
+/*
+ * Release a detached batch in FIFO order without the queue lock. Normal mode
+ * stops at a failure (that entry starts the rest) or when a defer scope opens;
+ * teardown logs failures and goes on.
+ */
+static batch_result release_batch(gm_context *ctx, const char *fn, drain_mode mode,
+                                  gm__dealloc_entry *batch)
+{
+    batch_result result = {batch, 0, GM_OK};
+
+    while (result.rest != NULL && may_free(&ctx->queue, mode)) {
+        gm_status status = release(ctx, result.rest);
+
+        if (status != GM_OK) {
+            result.status = report_failure(fn, status, result.rest);
+            if (mode == DRAIN_NORMAL)
+                break;
+            gm__log(GM_LOG_ERROR, "%s", gm_last_error_message());
+        }
+        result.freed += status == GM_OK ? 1 : 0;
+        result.rest = result.rest->next;
+    }
+    return result;
+}
+
+/* Put the unreleased tail of a batch back at the head of the queue (queue lock held). */
+static void requeue(gm__dealloc_queue *q, gm__dealloc_entry *rest)
+{
+    gm__dealloc_entry *last = rest;
+
+    while (last->next != NULL)
+        last = last->next;
+    last->next = q->head;
     if (q->head == NULL)
-        q->tail = NULL;
-    account(q, entry, -1);
-    if (freed)
-        q->freed++;
+        q->tail = last;
+    q->head = rest;
 }
 
 /*
- * Free entries from the head until the queue is empty, a defer scope opens
- * (normal mode), or a deallocation fails (normal mode: stop, keep it queued).
- * flush_lock is held by the caller.
+ * Settle a released batch under the queue lock: uncount the entries up to
+ * result->rest, requeue the rest, pool what fits; return the entries to free.
+ */
+static gm__dealloc_entry *settle(gm__dealloc_queue *q, gm__dealloc_entry *batch,
+                                 const batch_result *result)
+{
+    gm__dealloc_entry *to_free = NULL;
+
+    pthread_mutex_lock(&q->lock);
+    while (batch != result->rest) {
+        gm__dealloc_entry *next = batch->next;
+
+        account(q, batch, -1);
+        if (!pool_push(q, batch)) {
+            batch->next = to_free;
+            to_free = batch;
+        }
+        batch = next;
+    }
+    q->freed += result->freed;
+    if (result->rest != NULL)
+        requeue(q, result->rest);
+    pthread_mutex_unlock(&q->lock);
+    return to_free;
+}
+
+/*
+ * Free entries from the head, batch by batch, until the queue is empty, a
+ * defer scope opens (normal mode), or a deallocation fails (normal mode:
+ * stop, keep it queued). flush_lock is held by the caller.
  */
 static gm_status drain(gm_context *ctx, const char *fn, drain_mode mode)
 {
     gm__dealloc_queue *q = &ctx->queue;
     gm_status status = GM_OK;
+    bool counted = false;
 
-    pthread_mutex_lock(&q->lock);
-    if (q->head != NULL && (mode == DRAIN_TEARDOWN || q->defer_depth == 0))
-        q->flushes++;
-    while (q->head != NULL && (mode == DRAIN_TEARDOWN || q->defer_depth == 0)) {
-        gm__dealloc_entry *entry = q->head;
-        gm_status freed = GM_OK;
+    for (;;) {
+        gm__dealloc_entry *batch = NULL, *to_free = NULL;
+        batch_result result;
 
+        pthread_mutex_lock(&q->lock);
+        batch = detach(q, mode);
+        q->flushes += batch != NULL && !counted ? 1 : 0;
         pthread_mutex_unlock(&q->lock);
-        freed = release(ctx, entry);
-        if (freed != GM_OK) {
-            status = report_failure(fn, freed, entry);
-            if (mode == DRAIN_NORMAL) {
-                pthread_mutex_lock(&q->lock);
-                break;
-            }
-            gm__log(GM_LOG_ERROR, "%s", gm_last_error_message());
+        if (batch == NULL)
+            break;
+        counted = true;
+        result = release_batch(ctx, fn, mode, batch);
+        to_free = settle(q, batch, &result);
+        while (to_free != NULL) {
+            gm__dealloc_entry *next = to_free->next;
+
+            entry_free(to_free);
+            to_free = next;
         }
-        pthread_mutex_lock(&q->lock);
-        pop_head(q, entry, freed == GM_OK);
-        pthread_mutex_unlock(&q->lock);
-        gm__free(entry->bookkeeping);
-        gm__free(entry);
-        pthread_mutex_lock(&q->lock);
+        status = status != GM_OK ? status : result.status;
+        if (result.rest != NULL)
+            break;
     }
-    pthread_mutex_unlock(&q->lock);
     return status;
 }
 
@@ -245,8 +392,27 @@ static void auto_flush(gm_context *ctx)
 /* Append an entry and flush if a bound is now exceeded (outside defer_cleanup). */
 void gm__dealloc_enqueue(gm_context *ctx, gm__dealloc_entry *entry)
 {
-    if (push(&ctx->queue, entry) && !gm__in_stream_callback())
+    if (push(&ctx->queue, entry))
+        gm__dealloc_flush_due(ctx);
+}
+
+/* The automatic flush gm__dealloc_push_locked asked for (none inside a stream callback). */
+void gm__dealloc_flush_due(gm_context *ctx)
+{
+    if (!gm__in_stream_callback())
         auto_flush(ctx);
+}
+
+/* Whether gm__dealloc_release queues the entry (else it frees at once). */
+bool gm__dealloc_would_queue(const gm__dealloc_entry *entry)
+{
+    return !entry->immediate || gm__in_stream_callback();
+}
+
+/* Free an entry's resource at once (undoing an allocation); the entry is the caller's. */
+gm_status gm__dealloc_free_now(gm_context *ctx, const gm__dealloc_entry *entry)
+{
+    return release(ctx, entry);
 }
 
 /* Append an entry; safe on backend worker threads (frees nothing). */
@@ -260,7 +426,7 @@ void gm__dealloc_release(gm_context *ctx, gm__dealloc_entry *entry)
 {
     gm_status status = GM_OK;
 
-    if (!entry->immediate || gm__in_stream_callback()) {
+    if (gm__dealloc_would_queue(entry)) {
         gm__dealloc_enqueue(ctx, entry);
         return;
     }
@@ -269,8 +435,7 @@ void gm__dealloc_release(gm_context *ctx, gm__dealloc_entry *entry)
         (void)report_failure("gm_array_release", status, entry);
         gm__log(GM_LOG_ERROR, "%s", gm_last_error_message());
     }
-    gm__free(entry->bookkeeping);
-    gm__free(entry);
+    entry_done(ctx, entry);
 }
 
 /* Wait for the flush lock and drain (a no-op inside defer_cleanup). */
@@ -292,6 +457,13 @@ void gm__dealloc_queue_teardown(gm_context *ctx)
     pthread_mutex_lock(&q->flush_lock);
     (void)drain(ctx, "gm_context_destroy", DRAIN_TEARDOWN);
     pthread_mutex_unlock(&q->flush_lock);
+    while (q->pool != NULL) {
+        gm__dealloc_entry *next = q->pool->next;
+
+        entry_free(q->pool);
+        q->pool = next;
+    }
+    q->pool_count = 0;
     pthread_mutex_destroy(&q->flush_lock);
     pthread_mutex_destroy(&q->lock);
 }
@@ -311,14 +483,10 @@ static bool is_oom(gm_status status)
 static gm_status alloc_with_retry(gm_context *ctx, alloc_attempt_fn attempt, void *args)
 {
     gm_status status = attempt(ctx, args);
-    int64_t depth = 0;
 
     if (!is_oom(status) || gm__in_stream_callback())
         return status;
-    pthread_mutex_lock(&ctx->queue.lock);
-    depth = ctx->queue.defer_depth;
-    pthread_mutex_unlock(&ctx->queue.lock);
-    if (depth > 0) {
+    if (atomic_load(&ctx->queue.defer_depth) > 0) {
         gm__log(GM_LOG_DEBUG, "allocation failed inside defer_cleanup; nothing flushed");
         return status;
     }

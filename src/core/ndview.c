@@ -159,7 +159,15 @@ static gm_status view_extent(const char *fn, const gm_ndview *v, int64_t *lo_p, 
 /* The checks of gm_ndview_validate, with messages naming `fn`. */
 gm_status gm__validate(const char *fn, const gm_ndview *v)
 {
-    int64_t size = 0, lo = 0, hi = 0, nbytes = 0;
+    int64_t lo = 0, hi = 0;
+
+    return gm__validate_extent(fn, v, &lo, &hi);
+}
+
+/* gm__validate, then the byte extent of view_extent (outputs set only on success). */
+gm_status gm__validate_extent(const char *fn, const gm_ndview *v, int64_t *lo_p, int64_t *hi_p)
+{
+    int64_t size = 0, nbytes = 0;
     char text[64];
     gm_status status = GM_OK;
 
@@ -181,7 +189,7 @@ gm_status gm__validate(const char *fn, const gm_ndview *v)
             return gm__error(GM_ERR_OVERFLOW, "%s: the byte size of shape %s overflows", fn,
                              gm_format_shape(v->ndim, v->shape, text, sizeof(text)));
     }
-    return view_extent(fn, v, &lo, &hi);
+    return view_extent(fn, v, lo_p, hi_p);
 }
 
 /* Public form of gm__validate. */
@@ -308,10 +316,7 @@ gm_status gm_ndview_extent(const gm_ndview *view, int64_t *lo_p, int64_t *hi_p)
 
     if (lo_p == NULL || hi_p == NULL)
         return gm__error(GM_ERR_NULL_POINTER, "%s: lo_p and hi_p must not be NULL", fn);
-    status = gm__validate(fn, view);
-    if (status != GM_OK)
-        return status;
-    status = view_extent(fn, view, &lo, &hi);
+    status = gm__validate_extent(fn, view, &lo, &hi);
     if (status == GM_OK) {
         *lo_p = lo;
         *hi_p = hi;

@@ -7,6 +7,8 @@
  *     held apart from user memory and charged against a simulated capacity
  *     (GM_HOST_DEVICE_MEMORY, default half the physical RAM), so running out
  *     of device memory can be tested. A device address is the host address.
+ *     Freed device memory is kept for reuse by size class (host_cache.c):
+ *     not charged, not in the registry, bounded by GM_HOST_DEVICE_CACHE.
  *   - Pinned memory (host_alloc) is page-aligned, page-rounded and mlock'ed,
  *     charged against GM_HOST_PINNED_MEMORY (default device memory / 4).
  *     When mlock fails (RLIMIT_MEMLOCK) or GM_HOST_MLOCK=0, the allocation
@@ -160,7 +162,22 @@ static void read_cpu_name(char *buf, size_t size)
 
 /* --------------------------------------------------------- lifecycle */
 
-/* Device and pinned capacities and the mlock switch, from the environment. */
+/* The device-memory cache's bound: GM_HOST_DEVICE_CACHE ("0": off), else the default. */
+static gm_status cache_limit(int64_t device_total, int64_t *out)
+{
+    const char *text = getenv(GM_HOST_DEVICE_CACHE_ENV);
+    int64_t fallback = device_total / 4;
+
+    if (fallback > ((int64_t)256 << 20))
+        fallback = (int64_t)256 << 20;
+    if (text != NULL && strcmp(text, "0") == 0) {
+        *out = 0;
+        return GM_OK;
+    }
+    return env_capacity(GM_HOST_DEVICE_CACHE_ENV, fallback, out);
+}
+
+/* Device and pinned capacities, the cache bound and the mlock switch, from the environment. */
 static gm_status read_settings(host_ctx *c)
 {
     const char *mlock_env = getenv(GM_HOST_MLOCK_ENV);
@@ -169,6 +186,8 @@ static gm_status read_settings(host_ctx *c)
 
     if (status == GM_OK)
         status = env_capacity(GM_HOST_PINNED_MEMORY_ENV, c->device_total / 4, &c->pinned_total);
+    if (status == GM_OK)
+        status = cache_limit(c->device_total, &c->cache.limit);
     c->use_mlock = mlock_env == NULL || strcmp(mlock_env, "0") != 0;
     return status;
 }
@@ -246,6 +265,7 @@ static void host_fini(gm_backend_ctx *bctx)
                 c->nregions);
     for (size_t i = 0; i < c->nregions; i++)
         release_region(&c->regions[i]);
+    gm__host_cache_free(gm__host_cache_drop(&c->cache));
     gm__free(c->regions);
     pthread_mutex_destroy(&c->mem_lock);
     gm__free(c);
@@ -326,21 +346,23 @@ static host_region *region_find(host_ctx *c, uintptr_t addr, size_t bytes)
     return r;
 }
 
-/* Whether [base, base + bytes) overlaps a region (mem_lock held). */
-static bool region_overlaps(const host_ctx *c, uintptr_t base, size_t bytes)
+/* Whether [base, base + bytes) overlaps a region; i is region_lower_bound(base) (mem_lock held). */
+static bool region_overlaps_at(const host_ctx *c, size_t i, uintptr_t base, size_t bytes)
 {
-    size_t i = region_lower_bound(c, base);
-
     if (i > 0 && c->regions[i - 1].base + c->regions[i - 1].bytes > base)
         return true;
     return i < c->nregions && c->regions[i].base - base < bytes;
 }
 
-/* Insert r in order (mem_lock held). */
-static gm_status region_insert(host_ctx *c, const host_region *r, const char *fn)
+/* Whether [base, base + bytes) overlaps a region (mem_lock held). */
+static bool region_overlaps(const host_ctx *c, uintptr_t base, size_t bytes)
 {
-    size_t i = region_lower_bound(c, r->base);
+    return region_overlaps_at(c, region_lower_bound(c, base), base, bytes);
+}
 
+/* Insert r at index i, its place in the order (mem_lock held). */
+static gm_status region_insert_at(host_ctx *c, size_t i, const host_region *r, const char *fn)
+{
     if (c->nregions == c->region_cap) {
         size_t cap = c->region_cap == 0 ? 16 : 2 * c->region_cap;
         host_region *grown = gm__realloc(c->regions, cap * sizeof *grown);
@@ -354,6 +376,12 @@ static gm_status region_insert(host_ctx *c, const host_region *r, const char *fn
     c->regions[i] = *r;
     c->nregions++;
     return GM_OK;
+}
+
+/* Insert r in order (mem_lock held). */
+static gm_status region_insert(host_ctx *c, const host_region *r, const char *fn)
+{
+    return region_insert_at(c, region_lower_bound(c, r->base), r, fn);
 }
 
 /* Remove the region at index i (mem_lock held). */
@@ -446,6 +474,16 @@ static void unlock_region_pages(const host_ctx *c, size_t i)
 
 /* ------------------------------------------------------------ memory */
 
+/* The error of a charge that does not fit. */
+static gm_status charge_error(const host_ctx *c, const int64_t *used, int64_t total, int64_t in_use,
+                              size_t bytes, gm_status oom, const char *fn)
+{
+    return gm__error(oom, "%s: cannot allocate %zu bytes: %lld of %lld bytes in use (%s)", fn,
+                     bytes, (long long)in_use, (long long)total,
+                     used == &c->device_used ? GM_HOST_DEVICE_MEMORY_ENV
+                                             : GM_HOST_PINNED_MEMORY_ENV);
+}
+
 /* Charge `bytes` against a capacity; GM_OK or `oom` (mem_lock taken here). */
 static gm_status charge(host_ctx *c, int64_t *used, int64_t total, size_t bytes, gm_status oom,
                         const char *fn)
@@ -461,10 +499,7 @@ static gm_status charge(host_ctx *c, int64_t *used, int64_t total, size_t bytes,
         *used += (int64_t)bytes;
     pthread_mutex_unlock(&c->mem_lock);
     if (status != GM_OK)
-        return gm__error(status, "%s: cannot allocate %zu bytes: %lld of %lld bytes in use (%s)",
-                         fn, bytes, (long long)in_use, (long long)total,
-                         used == &c->device_used ? GM_HOST_DEVICE_MEMORY_ENV
-                                                 : GM_HOST_PINNED_MEMORY_ENV);
+        return charge_error(c, used, total, in_use, bytes, status, fn);
     return GM_OK;
 }
 
@@ -503,10 +538,90 @@ static gm_status add_allocation(host_ctx *c, const host_region *r, const char *f
     return status;
 }
 
-/* Device or managed memory: charged, 256-byte aligned, registered. */
+/* The cache class of a device allocation and the capacity to allocate (-1: uncached). */
+static int device_class(const host_ctx *c, size_t charged, size_t *capacity_p)
+{
+    *capacity_p = charged;
+    if (c->cache.limit == 0)
+        return -1;
+    return gm__host_cache_class(charged, capacity_p);
+}
+
+/*
+ * Register r on a cached block of its class (mem_lock held); false when there
+ * is none. A cached block the user has since registered (a dangling device
+ * pointer) goes to *discard_p, to be freed.
+ */
+static bool reuse_cached(host_ctx *c, host_region *r, int klass, void **discard_p, const char *fn)
+{
+    void *block = gm__host_cache_take(&c->cache, klass, r->charged, r->capacity);
+    size_t i = 0;
+
+    if (block == NULL)
+        return false;
+    r->base = (uintptr_t)block;
+    i = region_lower_bound(c, r->base);
+    if (region_overlaps_at(c, i, r->base, r->capacity)) {
+        *discard_p = block;
+        return false;
+    }
+    if (region_insert_at(c, i, r, fn) != GM_OK) {
+        (void)gm__host_cache_keep(&c->cache, klass, block, r->capacity);
+        return false;
+    }
+    return true;
+}
+
+/*
+ * Charge a device allocation and, when the cache has a block of its class,
+ * register r on it: one mem_lock for the common case. *reused_p tells
+ * whether r is now allocated and registered.
+ */
+static gm_status charge_or_reuse(host_ctx *c, host_region *r, int klass, bool *reused_p,
+                                 const char *fn)
+{
+    void *discard = NULL;
+    int64_t in_use = 0;
+    bool fits = false;
+
+    pthread_mutex_lock(&c->mem_lock);
+    in_use = c->device_used;
+    fits = r->charged <= (size_t)INT64_MAX && (int64_t)r->charged <= c->device_total - in_use;
+    if (fits) {
+        c->device_used += (int64_t)r->charged;
+        *reused_p = reuse_cached(c, r, klass, &discard, fn);
+    }
+    pthread_mutex_unlock(&c->mem_lock);
+    free(discard);
+    if (!fits)
+        return charge_error(c, &c->device_used, c->device_total, in_use, r->charged,
+                            GM_ERR_OUT_OF_DEVICE_MEMORY, fn);
+    return GM_OK;
+}
+
+/* A new 256-aligned block; when the C library has none, the cache is released and it retries. */
+static void *fresh_block(host_ctx *c, size_t capacity)
+{
+    void *p = NULL;
+    void *dropped = NULL;
+
+    if (posix_memalign(&p, GM_HOST_DEVICE_ALIGNMENT, capacity) == 0)
+        return p;
+    pthread_mutex_lock(&c->mem_lock);
+    dropped = gm__host_cache_drop(&c->cache);
+    pthread_mutex_unlock(&c->mem_lock);
+    if (dropped == NULL)
+        return NULL;
+    gm__host_cache_free(dropped);
+    return posix_memalign(&p, GM_HOST_DEVICE_ALIGNMENT, capacity) == 0 ? p : NULL;
+}
+
+/* Device or managed memory: charged, 256-byte aligned, registered; cached blocks first. */
 static gm_status device_alloc(host_ctx *c, size_t bytes, int kind, gm_devptr *ptr_p, const char *fn)
 {
     host_region r = {0};
+    bool reused = false;
+    int klass = -1;
     void *p = NULL;
     gm_status status = GM_OK;
 
@@ -516,11 +631,14 @@ static gm_status device_alloc(host_ctx *c, size_t bytes, int kind, gm_devptr *pt
         return gm__error(GM_ERR_INVALID_ARG, "%s: cannot allocate 0 bytes", fn);
     if (!round_up(bytes, GM_HOST_DEVICE_ALIGNMENT, &r.charged))
         return gm__error(GM_ERR_OUT_OF_DEVICE_MEMORY, "%s: %zu bytes is too large", fn, bytes);
-    status =
-        charge(c, &c->device_used, c->device_total, r.charged, GM_ERR_OUT_OF_DEVICE_MEMORY, fn);
-    if (status != GM_OK)
-        return status;
-    if (posix_memalign(&p, GM_HOST_DEVICE_ALIGNMENT, r.charged) != 0) {
+    r.bytes = bytes;
+    r.kind = kind;
+    klass = device_class(c, r.charged, &r.capacity);
+    status = charge_or_reuse(c, &r, klass, &reused, fn);
+    if (status != GM_OK || reused)
+        goto done;
+    p = fresh_block(c, r.capacity);
+    if (p == NULL) {
         uncharge(c, &c->device_used, r.charged);
         return gm__error(GM_ERR_OUT_OF_DEVICE_MEMORY,
                          "%s: host memory for %zu bytes of "
@@ -528,9 +646,8 @@ static gm_status device_alloc(host_ctx *c, size_t bytes, int kind, gm_devptr *pt
                          fn, bytes);
     }
     r.base = (uintptr_t)p;
-    r.bytes = bytes;
-    r.kind = kind;
     status = add_allocation(c, &r, fn);
+done:
     if (status == GM_OK)
         *ptr_p = (gm_devptr)r.base;
     return status;
@@ -548,12 +665,26 @@ static gm_status host_managed_alloc(gm_backend_ctx *bctx, size_t bytes, gm_devpt
     return device_alloc(gm__host_ctx(bctx), bytes, GM_MEMORY_MANAGED, ptr_p, "managed_alloc");
 }
 
-/* Remove and release the allocation starting at ptr if it is device-kind (or not). */
+/* Keep a freed device-kind region's block in the cache (mem_lock held); false if it does not fit.
+ */
+static bool cache_region(host_ctx *c, const host_region *r)
+{
+    size_t capacity = 0;
+    int klass = -1;
+
+    if (!is_device_kind(r->kind))
+        return false;
+    klass = device_class(c, r->charged, &capacity);
+    return capacity == r->capacity &&
+           gm__host_cache_keep(&c->cache, klass, (void *)r->base, r->capacity);
+}
+
+/* Remove the allocation starting at ptr if it is device-kind (or not); cache or release it. */
 static gm_status free_region(host_ctx *c, uintptr_t ptr, bool device, const char *fn)
 {
     host_region r = {0};
     size_t i = 0;
-    bool found = false;
+    bool found = false, cached = false;
 
     pthread_mutex_lock(&c->mem_lock);
     i = region_lower_bound(c, ptr);
@@ -563,13 +694,15 @@ static gm_status free_region(host_ctx *c, uintptr_t ptr, bool device, const char
         r = c->regions[i];
         region_remove(c, i);
         *used_counter(c, r.kind) -= (int64_t)r.charged;
+        cached = cache_region(c, &r);
     }
     pthread_mutex_unlock(&c->mem_lock);
     if (!found)
         return gm__error(GM_ERR_INVALID_ARG,
                          "%s: %p is not the start of a live %s allocation of this context", fn,
                          (void *)ptr, device ? "device" : "pinned host");
-    release_region(&r);
+    if (!cached)
+        release_region(&r);
     return GM_OK;
 }
 

@@ -1,10 +1,12 @@
 /*
  * The host simulator backend's internal state, shared by host_backend.c
- * (lifecycle, memory, copies) and host_stream.c (streams, events). Not
- * installed; tests include it to reach gm__host_is_locked().
+ * (lifecycle, memory, copies), host_cache.c (freed device memory kept for
+ * reuse) and host_stream.c (streams, events). Not installed; tests include
+ * it to reach gm__host_is_locked().
  *
  * Locks: a context has two mutexes that are never held together.
- *   mem_lock  the allocation registry and the capacity accounting;
+ *   mem_lock  the allocation registry, the capacity accounting and the
+ *             device-memory cache;
  *   lock      every stream, work queue, event and fence of the context, with
  *             one condition variable, `progress`, broadcast whenever a work
  *             item completes.
@@ -30,14 +32,24 @@
 /* "0" turns mlock off (pinned memory is then honestly reported as not locked). */
 #define GM_HOST_MLOCK_ENV "GM_HOST_MLOCK"
 
+/* Bytes of freed device memory kept for reuse (host_cache.c), same syntax; "0" turns the
+ * cache off. Default: 256M, at most a quarter of the device memory. */
+#define GM_HOST_DEVICE_CACHE_ENV "GM_HOST_DEVICE_CACHE"
+
 /* Alignment of simulated device allocations (cudaMalloc gives at least 256). */
 #define GM_HOST_DEVICE_ALIGNMENT 256
+
+/* Largest cached block: 2^GM_HOST_CACHE_MAX_SHIFT bytes (64 MiB), in 72 size classes. */
+#define GM_HOST_CACHE_MAX_SHIFT 26
+#define GM_HOST_CACHE_MAX_BLOCK ((size_t)1 << GM_HOST_CACHE_MAX_SHIFT)
+#define GM_HOST_CACHE_CLASSES   72
 
 /* One allocation or registration of the context, keyed by its address range. */
 typedef struct host_region {
     uintptr_t base;  /* first byte the user sees */
     size_t bytes;    /* bytes the user sees (> 0) */
     size_t charged;  /* bytes counted against the device or pinned capacity */
+    size_t capacity; /* bytes allocated (device kinds: the cache class's size) */
     int kind;        /* gm_memory_kind: DEVICE, MANAGED, PINNED or MAPPED */
     bool registered; /* host_register'ed user memory (else allocated here) */
     bool locked;     /* mlock succeeded on [lock_base, lock_base + lock_bytes) */
@@ -49,6 +61,14 @@ typedef struct host_stream host_stream;
 typedef struct host_event host_event;
 typedef struct host_work host_work;
 typedef struct host_fence host_fence;
+
+/* Freed device memory kept for reuse, per size class (host_cache.c; mem_lock). */
+typedef struct host_cache {
+    void *bins[GM_HOST_CACHE_CLASSES];     /* lists linked through the blocks themselves */
+    int64_t counts[GM_HOST_CACHE_CLASSES]; /* blocks in each list */
+    int64_t bytes;                         /* capacity of the blocks held */
+    int64_t limit;                         /* most bytes held (GM_HOST_DEVICE_CACHE) */
+} host_cache;
 
 /* A per-thread default stream: the thread's key and its stream. */
 typedef struct host_thread_stream {
@@ -71,6 +91,7 @@ typedef struct host_ctx {
     int64_t device_used;
     int64_t pinned_total;
     int64_t pinned_used;
+    host_cache cache;
 
     pthread_mutex_t lock;
     pthread_cond_t progress;
@@ -117,6 +138,25 @@ struct host_work {
  * page-locked (false when mlock failed or was turned off, or ptr is unknown).
  */
 bool gm__host_is_locked(gm_backend_ctx *bctx, const void *ptr);
+
+/* ---- host_cache.c: the device-memory cache (every call with mem_lock held) ---- */
+
+/*
+ * The size class of a charged size (a multiple of GM_HOST_DEVICE_ALIGNMENT,
+ * > 0) and the capacity to allocate for it; -1 (capacity = charged) when
+ * blocks of that size are not cached.
+ */
+int gm__host_cache_class(size_t charged, size_t *capacity_p);
+
+/* A cached block of `klass` with its first `bytes` usable, or NULL. */
+void *gm__host_cache_take(host_cache *cache, int klass, size_t bytes, size_t capacity);
+
+/* Keep a freed block; false when it is not cacheable or the cache is full. */
+bool gm__host_cache_keep(host_cache *cache, int klass, void *ptr, size_t capacity);
+
+/* Empty the cache into a list for gm__host_cache_free (which needs no lock). */
+void *gm__host_cache_drop(host_cache *cache);
+void gm__host_cache_free(void *list);
 
 /* ---- host_stream.c: queue machinery used by host_backend.c ---- */
 

@@ -1,10 +1,11 @@
 /*
  * Tests for arrays, buffers and transfers (src/core/array.c, src/core/copy.c)
- * on the host backend: allocation layouts, round trips with strided and
- * negative-stride host arrays, F order, size 0, the copy strategies (direct
- * pitched, backend strided, staged through host images), fills, derived
- * views and buffer lifetimes, argument and context checks, and every
- * bookkeeping-allocation failure of a scenario that touches all of it.
+ * on the host backend: allocation layouts (descriptors of reused blocks
+ * included), round trips with strided and negative-stride host arrays, F
+ * order, size 0, the copy strategies (direct pitched, backend strided, staged
+ * through host images), fills, derived views and buffer lifetimes, argument
+ * and context checks, and every bookkeeping-allocation failure of a scenario
+ * that touches all of it.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -112,6 +113,62 @@ static void test_device_array_layouts(void **state)
     assert_null(gm_array_context(NULL));
     gm_array_release(&c);
     gm_array_release(&f);
+    gm_context_destroy(&ctx);
+}
+
+/* gm_device_array's descriptor must be gm_ndview_init's, byte for byte, pointed at the memory. */
+static void check_like_init(const gm_array *a, int ndim, const int64_t *shape, gm_dtype dtype,
+                            gm_order order)
+{
+    const gm_ndview *v = gm_array_view(a);
+    gm_ndview expected;
+
+    assert_ok(gm_ndview_init(NULL, dtype, ndim, shape, NULL, order, &expected));
+    expected.data = v->data;
+    expected.memory = GM_MEMORY_DEVICE;
+    expected.device_id = 0;
+    assert_int_equal(v->offset, 0);
+    assert_memory_equal(v, &expected, sizeof(expected));
+}
+
+/*
+ * Released arrays come back from the pool for the next allocation: the
+ * descriptor built in place equals gm_ndview_init's (no stale axes of a
+ * bigger predecessor), and invalid shapes fail as gm_ndview_init does.
+ */
+static void test_reused_descriptors(void **state)
+{
+    static const int64_t big[4] = {5, 1, 0, 7}, small[1] = {9}, huge[2] = {INT64_MAX / 2, 4};
+    static const int64_t negative[2] = {3, -1}, many[GM_MAX_DIMS + 1] = {1};
+    static const struct {
+        int ndim;
+        const int64_t *shape;
+        gm_order order;
+    } cases[] = {{4, big, GM_ORDER_C},  {1, small, GM_ORDER_F}, {4, big, GM_ORDER_F},
+                 {0, NULL, GM_ORDER_C}, {2, big, GM_ORDER_C},   {1, small, GM_ORDER_C}};
+    gm_context *ctx = NULL;
+    gm_array *a = NULL, *first = NULL;
+
+    (void)state;
+    assert_ok(gm_context_create(NULL, &ctx));
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        assert_ok(
+            gm_device_array(ctx, cases[i].ndim, cases[i].shape, GM_COMPLEX64, cases[i].order, &a));
+        check_like_init(a, cases[i].ndim, cases[i].shape, GM_COMPLEX64, cases[i].order);
+        first = i == 0 ? a : first;
+        assert_true(i == 0 || a == first); /* the same block each time */
+        gm_array_release(&a);
+        assert_ok(gm_deallocations_flush(ctx));
+    }
+    assert_status(gm_device_array(ctx, 2, huge, GM_INT64, GM_ORDER_C, &a), GM_ERR_OVERFLOW);
+    assert_status(gm_device_array(ctx, 2, negative, GM_INT64, GM_ORDER_C, &a), GM_ERR_INVALID_ARG);
+    assert_status(gm_device_array(ctx, GM_MAX_DIMS + 1, many, GM_INT64, GM_ORDER_C, &a),
+                  GM_ERR_TOO_MANY_DIMS);
+    assert_status(gm_device_array(ctx, 1, NULL, GM_INT64, GM_ORDER_C, &a), GM_ERR_NULL_POINTER);
+    assert_status(
+        gm_device_array(ctx, 1, small, (gm_dtype)GM_DTYPE_INIT(GM_DTYPE_FLOAT, 8), GM_ORDER_C, &a),
+        GM_ERR_DTYPE);
+    assert_null(a);
     gm_context_destroy(&ctx);
 }
 
@@ -977,6 +1034,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup(test_device_array_layouts, test_setup),
+        cmocka_unit_test_setup(test_reused_descriptors, test_setup),
         cmocka_unit_test_setup(test_device_array_strided, test_setup),
         cmocka_unit_test_setup(test_device_array_like, test_setup),
         cmocka_unit_test_setup(test_size_zero, test_setup),

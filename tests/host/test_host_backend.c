@@ -1,10 +1,10 @@
 /*
  * The host simulator backend, exercised through its ops table
- * (gm__host_backend): lifecycle and properties, memory and OOM, pointer
- * kinds, pinned / mapped / registered memory, copies and memsets (sync and
- * async), streams (asynchrony, overlap, FIFO order, sticky errors,
- * callbacks, built-in, per-thread, legacy, wrapped), events and the
- * unsupported-op stubs.
+ * (gm__host_backend): lifecycle and properties, memory and OOM, the cache
+ * of freed device memory, pointer kinds, pinned / mapped / registered
+ * memory, copies and memsets (sync and async), streams (asynchrony, overlap,
+ * FIFO order, sticky errors, callbacks, built-in, per-thread, legacy,
+ * wrapped), events and the unsupported-op stubs.
  *
  * Tests that need concurrency block stream work on "gates" the test opens;
  * every wait has a timeout so a wrong order fails instead of hanging.
@@ -317,6 +317,108 @@ static void test_alloc_free_oom(void **state)
     assert_ok(OPS->mem_free(c, m));
     assert_ok(OPS->mem_free(c, b));
     OPS->fini(c); /* frees `a` */
+}
+
+/*
+ * Freed device memory is cached: the next allocation of its size class gets
+ * it back, yet it is not live (pointer_kind, memset, mem_free), counts as
+ * free memory and never causes an out-of-memory error.
+ */
+static void test_device_cache_reuse(void **state)
+{
+    gm_backend_ctx *c = NULL;
+    gm_devptr a = 0, b = 0, m = 0, x = 0;
+    int64_t free_b = 0, total = 0;
+    unsigned char byte = 7;
+    int kind = -1;
+
+    setenv(GM_HOST_DEVICE_MEMORY_ENV, "1M", 1);
+    c = ctx_new();
+    unsetenv(GM_HOST_DEVICE_MEMORY_ENV);
+    assert_ok(OPS->mem_alloc(c, 1000, &a));
+    assert_ok(OPS->mem_free(c, a));
+    assert_ok(OPS->pointer_kind(c, (void *)(uintptr_t)a, &kind));
+    assert_int_equal(kind, GM_MEMORY_HOST);
+    assert_status(OPS->memset(c, a, &byte, 1, 1, NULL), GM_ERR_INVALID_ARG);
+    assert_status(OPS->mem_free(c, a), GM_ERR_INVALID_ARG);
+    assert_ok(OPS->mem_info(c, &free_b, &total));
+    assert_int_equal(free_b, total);
+    assert_ok(OPS->managed_alloc(c, 800, &m)); /* 800 and 1000 both take 1024 bytes */
+    assert_int_equal(m, a);
+    assert_ok(OPS->pointer_kind(c, (void *)(uintptr_t)(m + 799), &kind));
+    assert_int_equal(kind, GM_MEMORY_MANAGED);
+    assert_ok(OPS->pointer_kind(c, (void *)(uintptr_t)(m + 800), &kind));
+    assert_int_not_equal(kind, GM_MEMORY_MANAGED);
+    memset((void *)(uintptr_t)m, 0xcd, 800);
+    assert_ok(OPS->mem_info(c, &free_b, &total));
+    assert_int_equal(free_b, total - 1024);
+    assert_ok(OPS->mem_free(c, m));
+    assert_ok(OPS->mem_alloc(c, 1 << 20, &b)); /* the cached block takes no capacity */
+    assert_status(OPS->mem_alloc(c, 1, &x), GM_ERR_OUT_OF_DEVICE_MEMORY);
+    assert_ok(OPS->mem_free(c, b));
+    OPS->fini(c); /* frees the cache */
+}
+
+/* GM_HOST_DEVICE_CACHE bounds the bytes kept ("0": none) and is checked like the capacities. */
+static void test_device_cache_env(void **state)
+{
+    static const char *const bad[] = {"abc", "-1", "12Q", "4 K"};
+    gm_backend_init_args args = {0, 0};
+    gm_backend_ctx *c = NULL;
+    gm_devptr p[3] = {0, 0, 0}, q[2] = {0, 0};
+
+    setenv(GM_HOST_DEVICE_CACHE_ENV, "4K", 1);
+    c = ctx_new();
+    for (int i = 0; i < 3; i++)
+        assert_ok(OPS->mem_alloc(c, 2048, &p[i]));
+    for (int i = 0; i < 3; i++)
+        assert_ok(OPS->mem_free(c, p[i])); /* p[0] and p[1] fill the 4 KiB */
+    assert_ok(OPS->mem_alloc(c, 2048, &q[0]));
+    assert_ok(OPS->mem_alloc(c, 2048, &q[1]));
+    assert_int_equal(q[0], p[1]); /* most recently freed first */
+    assert_int_equal(q[1], p[0]);
+    assert_ok(OPS->mem_free(c, q[0]));
+    assert_ok(OPS->mem_free(c, q[1]));
+    OPS->fini(c);
+    setenv(GM_HOST_DEVICE_CACHE_ENV, "0", 1);
+    c = ctx_new();
+    assert_ok(OPS->mem_alloc(c, 2048, &p[0]));
+    assert_ok(OPS->mem_free(c, p[0]));
+    OPS->fini(c);
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        setenv(GM_HOST_DEVICE_CACHE_ENV, bad[i], 1);
+        assert_status(OPS->init(&args, &c), GM_ERR_INVALID_ARG);
+        assert_message_contains(GM_HOST_DEVICE_CACHE_ENV);
+    }
+    unsetenv(GM_HOST_DEVICE_CACHE_ENV);
+}
+
+static char error_seen[512];
+
+/* Log hook: remember the last error message. */
+static void capture_error(gm_log_level level, const char *message, void *user)
+{
+    if (level == GM_LOG_ERROR)
+        snprintf(error_seen, sizeof error_seen, "%s", message);
+}
+
+/* A write into freed (cached) device memory is reported and the block is not handed out. */
+static void test_device_cache_write_after_free(void **state)
+{
+    gm_backend_ctx *c = ctx_new();
+    gm_devptr a = 0, b = 0;
+
+    gm_set_log_hook(capture_error, NULL);
+    error_seen[0] = '\0';
+    assert_ok(OPS->mem_alloc(c, 4096, &a));
+    assert_ok(OPS->mem_free(c, a));
+    memset((void *)(uintptr_t)a, 0x5a, 2 * sizeof(void *)); /* the words that link it */
+    assert_ok(OPS->mem_alloc(c, 4096, &b));
+    assert_non_null(strstr(error_seen, "written after mem_free"));
+    memset((void *)(uintptr_t)b, 0, 4096);
+    gm_set_log_hook(NULL, NULL);
+    assert_ok(OPS->mem_free(c, b));
+    OPS->fini(c);
 }
 
 /* Pinned capacity: host_alloc beyond it fails with GM_ERR_NO_MEMORY. */
@@ -1230,6 +1332,9 @@ int main(void)
         cmocka_unit_test(test_init_and_device_info),
         cmocka_unit_test(test_capacity_env),
         cmocka_unit_test(test_alloc_free_oom),
+        cmocka_unit_test(test_device_cache_reuse),
+        cmocka_unit_test(test_device_cache_env),
+        cmocka_unit_test(test_device_cache_write_after_free),
         cmocka_unit_test(test_pinned_capacity),
         cmocka_unit_test(test_pointer_kind),
         cmocka_unit_test(test_pinned_and_mapped),
@@ -1258,6 +1363,7 @@ int main(void)
 
     unsetenv(GM_HOST_DEVICE_MEMORY_ENV);
     unsetenv(GM_HOST_PINNED_MEMORY_ENV);
+    unsetenv(GM_HOST_DEVICE_CACHE_ENV);
     unsetenv(GM_HOST_MLOCK_ENV);
     return cmocka_run_group_tests(tests, gm_test_use_cmocka_allocator, gm_test_restore_allocator);
 }

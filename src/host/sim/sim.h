@@ -5,9 +5,11 @@
  *   - blocks are spread over a pool of worker threads (the calling thread
  *     works too); a block runs start to finish on one OS thread, so static
  *     shared memory (thread-local arrays) is per block;
- *   - the threads of a block run as a plain loop until one reaches a
- *     barrier; from then on each suspended thread keeps its own fiber
- *     (sim_block.c), created on demand and pooled per OS thread;
+ *   - the threads of a block run as a plain loop on one fiber until one
+ *     reaches a barrier; from then on each suspended thread keeps its own
+ *     fiber (sim_block.c), taken on demand from a pool per OS thread; a 1-D
+ *     block whose first thread returns without a barrier runs the rest as a
+ *     bookkeeping-free loop (gpumem/kernel.h's GM_KERNEL);
  *   - gm_syncthreads / gm_barrier wait for every thread of the block,
  *     gm_wavebarrier for the live threads of the calling warp (32 or 64);
  *   - a barrier that cannot complete fails the launch with
@@ -63,6 +65,11 @@ typedef int (*gm__sim_claim_fn)(void *user, uint32_t block_idx[3]);
  */
 gm_status gm__sim_run_blocks(const gm__sim_launch *launch, gm__sim_claim_fn claim, void *user,
                              char *message, size_t message_size);
+
+/* The barriers under their library-internal names (gm__sim_barrier and
+ * gm__sim_wavebarrier are exported aliases of them). */
+__attribute__((visibility("hidden"))) void gm__sim_barrier_local(unsigned flags);
+__attribute__((visibility("hidden"))) void gm__sim_wavebarrier_local(void);
 
 /* Workers in the pool plus the caller: GM_SIM_THREADS, else the online CPUs. */
 unsigned gm__sim_thread_count(void);

@@ -373,30 +373,6 @@ static __attribute__((noinline)) sim_fiber *pick_next(sim_worker *w, sim_fiber *
     }
 }
 
-/*
- * Warm the caches for the fibers about to run: the register line of the one
- * after next, and the stack top (saved return address and frames) of the
- * next but one, whose register line was warmed by the previous switch.
- */
-static inline void prefetch_ready(const sim_worker *w)
-{
-#if defined(GM__FIBER_ASM)
-    uint32_t h = w->ready_head;
-
-    if (w->ready_tail - h > 2u) {
-        const sim_fiber *f1 = w->thread_fiber[w->ready[(h + 1u) & READY_MASK]];
-        const sim_fiber *f2 = w->thread_fiber[w->ready[(h + 2u) & READY_MASK]];
-        const char *sp = (const char *)(uintptr_t)f1->fiber.regs[GM__FIBER_SP_SLOT];
-
-        __builtin_prefetch(f2->fiber.regs);
-        __builtin_prefetch(sp);
-        __builtin_prefetch(sp + 64);
-    }
-#else
-    (void)w;
-#endif
-}
-
 /* `self` cannot go on: run another fiber; returns when `self` is resumed. */
 static inline void schedule(sim_worker *w, sim_fiber *self)
 {
@@ -404,7 +380,6 @@ static inline void schedule(sim_worker *w, sim_fiber *self)
 
     if (w->ready_head != w->ready_tail) {
         to = w->thread_fiber[w->ready[w->ready_head++ & READY_MASK]];
-        prefetch_ready(w);
     } else {
         to = pick_next(w, self);
     }
@@ -425,7 +400,8 @@ static inline void suspend_current(sim_worker *w, sim_fiber *self, uint32_t t, u
         w->pub.next = t + 1u;
     }
     w->pub.barrier_seen = 1u;
-    memcpy(w->tid[t], gm__sim.thread_idx, sizeof(w->tid[t]));
+    if (w->pub.dim_x != w->count) /* 1-D blocks: the index is t itself */
+        memcpy(w->tid[t], gm__sim.thread_idx, sizeof(w->tid[t]));
     w->thread_fiber[t] = self;
     w->state[t] = state;
     w->waiting++;
@@ -435,17 +411,22 @@ static inline void suspend_current(sim_worker *w, sim_fiber *self, uint32_t t, u
 static inline void resume_current(sim_worker *w, uint32_t t)
 {
     w->state[t] = T_RUN;
-    memcpy(gm__sim.thread_idx, w->tid[t], sizeof(w->tid[t]));
+    if (w->pub.dim_x != w->count)
+        memcpy(gm__sim.thread_idx, w->tid[t], sizeof(w->tid[t]));
+    else
+        gm__sim.thread_idx[0] = t; /* y and z stay 0 in a 1-D block */
 }
 
 /* The running thread's linear index. */
 static inline uint32_t current_thread(const sim_worker *w)
 {
+    if (w->pub.dim_x == w->count)
+        return gm__sim.thread_idx[0];
     return gm__sim.thread_idx[0] +
            w->pub.dim_x * (gm__sim.thread_idx[1] + w->pub.dim_y * gm__sim.thread_idx[2]);
 }
 
-void gm__sim_barrier(unsigned flags)
+void gm__sim_barrier_local(unsigned flags)
 {
     sim_worker *w = gm__sim.worker;
     sim_fiber *self = NULL;
@@ -466,7 +447,7 @@ void gm__sim_barrier(unsigned flags)
     atomic_signal_fence(memory_order_seq_cst);
 }
 
-void gm__sim_wavebarrier(void)
+void gm__sim_wavebarrier_local(void)
 {
     sim_worker *w = gm__sim.worker;
     sim_fiber *self = NULL;
@@ -489,6 +470,10 @@ void gm__sim_wavebarrier(void)
     resume_current(w, t);
     atomic_signal_fence(memory_order_seq_cst);
 }
+
+/* The exported names, for kernels compiled outside the library. */
+void gm__sim_barrier(unsigned flags) __attribute__((alias("gm__sim_barrier_local")));
+void gm__sim_wavebarrier(void) __attribute__((alias("gm__sim_wavebarrier_local")));
 
 /* ------------------------------------------------------------ blocks */
 
