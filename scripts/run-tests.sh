@@ -8,7 +8,7 @@
 #      incl. the HSA backend against its runtime test double and the real runtime
 #   4. clang -Dwerror=true: full suite
 #   5. gcc ASan+UBSan: full suite
-#   6. clang TSan: the concurrency suites (streams, queue, stress, simulator)
+#   6. clang TSan: the host runtime and kernel suites (streams, queue, stress, simulator)
 #   7. clang-format check of every C source
 #   8. libFuzzer smoke run on the descriptor code (clang)
 # Build directories are build-ci-*; each run starts them fresh.
@@ -80,8 +80,7 @@ CC=clang meson setup build-ci-tsan -Dtests=enabled -Db_sanitize=thread -Db_lunde
     $no_images >/dev/null
 ninja -C build-ci-tsan -j "$jobs"
 TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
-    run_suite build-ci-tsan host/stress host/streams host/backend host/dealloc kernels/sim \
-    kernels/launch
+    run_suite build-ci-tsan --suite host --suite kernels
 
 step "7. clang-format"
 files=$(git ls-files '*.c' '*.h' 2>/dev/null || find include src tests examples bench kernels -name '*.[ch]')
