@@ -487,89 +487,123 @@ GM__DEVINL double gm_atomic_add_f64(double *p, double v)
 #endif
 
 /*
- * The simulator's device ABI (GM_HOST_KERNEL_ABI): the state of the thread
- * being simulated, in thread-local storage of the worker running its block,
- * and the block's thread-claiming counters read by the inline loop that
- * GM_KERNEL generates. Internal: only this header and src/host/sim use it.
+ * The simulator's device ABI (GM_HOST_KERNEL_ABI). Internal: only this
+ * header and src/host/sim use it.
+ *
+ * gm__sim_ctx is what device code sees of the thread being simulated. A
+ * kernel body gets the running thread's context as a hidden parameter,
+ * gm__c, pointing to a local of the block function (GM_KERNEL) that the
+ * compiler keeps in registers once the body is inlined: the indices cost no
+ * thread-local access, and a barrier-free loop over threads is a plain
+ * loop over an induction variable. Device code outside a kernel body
+ * (helper functions) asks the simulator (gm__sim_current), which knows the
+ * block being run on the calling OS thread and which of its threads runs:
+ * the loops note the claimed thread in `running`, and nothing else is kept
+ * per thread. The index functions, barriers and GM_DYNAMIC_SHARED pick
+ * whichever is in scope (GM__CTX: the parameter gm__c hides the file-scope
+ * function gm__c).
  */
-typedef struct gm__sim_block {
-    uint32_t next;         /* next linear thread not yet started (stale while `fast`) */
-    uint32_t count;        /* threads per block */
-    uint32_t nx, ny, nz;   /* index of `next` */
-    uint32_t dim_x, dim_y; /* block dims (x, y) */
-    uint32_t barrier_seen; /* some thread of the block reached a barrier */
-} gm__sim_block;
+typedef struct gm__sim_block gm__sim_block;
 
-typedef struct gm__sim_tls {
+typedef struct gm__sim_ctx {
+    int64_t global_x; /* block_idx[0] * block_dim[0] + thread_idx[0] */
+    uint32_t linear;  /* linear index of the thread in the block (x fastest) */
     uint32_t thread_idx[3];
-    uint32_t fast; /* a fiber runs the rest of the block as a barrier-free loop (kept here,
-                      beside thread_idx, so the compiler sees the two never alias) */
     uint32_t block_idx[3];
-    uint32_t warp_size;
     uint32_t block_dim[3];
     uint32_t grid_dim[3];
+    uint32_t warp_size;
     unsigned char *dynamic_shared;
     gm__sim_block *block;
-    void *worker;
-} gm__sim_tls;
+} gm__sim_ctx;
 
-/*
- * Executables (non-PIC, or PIE, where compilers pick initial-exec for extern
- * thread-locals anyway) get the fast initial-exec model. Shared objects -
- * libgpumem.so itself - use the default dynamic model, so the library does
- * not demand static TLS and can be dlopen()ed (ctypes, plugins).
- */
-#if defined(__GNUC__) && (defined(__PIE__) || !defined(__PIC__))
-#define GM__TLS_MODEL __attribute__((tls_model("initial-exec")))
+/* The block being run: the thread-claiming state read by the loops of GM_KERNEL. */
+struct gm__sim_block {
+    uint32_t next;          /* next linear thread not yet started (stale while `fast`) */
+    uint32_t count;         /* threads per block */
+    uint32_t nx, ny, nz;    /* index of `next` */
+    uint32_t fast;          /* a fiber runs the rest of the block as a barrier-free loop */
+    uint32_t barrier_seen;  /* some thread of the block reached a barrier */
+    uint32_t running;       /* linear index of the thread running (see gm__sim_current) */
+    const gm__sim_ctx *ctx; /* the block's context (thread indices 0) */
+    void *probe;            /* see GM_KERNEL; never dereferenced */
+};
+
+#if defined(__GNUC__)
+#define GM__SIM_UNUSED __attribute__((unused))
 #else
-#define GM__TLS_MODEL
+#define GM__SIM_UNUSED
 #endif
 #if defined(__cplusplus)
 extern "C" {
 #endif
-GM_API extern GM__THREAD_LOCAL gm__sim_tls gm__sim GM__TLS_MODEL;
-GM_API void gm__sim_barrier(unsigned flags);
-GM_API void gm__sim_wavebarrier(void);
+/* The running thread's context, for device code outside a kernel body. */
+GM_API const gm__sim_ctx *gm__sim_current(void);
+/* Thread `linear` of the block waits at gm_barrier / gm_wavebarrier. */
+GM_API void gm__sim_block_barrier(gm__sim_block *block, uint32_t linear);
+GM_API void gm__sim_wave_barrier(gm__sim_block *block, uint32_t linear);
+/* The calling fiber has no thread left to run: 1 when it has a thread to claim again (its
+ * block's copy of the context may be stale), 0 when it must return. */
+GM_API int gm__sim_park(gm__sim_block *block);
 #if defined(GM_BUILDING_LIBRARY) && defined(__GNUC__)
 /* The library's own kernels call the barriers directly, not through the PLT. */
-__attribute__((visibility("hidden"))) void gm__sim_barrier_local(unsigned flags);
-__attribute__((visibility("hidden"))) void gm__sim_wavebarrier_local(void);
-#define GM__SIM_BARRIER     gm__sim_barrier_local
-#define GM__SIM_WAVEBARRIER gm__sim_wavebarrier_local
+__attribute__((visibility("hidden"))) void gm__sim_block_barrier_local(gm__sim_block *block,
+                                                                       uint32_t linear);
+__attribute__((visibility("hidden"))) void gm__sim_wave_barrier_local(gm__sim_block *block,
+                                                                      uint32_t linear);
+__attribute__((visibility("hidden"))) int gm__sim_park_local(gm__sim_block *block);
+__attribute__((visibility("hidden"))) const gm__sim_ctx *gm__sim_current_local(void);
+#define GM__SIM_BARRIER     gm__sim_block_barrier_local
+#define GM__SIM_WAVEBARRIER gm__sim_wave_barrier_local
+#define GM__SIM_PARK        gm__sim_park_local
+#define GM__SIM_CURRENT     gm__sim_current_local
 #else
-#define GM__SIM_BARRIER     gm__sim_barrier
-#define GM__SIM_WAVEBARRIER gm__sim_wavebarrier
+#define GM__SIM_BARRIER     gm__sim_block_barrier
+#define GM__SIM_WAVEBARRIER gm__sim_wave_barrier
+#define GM__SIM_PARK        gm__sim_park
+#define GM__SIM_CURRENT     gm__sim_current
 #endif
 #if defined(__cplusplus)
 }
 #endif
 
-/* Claim the next thread of a 1-D block (y and z indices stay 0): 0 when none is left. */
-static inline int gm__sim_next_thread_1d(gm__sim_block *b)
+/* Outside a kernel body, `gm__c` names this function: there is no context parameter. */
+GM__DEVINL void gm__c(void)
 {
-    uint32_t t = b->next;
-
-    if (t >= b->count)
-        return 0;
-    b->next = t + 1u;
-    gm__sim.thread_idx[0] = t;
-    return 1;
 }
 
+/* The context in scope: the body's parameter gm__c, else the simulator's (an opaque call). */
+#if defined(__cplusplus)
+GM__DEVINL const gm__sim_ctx *gm__sim_pick(const gm__sim_ctx *c)
+{
+    return c;
+}
+GM__DEVINL const gm__sim_ctx *gm__sim_pick(void (*)(void))
+{
+    return GM__SIM_CURRENT();
+}
+#define GM__CTX() gm__sim_pick(gm__c)
+#else
+#define GM__CTX() _Generic(gm__c, const gm__sim_ctx * : gm__c, default : GM__SIM_CURRENT())
+#endif
+
 /* Claim the next thread of the block for the calling fiber: 0 when none is left. */
-static inline int gm__sim_next_thread(gm__sim_block *b)
+GM__DEVINL int gm__sim_claim(gm__sim_block *b, gm__sim_ctx *c)
 {
     uint32_t t = b->next;
 
     if (t >= b->count)
         return 0;
-    gm__sim.thread_idx[0] = b->nx;
-    gm__sim.thread_idx[1] = b->ny;
-    gm__sim.thread_idx[2] = b->nz;
     b->next = t + 1u;
-    if (++b->nx == b->dim_x) {
+    b->running = t;
+    c->linear = t;
+    c->thread_idx[0] = b->nx;
+    c->thread_idx[1] = b->ny;
+    c->thread_idx[2] = b->nz;
+    c->global_x = (int64_t)c->block_idx[0] * (int64_t)c->block_dim[0] + (int64_t)b->nx;
+    if (++b->nx == c->block_dim[0]) {
         b->nx = 0;
-        if (++b->ny == b->dim_y) {
+        if (++b->ny == c->block_dim[1]) {
             b->ny = 0;
             b->nz++;
         }
@@ -577,48 +611,85 @@ static inline int gm__sim_next_thread(gm__sim_block *b)
     return 1;
 }
 
+/* Whether the rest of the block may run as a barrier-free loop (1-D, no barrier yet). */
+GM__DEVINL int gm__sim_fast_ok(const gm__sim_block *b, const gm__sim_ctx *c)
+{
+    return b->barrier_seen == 0u && c->block_dim[0] == b->count && b->next < b->count;
+}
+
+/* The loop ran to the end: every thread of the block has been started. */
+GM__DEVINL void gm__sim_fast_end(gm__sim_block *b)
+{
+    if (b->fast != 0u) {
+        b->fast = 0u;
+        b->next = b->count;
+    }
+}
+
 /*
  * Declare a kernel. On the host this makes three things: the body as a
- * static function; a block function that unpacks the arguments once and
- * runs the block's threads as a loop over the inlined body; and the
- * descriptor name__gm_kernel that GM_HOST_KERNELS lists.
+ * static function with a hidden first parameter, the thread's context; a
+ * block function that unpacks the arguments once and runs the block's
+ * threads as a loop over the inlined body; and the descriptor
+ * name__gm_kernel that GM_HOST_KERNELS lists.
  *
  * The loop claims threads one at a time from the block (a thread that
  * reaches a barrier is suspended in its fiber and the next thread starts on
- * another fiber running the same loop). In a 1-D block whose first thread
+ * another fiber running the same loop). A fiber with nothing left to claim
+ * parks in the loop (gm__sim_park), so that starting a thread on it later
+ * costs a switch and a claim. In a 1-D block whose first thread
  * returned without reaching a barrier, the kernel is barrier-free (every
  * thread of a block must reach each block barrier), so the remaining
- * threads run in a tight loop that keeps the claim counter in a register
- * and does no per-thread bookkeeping. If a thread reaches a barrier after all
- * (a wave barrier past returned lanes, or a divergent block barrier), the
- * barrier clears gm__sim.fast, the scheduler takes over from that thread on, and
- * this loop goes back to claiming threads.
+ * threads run in a loop over the global index with no per-thread
+ * bookkeeping, which the compiler may vectorize. If a thread reaches a
+ * barrier after all (a wave barrier past returned lanes, or a divergent
+ * block barrier), the barrier clears `fast` and the scheduler takes over
+ * from that thread on.
+ *
+ * The loop notes the running thread for gm__sim_current, and checks whether
+ * a barrier took over, only if the body may run code that asks or reaches a
+ * barrier: such code is an opaque call, which may write the escaped local
+ * gm__probe, so that its value is not a compile-time constant. A body
+ * without opaque calls (a plain elementwise kernel) leaves gm__probe a
+ * constant, the store and the check compile away, and the loop may be
+ * vectorized.
  */
-#define GM__SIM_BODY(name, ...) name##__gm_body(GM__MAP(GM__M_NAME, GM__COMMA, __VA_ARGS__))
+#define GM__SIM_BODY(name, ...) \
+    name##__gm_body(&gm__cx, GM__MAP(GM__M_NAME, GM__COMMA, __VA_ARGS__))
 #define GM_KERNEL(name, ...)                                                                     \
-    static inline void name##__gm_body(GM__MAP(GM__M_DECL, GM__COMMA, __VA_ARGS__));             \
+    static inline void name##__gm_body(const gm__sim_ctx *gm__c GM__SIM_UNUSED,                  \
+                                       GM__MAP(GM__M_DECL, GM__COMMA, __VA_ARGS__));             \
     static void name##__gm_block(void *const *gm__args, gm__sim_block *gm__blk)                  \
     {                                                                                            \
         GM__MAP(GM__M_UNPACK, GM__NOSEP, __VA_ARGS__)                                            \
-        if (gm__blk->dim_x != gm__blk->count) {                                                  \
-            while (gm__sim_next_thread(gm__blk) != 0)                                            \
+        gm__sim_ctx gm__cx = *gm__blk->ctx;                                                      \
+        for (;;) {                                                                               \
+            while (gm__sim_claim(gm__blk, &gm__cx) != 0) {                                       \
                 GM__SIM_BODY(name, __VA_ARGS__);                                                 \
-            return;                                                                              \
-        }                                                                                        \
-        while (gm__sim_next_thread_1d(gm__blk) != 0) {                                           \
-            GM__SIM_BODY(name, __VA_ARGS__);                                                     \
-            if (gm__blk->barrier_seen == 0u && gm__blk->next < gm__blk->count) {                 \
-                uint32_t gm__t = gm__blk->next, gm__n = gm__blk->count;                          \
-                gm__sim.fast = 1u;                                                               \
-                for (; gm__t < gm__n && gm__sim.fast != 0u; gm__t++) {                           \
-                    gm__sim.thread_idx[0] = gm__t;                                               \
-                    GM__SIM_BODY(name, __VA_ARGS__);                                             \
-                }                                                                                \
-                if (gm__sim.fast != 0u) {                                                        \
-                    gm__sim.fast = 0u;                                                           \
-                    gm__blk->next = gm__n;                                                       \
+                if (gm__sim_fast_ok(gm__blk, &gm__cx) != 0) {                                    \
+                    long double gm__probe = 0;                                                   \
+                    int64_t gm__b = gm__cx.global_x - (int64_t)gm__cx.thread_idx[0];             \
+                    int64_t gm__g = gm__b + (int64_t)gm__blk->next;                              \
+                    int64_t gm__e = gm__b + (int64_t)gm__blk->count;                             \
+                    gm__blk->probe = &gm__probe;                                                 \
+                    gm__blk->fast = 1u;                                                          \
+                    for (; gm__g < gm__e; gm__g++) {                                             \
+                        gm__cx.linear = (uint32_t)(gm__g - gm__b);                               \
+                        gm__cx.thread_idx[0] = gm__cx.linear;                                    \
+                        gm__cx.global_x = gm__g;                                                 \
+                        if (!__builtin_constant_p(gm__probe))                                    \
+                            gm__blk->running = gm__cx.linear;                                    \
+                        GM__SIM_BODY(name, __VA_ARGS__);                                         \
+                        if (!__builtin_constant_p(gm__probe) && gm__blk->fast == 0u)             \
+                            break; /* a barrier took over from this thread */                    \
+                    }                                                                            \
+                    gm__sim_fast_end(gm__blk);                                                   \
+                    break;                                                                       \
                 }                                                                                \
             }                                                                                    \
+            if (GM__SIM_PARK(gm__blk) == 0)                                                      \
+                return;                                                                          \
+            gm__cx = *gm__blk->ctx;                                                              \
         }                                                                                        \
     }                                                                                            \
     static const size_t name##__gm_sizes[] = {GM__MAP(GM__M_SIZE, GM__COMMA, __VA_ARGS__)};      \
@@ -626,7 +697,8 @@ static inline int gm__sim_next_thread(gm__sim_block *b)
     static const gm_host_kernel name##__gm_kernel = {GM_HOST_KERNEL_ABI, #name,                  \
                                                      name##__gm_block,   GM__NARGS(__VA_ARGS__), \
                                                      name##__gm_sizes,   name##__gm_decls};      \
-    static inline void name##__gm_body(GM__MAP(GM__M_DECL, GM__COMMA, __VA_ARGS__))
+    static inline void name##__gm_body(const gm__sim_ctx *gm__c GM__SIM_UNUSED,                  \
+                                       GM__MAP(GM__M_DECL, GM__COMMA, __VA_ARGS__))
 
 /* The array is thread-local storage of the worker running the block; `name` is a pointer
  * to it, computed once per thread (a thread-local address costs a call in shared
@@ -639,82 +711,46 @@ static inline int gm__sim_next_thread(gm__sim_block *b)
     static GM__THREAD_LOCAL type name##__gm_shared[(rows)][(cols)]; \
     type(*name)[(cols)] = name##__gm_shared;                        \
     __asm__("" : "+r"(name))
-#define GM_DYNAMIC_SHARED(type, name) type *name = (type *)(void *)gm__sim.dynamic_shared
+#define GM_DYNAMIC_SHARED(type, name) type *name = (type *)(void *)GM__CTX()->dynamic_shared
 /* One instance per process: host images share their constants between contexts. */
 #define GM_CONSTANT_ARRAY(type, name, count) \
     static type name[(count)];               \
     static const gm_host_global name##__gm_global = {#name, (void *)name, sizeof(name)}
 
-GM__DEVINL uint32_t gm_thread_idx_x(void)
-{
-    return gm__sim.thread_idx[0];
-}
-GM__DEVINL uint32_t gm_thread_idx_y(void)
-{
-    return gm__sim.thread_idx[1];
-}
-GM__DEVINL uint32_t gm_thread_idx_z(void)
-{
-    return gm__sim.thread_idx[2];
-}
-GM__DEVINL uint32_t gm_block_idx_x(void)
-{
-    return gm__sim.block_idx[0];
-}
-GM__DEVINL uint32_t gm_block_idx_y(void)
-{
-    return gm__sim.block_idx[1];
-}
-GM__DEVINL uint32_t gm_block_idx_z(void)
-{
-    return gm__sim.block_idx[2];
-}
-GM__DEVINL uint32_t gm_block_dim_x(void)
-{
-    return gm__sim.block_dim[0];
-}
-GM__DEVINL uint32_t gm_block_dim_y(void)
-{
-    return gm__sim.block_dim[1];
-}
-GM__DEVINL uint32_t gm_block_dim_z(void)
-{
-    return gm__sim.block_dim[2];
-}
-GM__DEVINL uint32_t gm_grid_dim_x(void)
-{
-    return gm__sim.grid_dim[0];
-}
-GM__DEVINL uint32_t gm_grid_dim_y(void)
-{
-    return gm__sim.grid_dim[1];
-}
-GM__DEVINL uint32_t gm_grid_dim_z(void)
-{
-    return gm__sim.grid_dim[2];
-}
-GM__DEVINL uint32_t gm_warp_size(void)
-{
-    return gm__sim.warp_size;
-}
+/* The indices and sizes read the context in scope (macros, so that a kernel body reads
+ * its parameter). */
+#define gm_thread_idx_x() ((uint32_t)GM__CTX()->thread_idx[0])
+#define gm_thread_idx_y() ((uint32_t)GM__CTX()->thread_idx[1])
+#define gm_thread_idx_z() ((uint32_t)GM__CTX()->thread_idx[2])
+#define gm_block_idx_x()  ((uint32_t)GM__CTX()->block_idx[0])
+#define gm_block_idx_y()  ((uint32_t)GM__CTX()->block_idx[1])
+#define gm_block_idx_z()  ((uint32_t)GM__CTX()->block_idx[2])
+#define gm_block_dim_x()  ((uint32_t)GM__CTX()->block_dim[0])
+#define gm_block_dim_y()  ((uint32_t)GM__CTX()->block_dim[1])
+#define gm_block_dim_z()  ((uint32_t)GM__CTX()->block_dim[2])
+#define gm_grid_dim_x()   ((uint32_t)GM__CTX()->grid_dim[0])
+#define gm_grid_dim_y()   ((uint32_t)GM__CTX()->grid_dim[1])
+#define gm_grid_dim_z()   ((uint32_t)GM__CTX()->grid_dim[2])
+#define gm_warp_size()    ((uint32_t)GM__CTX()->warp_size)
 
 /* The threads of a block run on one OS thread, so program order already
  * orders their shared and global accesses: at workgroup scope both fence
  * flags are honoured by the compiler barrier of the (opaque) call. Device
  * scope (gm_threadfence, other blocks run on other OS threads) is a real
  * fence. */
-GM__DEVINL void gm_barrier(unsigned flags)
+GM__DEVINL void gm__sim_barrier_at(const gm__sim_ctx *c, unsigned flags)
 {
-    GM__SIM_BARRIER(flags);
+    (void)flags;
+    GM__SIM_BARRIER(c->block, c->linear);
 }
-GM__DEVINL void gm_syncthreads(void)
+GM__DEVINL void gm__sim_wavebarrier_at(const gm__sim_ctx *c)
 {
-    GM__SIM_BARRIER(GM_CLK_LOCAL_MEM_FENCE | GM_CLK_GLOBAL_MEM_FENCE);
+    GM__SIM_WAVEBARRIER(c->block, c->linear);
 }
-GM__DEVINL void gm_wavebarrier(void)
-{
-    GM__SIM_WAVEBARRIER();
-}
+#define gm_barrier(flags) gm__sim_barrier_at(GM__CTX(), (flags))
+#define gm_syncthreads() \
+    gm__sim_barrier_at(GM__CTX(), GM_CLK_LOCAL_MEM_FENCE | GM_CLK_GLOBAL_MEM_FENCE)
+#define gm_wavebarrier() gm__sim_wavebarrier_at(GM__CTX())
 GM__DEVINL void gm_threadfence_block(void)
 {
     __atomic_signal_fence(__ATOMIC_SEQ_CST);
@@ -817,6 +853,19 @@ typedef struct gm_strided_layout {
 
 #define GM_LOCAL_ARRAY(type, name, count) type name[(count)]
 
+#if defined(GM_TARGET_HOST)
+/* The simulator: macros over the context in scope, like the indices (see GM__CTX). */
+#define gm_thread_linear_id() ((uint32_t)GM__CTX()->linear)
+#define gm_lane_id()          (gm_thread_linear_id() % gm_warp_size())
+#define gm_global_id_x()      ((int64_t)GM__CTX()->global_x)
+#define gm_global_id_y() \
+    ((int64_t)gm_block_idx_y() * (int64_t)gm_block_dim_y() + (int64_t)gm_thread_idx_y())
+#define gm_global_id_z() \
+    ((int64_t)gm_block_idx_z() * (int64_t)gm_block_dim_z() + (int64_t)gm_thread_idx_z())
+#define gm_global_size_x() ((int64_t)gm_grid_dim_x() * (int64_t)gm_block_dim_x())
+#define gm_global_size_y() ((int64_t)gm_grid_dim_y() * (int64_t)gm_block_dim_y())
+#define gm_global_size_z() ((int64_t)gm_grid_dim_z() * (int64_t)gm_block_dim_z())
+#else
 /** Linear thread index in the block (x fastest). */
 GM__DEVINL uint32_t gm_thread_linear_id(void)
 {
@@ -854,6 +903,7 @@ GM__DEVINL int64_t gm_global_size_z(void)
 {
     return (int64_t)gm_grid_dim_z() * (int64_t)gm_block_dim_z();
 }
+#endif
 
 /* ------------------------------------------------------ host tables */
 

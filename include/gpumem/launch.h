@@ -46,7 +46,7 @@ typedef struct gm_kernel gm_kernel;
 /* ------------------------------------------------- host kernel tables */
 
 /** Version of the simulator's kernel ABI (gpumem/kernel.h's host expansion). */
-#define GM_HOST_KERNEL_ABI 1u
+#define GM_HOST_KERNEL_ABI 2u
 /** First field of every gm_host_table ("GMKT"). */
 #define GM_HOST_TABLE_MAGIC 0x474d4b54u
 

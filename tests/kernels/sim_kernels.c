@@ -111,6 +111,57 @@ GM_KERNEL(kt_index_probe, (int32_t *, out), (int32_t, barriers))
     out[2 * g + 1] = (int32_t)(gm_block_idx_x() | gm_block_idx_y() << 8 | gm_block_idx_z() << 16);
 }
 
+/* Device helpers, kept out of line: they read the indices, and reach the barrier, through
+ * the simulator rather than through the kernel body's context. */
+static __attribute__((noinline)) int32_t kt_thread_code(void)
+{
+    return (int32_t)(gm_thread_idx_x() | gm_thread_idx_y() << 8 | gm_thread_idx_z() << 16);
+}
+
+static __attribute__((noinline)) int32_t kt_block_code(void)
+{
+    return (int32_t)(gm_block_idx_x() | gm_block_idx_y() << 8 | gm_block_idx_z() << 16);
+}
+
+static __attribute__((noinline)) int64_t kt_global_index(void)
+{
+    int64_t sx = gm_global_size_x(), sy = gm_global_size_y();
+
+    return gm_global_id_x() + sx * (gm_global_id_y() + sy * gm_global_id_z());
+}
+
+static __attribute__((noinline)) uint32_t kt_linear_and_lane(void)
+{
+    return gm_thread_linear_id() * 1000u + gm_lane_id();
+}
+
+static __attribute__((noinline)) void kt_sync(void)
+{
+    gm_syncthreads();
+}
+
+/* kt_index_probe with the indices read, and the barriers reached, in helper functions: out
+ * of the body, in the barrier-free loop, and after barriers. A thread whose helpers disagree
+ * with its body writes -1. */
+GM_KERNEL(kt_helper_probe, (int32_t *, out), (int32_t, barriers))
+{
+    int64_t g = kt_global_index();
+    int32_t code = kt_thread_code();
+    uint32_t lin = gm_thread_idx_x() +
+                   gm_block_dim_x() * (gm_thread_idx_y() + gm_block_dim_y() * gm_thread_idx_z());
+
+    if (g != gm_global_id_x() +
+                 gm_global_size_x() * (gm_global_id_y() + gm_global_size_y() * gm_global_id_z()))
+        code = -1;
+    for (int i = 0; i < barriers; i++)
+        kt_sync();
+    if (kt_thread_code() != code || kt_global_index() != g ||
+        kt_linear_and_lane() != lin * 1000u + lin % gm_warp_size())
+        code = -1;
+    out[2 * g] = code;
+    out[2 * g + 1] = kt_block_code();
+}
+
 /* Thread 0 stores the block index in shared memory; after many barriers every
  * thread checks it (another block running at the same time must not clobber it). */
 GM_KERNEL(kt_shared_isolation, (int32_t *, bad), (int32_t, rounds))
@@ -224,8 +275,9 @@ GM_KERNEL(add_f32, (const float *, a), (const float *, b), (float *, out), (int6
 GM_HOST_TABLE(kt_test_table,
               GM_HOST_KERNELS(kt_shift, kt_wave_exchange, kt_wave_partial, kt_wave_late,
                               kt_early_return, kt_branch_barrier, kt_extra_barrier,
-                              kt_wave_vs_block, kt_index_probe, kt_shared_isolation, kt_atomics,
-                              kt_local_array, kt_barrier_loop, kt_read_const),
+                              kt_wave_vs_block, kt_index_probe, kt_helper_probe,
+                              kt_shared_isolation, kt_atomics, kt_local_array, kt_barrier_loop,
+                              kt_read_const),
               GM_HOST_GLOBALS(kt_const));
 
 /* A set without the add_f32 override; the override lives in its own set. */

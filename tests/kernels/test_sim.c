@@ -220,8 +220,10 @@ static void test_divergence_async(void **state)
 }
 
 /* Every thread of a 3-D grid of 3-D blocks runs once with its indices, before and after
- * barriers (which move threads between fibers). */
-static void check_indices(gm_context *ctx, gm_dim3 grid, gm_dim3 block, int32_t barriers)
+ * barriers (which move threads between fibers): kt_index_probe reads them in the kernel's
+ * body, kt_helper_probe in helper functions too. */
+static void check_indices_of(gm_context *ctx, const char *kernel, gm_dim3 grid, gm_dim3 block,
+                             int32_t barriers)
 {
     int64_t sx = (int64_t)grid.x * block.x, sy = (int64_t)grid.y * block.y;
     int64_t n = sx * sy * grid.z * block.z;
@@ -229,7 +231,7 @@ static void check_indices(gm_context *ctx, gm_dim3 grid, gm_dim3 block, int32_t 
     gm_array *dout = kt_device(ctx, GM_INT32, 2 * n, NULL);
     gm_arg args[] = {gm_arg_array(dout), gm_arg_i32(barriers)};
 
-    assert_ok(gm_launch(kt_kernel(ctx, "kt_index_probe"), grid, block, 0, NULL, 2, args));
+    assert_ok(gm_launch(kt_kernel(ctx, kernel), grid, block, 0, NULL, 2, args));
     kt_to_host(dout, GM_INT32, 2 * n, out);
     for (int64_t g = 0; g < n; g++) {
         int64_t gx = g % sx, gy = (g / sx) % sy, gz = g / (sx * sy);
@@ -237,11 +239,17 @@ static void check_indices(gm_context *ctx, gm_dim3 grid, gm_dim3 block, int32_t 
         int32_t want_b = (int32_t)(gx / block.x | (gy / block.y) << 8 | (gz / block.z) << 16);
 
         if (out[2 * g] != want_t || out[2 * g + 1] != want_b)
-            fail_msg("thread %lld: indices 0x%x 0x%x, expected 0x%x 0x%x", (long long)g, out[2 * g],
-                     out[2 * g + 1], want_t, want_b);
+            fail_msg("%s: thread %lld: indices 0x%x 0x%x, expected 0x%x 0x%x", kernel, (long long)g,
+                     out[2 * g], out[2 * g + 1], want_t, want_b);
     }
     gm_array_release(&dout);
     free(out);
+}
+
+static void check_indices(gm_context *ctx, gm_dim3 grid, gm_dim3 block, int32_t barriers)
+{
+    check_indices_of(ctx, "kt_index_probe", grid, block, barriers);
+    check_indices_of(ctx, "kt_helper_probe", grid, block, barriers);
 }
 
 static void test_indices(void **state)
@@ -254,6 +262,8 @@ static void test_indices(void **state)
     check_indices(ctx, gm_dim3_make(2, 3, 1), gm_dim3_make(16, 16, 1), 1);
     check_indices(ctx, gm_dim3_make(1, 1, 3), gm_dim3_make(4, 4, 64), 3);
     check_indices(ctx, gm_dim3_make(37, 1, 1), gm_dim3_make(33, 1, 1), 1);
+    check_indices(ctx, gm_dim3_make(37, 1, 1), gm_dim3_make(96, 1, 1), 0);
+    check_indices(ctx, gm_dim3_make(2, 2, 1), gm_dim3_make(256, 1, 1), 2);
     kt_destroy(&ctx);
 }
 

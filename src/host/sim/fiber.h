@@ -89,25 +89,27 @@ void gm__fiber_reset(gm__fiber *fiber);
 void gm__fiber_destroy(gm__fiber *fiber);
 
 /*
- * Suspend `from` (the running fiber) and run `to`. Returns when some fiber
- * switches back to `from`. `leaving` says `from` will never be resumed as it
- * stands (finished or abandoned), which lets ASan drop its fake stack.
+ * Suspend `from` (the running fiber) and run `to`, where the switch that
+ * suspended `to` returns `value` (a fiber's first entry ignores it).
+ * Returns, when some fiber switches back to `from`, the value that switch
+ * passed. `leaving` says `from` will never be resumed as it stands
+ * (finished or abandoned), which lets ASan drop its fake stack.
  */
-void gm__fiber_switch_annotated(gm__fiber *from, gm__fiber *to, int leaving);
+int gm__fiber_switch_annotated(gm__fiber *from, gm__fiber *to, int leaving, int value);
 
 #if defined(GM__FIBER_ASM) && !defined(GM__FIBER_ASAN) && !defined(GM__FIBER_TSAN)
 /* The bare switch (fiber.c). */
-void gm__fiber_switch_asm(uint64_t *save, const uint64_t *load);
+int gm__fiber_switch_asm(uint64_t *save, const uint64_t *load, int value);
 
-static inline void gm__fiber_switch(gm__fiber *from, gm__fiber *to, int leaving)
+static inline int gm__fiber_switch(gm__fiber *from, gm__fiber *to, int leaving, int value)
 {
     (void)leaving;
-    gm__fiber_switch_asm(from->regs, to->regs);
+    return gm__fiber_switch_asm(from->regs, to->regs, value);
 }
 #else
-static inline void gm__fiber_switch(gm__fiber *from, gm__fiber *to, int leaving)
+static inline int gm__fiber_switch(gm__fiber *from, gm__fiber *to, int leaving, int value)
 {
-    gm__fiber_switch_annotated(from, to, leaving);
+    return gm__fiber_switch_annotated(from, to, leaving, value);
 }
 #endif
 

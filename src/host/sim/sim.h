@@ -7,9 +7,14 @@
  *     shared memory (thread-local arrays) is per block;
  *   - the threads of a block run as a plain loop on one fiber until one
  *     reaches a barrier; from then on each suspended thread keeps its own
- *     fiber (sim_block.c), taken on demand from a pool per OS thread; a 1-D
- *     block whose first thread returns without a barrier runs the rest as a
- *     bookkeeping-free loop (gpumem/kernel.h's GM_KERNEL);
+ *     fiber (sim_block.c), taken on demand from a pool per OS thread (a
+ *     fiber whose thread returned parks in the kernel's loop, ready to start
+ *     another); a 1-D block whose first thread returns without a barrier
+ *     runs the rest as a bookkeeping-free, vectorizable loop over the global
+ *     index (gpumem/kernel.h's GM_KERNEL);
+ *   - a kernel body reads its indices from a hidden parameter, not from
+ *     thread-local storage; device code outside a body asks the scheduler
+ *     (gm__sim_current);
  *   - gm_syncthreads / gm_barrier wait for every thread of the block,
  *     gm_wavebarrier for the live threads of the calling warp (32 or 64);
  *   - a barrier that cannot complete fails the launch with
@@ -65,11 +70,6 @@ typedef int (*gm__sim_claim_fn)(void *user, uint32_t block_idx[3]);
  */
 gm_status gm__sim_run_blocks(const gm__sim_launch *launch, gm__sim_claim_fn claim, void *user,
                              char *message, size_t message_size);
-
-/* The barriers under their library-internal names (gm__sim_barrier and
- * gm__sim_wavebarrier are exported aliases of them). */
-__attribute__((visibility("hidden"))) void gm__sim_barrier_local(unsigned flags);
-__attribute__((visibility("hidden"))) void gm__sim_wavebarrier_local(void);
 
 /* Workers in the pool plus the caller: GM_SIM_THREADS, else the online CPUs. */
 unsigned gm__sim_thread_count(void);

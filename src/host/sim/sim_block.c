@@ -13,12 +13,19 @@
  * released when its warp's last lane reaches it, or, if that lane returned
  * instead, when nothing else can run; lanes that returned do not take part.
  * Returned threads are recognized without any per-thread bookkeeping on
- * the kernel's fast path: started, not suspended, not running. Switches
- * go straight from fiber to fiber; the OS thread's own stack is returned to
- * only when there is no block left to run.
+ * the kernel's fast path: started, not suspended, not running.
+ *
+ * Switches go straight from fiber to fiber; the OS thread's own stack is
+ * returned to only when there is no block left to run. The fiber that
+ * suspends a thread also does the bookkeeping of the thread it resumes, so
+ * that a barrier ends in a tail call of the switch and a resumed thread
+ * returns from it straight into its kernel; the fibers about to run are
+ * prefetched a few switches ahead (about 256 of them take turns in a
+ * typical block, more than the first-level cache holds).
  */
 #include <stdatomic.h>
 #include <pthread.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,7 +33,8 @@
 #include "fiber.h"
 #include "sim.h"
 
-/* What a thread of the current block is doing. */
+/* What a thread of the current block is doing. The wave barrier scans eight lanes at a time
+ * and rely on the encoding: bit 0 clear for running and for waiting at a wave barrier. */
 enum {
     T_RUN = 0,        /* running, not started, or returned */
     T_WAIT_BLOCK = 1, /* at gm_syncthreads / gm_barrier */
@@ -36,13 +44,19 @@ enum {
 
 #define READY_MASK (GM__SIM_MAX_THREADS - 1u)
 
+/*
+ * Every switch passes a value to the fiber it resumes: SWITCH_GO, except to
+ * a fiber parked in an earlier run (gm__sim_park), which gets
+ * SWITCH_NEW_RUN (fiber_pop notes that in `pass`). The barriers ignore it.
+ */
+enum { SWITCH_NEW_RUN = 0, SWITCH_GO = 1 };
+
 typedef struct sim_worker sim_worker;
 
-/* A pooled fiber and the simulated thread it holds while suspended. */
+/* A pooled fiber: holds a thread, or runs a kernel's loop, or is parked in the free list. */
 typedef struct sim_fiber {
     gm__fiber fiber; /* first: the fiber entry gets a gm__fiber * */
     sim_worker *owner;
-    int in_use; /* holds a thread, or runs the loop; else parked in the free list */
 } sim_fiber;
 
 /* Per OS thread: its fibers and the block it is running. */
@@ -53,6 +67,8 @@ struct sim_worker {
     sim_fiber **free;
     uint32_t nall;
     uint32_t nfree;
+    uint32_t nfree_old; /* free[0 .. nfree_old) parked before this run */
+    int pass;           /* the value for the next switch to a fiber taken from the free list */
     size_t stack_bytes;
 
     /* the run */
@@ -67,23 +83,25 @@ struct sim_worker {
 
     /* the block */
     gm__sim_block pub;
-    uint32_t warp_shift; /* log2 of the warp size */
-    uint32_t waiting;    /* threads suspended at a barrier */
-    uint32_t block_arrived;
-    uint32_t wave_waiting;
+    gm__sim_ctx ctx; /* the block's context; gm__sim_current fills in the thread */
+    uint32_t dim_x, dim_y;
+    uint32_t one_d;            /* a 1-D block: thread t is (t, 0, 0) */
+    uint32_t pow2;             /* dim_x and dim_y are powers of two ... */
+    uint32_t x_shift, y_shift; /* ... of these exponents */
+    int64_t base_x;            /* block_idx[0] * dim_x */
+    uint32_t warp_shift;       /* log2 of the warp size */
+    uint32_t block_arrived;    /* threads suspended at the block barrier */
+    uint32_t wave_waiting;     /* threads suspended at wave barriers */
     uint32_t warp_arrived[GM__SIM_MAX_WARPS];
     uint32_t ready_head;
     uint32_t ready_tail;
     uint32_t ready[GM__SIM_MAX_THREADS];
     sim_fiber *thread_fiber[GM__SIM_MAX_THREADS];
-    uint32_t tid[GM__SIM_MAX_THREADS][3]; /* indices of the threads waiting */
     uint8_t state[GM__SIM_MAX_THREADS];
 
     gm_status status;
     char message[GM__SIM_MESSAGE_MAX];
 };
-
-GM_API GM__THREAD_LOCAL gm__sim_tls gm__sim GM__TLS_MODEL;
 
 static _Thread_local sim_worker *tls_worker = NULL;
 static pthread_key_t worker_key;
@@ -134,10 +152,49 @@ static sim_worker *worker_get(void)
         return NULL;
     }
     gm__fiber_init_main(&w->main);
+    w->pub.ctx = &w->ctx;
+    w->ctx.block = &w->pub;
     w->stack_bytes = gm__fiber_default_stack_bytes();
     (void)pthread_setspecific(worker_key, w);
     tls_worker = w;
     return w;
+}
+
+/* How many switches ahead fibers are prefetched. */
+#define PREFETCH_AHEAD 4u
+
+/*
+ * Warm the caches for a fiber about to run: its saved registers and the
+ * first `lines` cache lines of its stack (the return address, the frames it
+ * resumes in). Always inlined: out of line, the compiler sees a function
+ * without effects and drops it.
+ */
+static inline __attribute__((always_inline)) void prefetch_fiber(const sim_fiber *f, unsigned lines)
+{
+#if defined(GM__FIBER_ASM)
+    const char *sp = (const char *)(uintptr_t)f->fiber.regs[GM__FIBER_SP_SLOT];
+
+    for (unsigned i = 0; i < lines; i++)
+        __builtin_prefetch(sp + 64 * i);
+#else
+    (void)f;
+    (void)lines;
+#endif
+}
+
+/* The last parked fiber (the free list is not empty). */
+static inline sim_fiber *fiber_pop(sim_worker *w)
+{
+    sim_fiber *f = w->free[--w->nfree];
+
+    if (w->nfree < w->nfree_old) { /* parked in an earlier run's kernel: see gm__sim_park */
+        w->nfree_old = w->nfree;
+        w->pass = SWITCH_NEW_RUN;
+    }
+    /* A parked fiber resumes in its kernel's loop, reloading the frame's spills. */
+    if (w->nfree >= PREFETCH_AHEAD)
+        prefetch_fiber(w->free[w->nfree - PREFETCH_AHEAD], 4);
+    return f;
 }
 
 /* A parked or new fiber; NULL when memory is short. */
@@ -146,7 +203,7 @@ static sim_fiber *fiber_take(sim_worker *w)
     sim_fiber *f = NULL;
 
     if (w->nfree > 0) {
-        f = w->free[--w->nfree];
+        f = fiber_pop(w);
     } else {
         if (w->nall > GM__SIM_MAX_THREADS)
             return NULL;
@@ -163,21 +220,20 @@ static sim_fiber *fiber_take(sim_worker *w)
         f->owner = w;
         w->all[w->nall++] = f;
     }
-    f->in_use = 1;
     return f;
 }
 
-/* Park a fiber in the free list (it stays where it stands and loops on resume). */
+/* Park a fiber in the free list: it waits in gm__sim_park (or has never run). */
 static void fiber_park(sim_worker *w, sim_fiber *f)
 {
-    f->in_use = 0;
     w->free[w->nfree++] = f;
 }
 
 /*
  * After a failed block every fiber starts over: those holding threads, the
  * one that failed (which may have been parked before it found the block
- * stuck), and the parked ones too (simplest: all are at rest now).
+ * stuck), and the parked ones too (simplest: all are at rest now). The
+ * block's waits are cleared too (a finished block leaves none).
  */
 static void recycle_all(sim_worker *w)
 {
@@ -187,6 +243,10 @@ static void recycle_all(sim_worker *w)
         fiber_park(w, w->all[i]);
     }
     memset(w->state, T_RUN, sizeof(w->state));
+    memset(w->warp_arrived, 0, sizeof(w->warp_arrived));
+    w->block_arrived = 0;
+    w->wave_waiting = 0;
+    w->ready_head = w->ready_tail = 0;
 }
 
 /* --------------------------------------------------------- messages */
@@ -256,14 +316,20 @@ static void ready_push(sim_worker *w, uint32_t t)
     w->ready[w->ready_tail++ & READY_MASK] = t;
 }
 
-/* Every thread waits at the block barrier: make them all ready, in thread order. */
+/*
+ * Every thread waits at the block barrier: make them all ready, in thread
+ * order. Nothing else is ready (the scheduler releases only when nothing
+ * can run), so the queue starts over.
+ */
 static void release_block(sim_worker *w)
 {
-    for (uint32_t t = 0; t < w->count; t++) {
-        w->state[t] = T_READY;
-        ready_push(w, t);
-    }
-    w->waiting -= w->block_arrived;
+    uint32_t n = w->count;
+
+    for (uint32_t t = 0; t < n; t++)
+        w->ready[t] = t;
+    memset(w->state, T_READY, n);
+    w->ready_head = 0;
+    w->ready_tail = n;
     w->block_arrived = 0;
 }
 
@@ -275,15 +341,20 @@ static void release_block(sim_worker *w)
 static int warp_complete(const sim_worker *w, uint32_t wi)
 {
     uint32_t lo = 0, hi = 0;
+    uint64_t odd = 0; /* states with bit 0 set: waiting at the block barrier, or ready */
 
     warp_lanes(w, wi, &lo, &hi);
     if (w->warp_arrived[wi] == 0 || hi > w->pub.next)
         return 0;
-    for (uint32_t t = lo; t < hi; t++) {
-        if (w->state[t] != T_WAIT_WAVE && w->state[t] != T_RUN)
-            return 0;
+    for (; lo + 8u <= hi; lo += 8u) {
+        uint64_t v = 0;
+
+        memcpy(&v, &w->state[lo], sizeof v);
+        odd |= v;
     }
-    return 1;
+    for (; lo < hi; lo++)
+        odd |= w->state[lo];
+    return (odd & UINT64_C(0x0101010101010101)) == 0;
 }
 
 /* Make the waiting lanes of warp wi ready, in lane order. */
@@ -292,13 +363,26 @@ static void release_warp(sim_worker *w, uint32_t wi)
     uint32_t lo = 0, hi = 0;
 
     warp_lanes(w, wi, &lo, &hi);
-    for (uint32_t t = lo; t < hi; t++) {
-        if (w->state[t] == T_WAIT_WAVE) {
-            w->state[t] = T_READY;
-            ready_push(w, t);
+    for (; lo + 8u <= hi; lo += 8u) { /* eight lanes at a time: T_WAIT_WAVE -> T_READY */
+        uint64_t v = 0, wave = 0;
+
+        memcpy(&v, &w->state[lo], sizeof v);
+        wave = (v >> 1) & ~v & UINT64_C(0x0101010101010101); /* a 1 per lane in state 2 */
+        if (wave == 0)
+            continue;
+        v |= wave;
+        memcpy(&w->state[lo], &v, sizeof v);
+        do {
+            ready_push(w, lo + (uint32_t)__builtin_ctzll(wave) / 8u);
+            wave &= wave - 1u;
+        } while (wave != 0);
+    }
+    for (; lo < hi; lo++) {
+        if (w->state[lo] == T_WAIT_WAVE) {
+            w->state[lo] = T_READY;
+            ready_push(w, lo);
         }
     }
-    w->waiting -= w->warp_arrived[wi];
     w->wave_waiting -= w->warp_arrived[wi];
     w->warp_arrived[wi] = 0;
 }
@@ -317,11 +401,12 @@ static int release_stalled_warps(sim_worker *w)
     return released;
 }
 
-/* Leave for the OS thread's stack for good (this fiber is abandoned or parked). */
-static void to_main(sim_worker *w, sim_fiber *self, int leaving)
+/* Leave for the OS thread's stack (this fiber is abandoned or parked); the value that
+ * resumes it. */
+static int to_main(sim_worker *w, sim_fiber *self, int leaving)
 {
     w->current = NULL;
-    gm__fiber_switch(&self->fiber, &w->main, leaving);
+    return gm__fiber_switch(&self->fiber, &w->main, leaving, SWITCH_GO);
 }
 
 static void fail_block(sim_worker *w, sim_fiber *self, gm_status status)
@@ -334,150 +419,231 @@ static void fail_block(sim_worker *w, sim_fiber *self, gm_status status)
                  w->launch->kernel->name, w->block_idx[0], w->block_idx[1], w->block_idx[2]);
     }
     w->status = status;
-    to_main(w, self, 1);
+    (void)to_main(w, self, 1);
 }
 
-/* Run `to` instead of `self` (no switch when they are the same); `to` is current after. */
-static inline void switch_to(sim_worker *w, sim_fiber *self, sim_fiber *to)
+/* Run `to` instead of `self` (no switch when they are the same); `to` is current after.
+ * Returns the value that resumes `self` (SWITCH_GO without a switch). */
+static inline int switch_to(sim_worker *w, sim_fiber *self, sim_fiber *to)
 {
+    int pass = w->pass;
+
     if (to == self)
-        return;
+        return SWITCH_GO;
+    w->pass = SWITCH_GO;
     w->current = to;
-    gm__fiber_switch(&self->fiber, &to->fiber, 0);
+    return gm__fiber_switch(&self->fiber, &to->fiber, 0, pass);
 }
 
 /*
- * The fiber to run instead of `self` (which waits at a barrier, or has no
- * thread): the next ready thread, else a new thread on a fresh fiber, else,
- * when every thread waits at the block barrier, its first thread after the
- * release. Fails the block (never returning) when none can run.
+ * Nothing is ready: a fresh fiber for the next unstarted thread, else NULL
+ * after releasing a barrier (the ready queue is not empty then). Fails the
+ * block (never returning) when nothing can run: barrier divergence.
  */
 static __attribute__((noinline)) sim_fiber *pick_next(sim_worker *w, sim_fiber *self)
 {
-    for (;;) {
-        if (w->ready_head != w->ready_tail)
-            return w->thread_fiber[w->ready[w->ready_head++ & READY_MASK]];
-        if (w->pub.next < w->pub.count) {
-            sim_fiber *f = fiber_take(w);
+    if (w->pub.next < w->pub.count) {
+        sim_fiber *f = fiber_take(w);
 
-            if (f != NULL)
-                return f;
+        if (f == NULL)
             fail_block(w, self, GM_ERR_NO_MEMORY);
-        } else if (w->wave_waiting > 0 && release_stalled_warps(w) != 0) {
-            continue;
-        } else if (w->block_arrived == w->count) {
-            release_block(w);
-        } else {
-            fail_block(w, self, GM_ERR_BARRIER_DIVERGENCE);
-        }
+        return f;
+    }
+    if (w->wave_waiting > 0 && release_stalled_warps(w) != 0)
+        return NULL;
+    if (w->block_arrived == w->count) {
+        release_block(w);
+        return NULL;
+    }
+    fail_block(w, self, GM_ERR_BARRIER_DIVERGENCE);
+    return NULL;
+}
+
+static inline __attribute__((always_inline)) void prefetch_ready(const sim_worker *w)
+{
+    uint32_t h = w->ready_head;
+
+    if (w->ready_tail - h > PREFETCH_AHEAD)
+        prefetch_fiber(w->thread_fiber[w->ready[(h + PREFETCH_AHEAD) & READY_MASK]], 2);
+}
+
+/* The indices of thread t of the block. */
+static void thread_xyz(const sim_worker *w, uint32_t t, gm__sim_ctx *c)
+{
+    uint32_t r = 0;
+
+    if (w->one_d != 0u) {
+        c->thread_idx[0] = t;
+        c->thread_idx[1] = 0;
+        c->thread_idx[2] = 0;
+    } else if (w->pow2 != 0u) {
+        c->thread_idx[0] = t & (w->dim_x - 1u);
+        r = t >> w->x_shift;
+        c->thread_idx[1] = r & (w->dim_y - 1u);
+        c->thread_idx[2] = r >> w->y_shift;
+    } else {
+        c->thread_idx[0] = t % w->dim_x;
+        r = t / w->dim_x;
+        c->thread_idx[1] = r % w->dim_y;
+        c->thread_idx[2] = r / w->dim_y;
     }
 }
 
-/* `self` cannot go on: run another fiber; returns when `self` is resumed. */
-static inline void schedule(sim_worker *w, sim_fiber *self)
+/* Suspended thread t runs next. */
+static inline void prepare_resume(sim_worker *w, uint32_t t)
 {
-    sim_fiber *to = NULL;
+    w->state[t] = T_RUN;
+    w->pub.running = t;
+}
 
-    if (w->ready_head != w->ready_tail) {
-        to = w->thread_fiber[w->ready[w->ready_head++ & READY_MASK]];
-    } else {
-        to = pick_next(w, self);
+/* The first ready thread runs instead of `self` (ready queue not empty; never `self`).
+ * Returns the value that resumes `self`. */
+static inline __attribute__((always_inline)) int resume_ready(sim_worker *w, sim_fiber *self)
+{
+    uint32_t t = w->ready[w->ready_head++ & READY_MASK];
+    sim_fiber *to = w->thread_fiber[t];
+
+    prefetch_ready(w);
+    prepare_resume(w, t);
+    w->current = to;
+    return gm__fiber_switch(&self->fiber, &to->fiber, 0, SWITCH_GO);
+}
+
+/* The fiber to run instead of `self` (which waits at a barrier, or has no thread). */
+static inline sim_fiber *next_fiber(sim_worker *w, sim_fiber *self)
+{
+    sim_fiber *f = NULL;
+
+    for (;;) {
+        if (w->ready_head != w->ready_tail) {
+            uint32_t t = w->ready[w->ready_head++ & READY_MASK];
+
+            prefetch_ready(w);
+            prepare_resume(w, t);
+            return w->thread_fiber[t];
+        }
+        if (w->pub.next < w->pub.count && w->nfree > 0)
+            return fiber_pop(w); /* for the next unstarted thread */
+        f = pick_next(w, self);
+        if (f != NULL)
+            return f;
     }
-    switch_to(w, self, to);
+}
+
+/* Thread t, the running one, waits at a barrier (`state`) on fiber `self`. */
+static inline void note_waiting(sim_worker *w, sim_fiber *self, uint32_t t, uint8_t state)
+{
+    w->thread_fiber[t] = self;
+    w->state[t] = state;
 }
 
 /*
- * Note that thread t (the running one) waits: its indices go to the dense
- * per-thread array, not to the fiber, so that resuming touches only the
- * fiber's register line and arrays walked in thread order. A thread of the
- * barrier-free fast loop ends that loop: the threads after it are claimed
- * one at a time again.
+ * The first time a thread of the block reaches a barrier, or one of the
+ * barrier-free fast loop does: the fast loop ends (the threads after it are
+ * claimed one at a time again) and the block is no longer barrier-free.
  */
-static inline void suspend_current(sim_worker *w, sim_fiber *self, uint32_t t, uint8_t state)
+static inline void note_barrier(sim_worker *w, uint32_t t)
 {
-    if (gm__sim.fast != 0u) {
-        gm__sim.fast = 0u;
+    if (w->pub.fast != 0u) { /* a 1-D block: t's successor is (t + 1, 0, 0) */
+        w->pub.fast = 0u;
         w->pub.next = t + 1u;
+        w->pub.nx = t + 1u;
     }
     w->pub.barrier_seen = 1u;
-    if (w->pub.dim_x != w->count) /* 1-D blocks: the index is t itself */
-        memcpy(w->tid[t], gm__sim.thread_idx, sizeof(w->tid[t]));
-    w->thread_fiber[t] = self;
-    w->state[t] = state;
-    w->waiting++;
 }
 
-/* Thread t runs again. */
-static inline void resume_current(sim_worker *w, uint32_t t)
+static inline sim_worker *worker_of(gm__sim_block *b)
 {
-    w->state[t] = T_RUN;
-    if (w->pub.dim_x != w->count)
-        memcpy(gm__sim.thread_idx, w->tid[t], sizeof(w->tid[t]));
-    else
-        gm__sim.thread_idx[0] = t; /* y and z stay 0 in a 1-D block */
+    return (sim_worker *)(void *)((char *)b - offsetof(sim_worker, pub));
 }
 
-/* The running thread's linear index. */
-static inline uint32_t current_thread(const sim_worker *w)
+/* The general case of a block barrier: the first one of the block, or the last thread. */
+static __attribute__((noinline)) void block_barrier_slow(sim_worker *w, uint32_t t)
 {
-    if (w->pub.dim_x == w->count)
-        return gm__sim.thread_idx[0];
-    return gm__sim.thread_idx[0] +
-           w->pub.dim_x * (gm__sim.thread_idx[1] + w->pub.dim_y * gm__sim.thread_idx[2]);
-}
+    sim_fiber *self = w->current;
 
-void gm__sim_barrier_local(unsigned flags)
-{
-    sim_worker *w = gm__sim.worker;
-    sim_fiber *self = NULL;
-    uint32_t t = 0;
-
-    /* Workgroup scope on one OS thread: a compiler barrier orders both memories, so the
-     * flags need nothing more (see gpumem/kernel.h). */
-    (void)flags;
-    atomic_signal_fence(memory_order_seq_cst);
-    if (w == NULL)
-        return;
-    self = w->current;
-    t = current_thread(w);
-    suspend_current(w, self, t, T_WAIT_BLOCK);
+    note_barrier(w, t);
+    note_waiting(w, self, t, T_WAIT_BLOCK);
     w->block_arrived++;
-    schedule(w, self);
-    resume_current(w, t);
-    atomic_signal_fence(memory_order_seq_cst);
+    (void)switch_to(w, self, next_fiber(w, self));
 }
 
-void gm__sim_wavebarrier_local(void)
+/* The general case of a wave barrier: the warp's last lane, or nothing ready. */
+static __attribute__((noinline)) void wave_barrier_slow(sim_worker *w, uint32_t t)
 {
-    sim_worker *w = gm__sim.worker;
-    sim_fiber *self = NULL;
-    uint32_t t = 0, wi = 0;
+    sim_fiber *self = w->current;
+    uint32_t wi = t >> w->warp_shift;
 
-    atomic_signal_fence(memory_order_seq_cst);
-    if (w == NULL)
-        return;
-    self = w->current;
-    t = current_thread(w);
-    suspend_current(w, self, t, T_WAIT_WAVE);
-    wi = t >> w->warp_shift;
+    note_barrier(w, t);
+    note_waiting(w, self, t, T_WAIT_WAVE);
     w->warp_arrived[wi]++;
     w->wave_waiting++;
     /* The warp's last lane releases it (lanes start in order). */
     if ((t + 1u == w->count || ((t + 1u) & ((1u << w->warp_shift) - 1u)) == 0) &&
         warp_complete(w, wi))
         release_warp(w, wi);
-    schedule(w, self);
-    resume_current(w, t);
+    (void)switch_to(w, self, next_fiber(w, self));
+}
+
+/*
+ * The barriers end in the switch (a tail call where the compiler makes one):
+ * the thread resumes where the switch returns, its bookkeeping already done.
+ * The common case - another thread is ready, so this one only waits - has a
+ * short path. (A ready thread implies an earlier release, so the block is
+ * not barrier-free and no fast loop runs.) Workgroup scope on one OS
+ * thread: the opaque call is a compiler barrier that orders both memories,
+ * so the flags need nothing more (see gpumem/kernel.h).
+ */
+void gm__sim_block_barrier_local(gm__sim_block *b, uint32_t t)
+{
+    sim_worker *w = NULL;
+
     atomic_signal_fence(memory_order_seq_cst);
+    if (b == NULL)
+        return;
+    w = worker_of(b);
+    if (w->ready_head != w->ready_tail) {
+        sim_fiber *self = w->current;
+
+        note_waiting(w, self, t, T_WAIT_BLOCK);
+        w->block_arrived++;
+        (void)resume_ready(w, self);
+        return;
+    }
+    block_barrier_slow(w, t);
+}
+
+void gm__sim_wave_barrier_local(gm__sim_block *b, uint32_t t)
+{
+    sim_worker *w = NULL;
+
+    atomic_signal_fence(memory_order_seq_cst);
+    if (b == NULL)
+        return;
+    w = worker_of(b);
+    if (w->ready_head != w->ready_tail && t + 1u != w->count &&
+        ((t + 1u) & ((1u << w->warp_shift) - 1u)) != 0) {
+        sim_fiber *self = w->current;
+
+        note_waiting(w, self, t, T_WAIT_WAVE);
+        w->warp_arrived[t >> w->warp_shift]++;
+        w->wave_waiting++;
+        (void)resume_ready(w, self);
+        return;
+    }
+    wave_barrier_slow(w, t);
 }
 
 /* The exported names, for kernels compiled outside the library. */
-void gm__sim_barrier(unsigned flags) __attribute__((alias("gm__sim_barrier_local")));
-void gm__sim_wavebarrier(void) __attribute__((alias("gm__sim_wavebarrier_local")));
+void gm__sim_block_barrier(gm__sim_block *b, uint32_t t)
+    __attribute__((alias("gm__sim_block_barrier_local")));
+void gm__sim_wave_barrier(gm__sim_block *b, uint32_t t)
+    __attribute__((alias("gm__sim_wave_barrier_local")));
 
 /* ------------------------------------------------------------ blocks */
 
-/* Reset the block state for block_idx and point the device-side indices at it. */
+/* Start block block_idx: its claiming state and its context (the previous block left no
+ * thread waiting or ready). */
 static void block_begin(sim_worker *w, const uint32_t block_idx[3])
 {
     gm__sim_block *b = &w->pub;
@@ -485,17 +651,15 @@ static void block_begin(sim_worker *w, const uint32_t block_idx[3])
     b->next = 0;
     b->nx = b->ny = b->nz = 0;
     b->barrier_seen = 0;
-    gm__sim.fast = 0;
-    w->waiting = 0;
-    memset(w->warp_arrived, 0, w->nwarps * sizeof(w->warp_arrived[0]));
-    w->block_arrived = 0;
-    w->wave_waiting = 0;
-    w->ready_head = w->ready_tail = 0;
+    b->fast = 0;
     for (int i = 0; i < 3; i++) {
         w->block_idx[i] = block_idx[i];
-        gm__sim.block_idx[i] = block_idx[i];
-        gm__sim.thread_idx[i] = 0;
+        w->ctx.block_idx[i] = block_idx[i];
+        w->ctx.thread_idx[i] = 0;
     }
+    w->ctx.linear = 0;
+    w->base_x = (int64_t)block_idx[0] * (int64_t)w->dim_x;
+    w->ctx.global_x = w->base_x;
 }
 
 /* Claim the next block of the run; 0 when there is none (or the run failed). */
@@ -512,30 +676,68 @@ static int next_block(sim_worker *w)
 /* Whether the current block has finished: nothing waits, runs or is left to start. */
 static int block_finished(const sim_worker *w)
 {
-    return w->waiting == 0 && w->ready_head == w->ready_tail && w->pub.next >= w->pub.count;
+    return w->block_arrived == 0 && w->wave_waiting == 0 && w->ready_head == w->ready_tail &&
+           w->pub.next >= w->pub.count;
 }
 
-/* Entry of every fiber: run the kernel's thread loop, block after block. */
+/*
+ * A fiber's thread has returned and it has nothing left to claim (the
+ * kernel's loop calls this): go on with the next block when this one is
+ * finished, else park in the free list and run another fiber. Returns 1
+ * when there is a thread to claim (the next block, or a new thread of this
+ * run for which the fiber was taken), 0 when it was taken for a later run:
+ * the loop returns to fiber_main, which enters that run's kernel. The
+ * switches end the function, so that a resumed fiber returns from them
+ * straight into the kernel's loop.
+ */
+int gm__sim_park_local(gm__sim_block *b)
+{
+    sim_worker *w = worker_of(b);
+    sim_fiber *self = w->current;
+
+    if (block_finished(w)) {
+        if (next_block(w) != 0)
+            return 1;
+        fiber_park(w, self);
+        return to_main(w, self, 0);
+    }
+    fiber_park(w, self);
+    if (w->ready_head != w->ready_tail)
+        return resume_ready(w, self);
+    return switch_to(w, self, next_fiber(w, self));
+}
+
+int gm__sim_park(gm__sim_block *b) __attribute__((alias("gm__sim_park_local")));
+
+/* Device code outside a kernel body: the context of the thread running on this OS thread. */
+const gm__sim_ctx *gm__sim_current_local(void)
+{
+    static const gm__sim_ctx none; /* outside a launch */
+    sim_worker *w = tls_worker;
+    gm__sim_ctx *c = NULL;
+
+    if (w == NULL || w->current == NULL)
+        return &none;
+    c = &w->ctx;
+    c->linear = w->pub.running;
+    thread_xyz(w, c->linear, c);
+    c->global_x = w->base_x + (int64_t)c->thread_idx[0];
+    return c;
+}
+
+const gm__sim_ctx *gm__sim_current(void) __attribute__((alias("gm__sim_current_local")));
+
+/* Entry of every fiber: the kernel's loop, which returns only to enter a later run's. */
 static void fiber_main(gm__fiber *gf)
 {
     sim_fiber *self = (sim_fiber *)(void *)gf;
     sim_worker *w = self->owner;
 
-    for (;;) {
+    for (;;)
         w->launch->kernel->block_fn(w->launch->args, &w->pub);
-        if (block_finished(w)) {
-            if (next_block(w) != 0)
-                continue;
-            fiber_park(w, self);
-            to_main(w, self, 0);
-            continue;
-        }
-        fiber_park(w, self);
-        schedule(w, self);
-    }
 }
 
-/* Set up the run on this worker: sizes, TLS, dynamic shared memory. */
+/* Set up the run on this worker: sizes, the context, dynamic shared memory. */
 static gm_status run_begin(sim_worker *w, const gm__sim_launch *l)
 {
     size_t dyn = (l->dynamic_shared_bytes + 63u) & ~(size_t)63u;
@@ -551,22 +753,26 @@ static gm_status run_begin(sim_worker *w, const gm__sim_launch *l)
         w->dynamic_capacity = dyn;
     }
     w->launch = l;
+    w->nfree_old = w->nfree;
+    w->pass = SWITCH_GO;
     w->status = GM_OK;
     w->message[0] = '\0';
     w->count = l->block[0] * l->block[1] * l->block[2];
     w->nwarps = (w->count + (1u << shift) - 1u) >> shift;
     w->pub.count = w->count;
-    w->pub.dim_x = l->block[0];
-    w->pub.dim_y = l->block[1];
+    w->dim_x = l->block[0];
+    w->dim_y = l->block[1];
+    w->one_d = w->dim_x == w->count;
+    w->pow2 = (w->dim_x & (w->dim_x - 1u)) == 0 && (w->dim_y & (w->dim_y - 1u)) == 0;
+    w->x_shift = (uint32_t)__builtin_ctz(w->dim_x);
+    w->y_shift = (uint32_t)__builtin_ctz(w->dim_y);
     w->warp_shift = shift;
     for (int i = 0; i < 3; i++) {
-        gm__sim.block_dim[i] = l->block[i];
-        gm__sim.grid_dim[i] = l->grid[i];
+        w->ctx.block_dim[i] = l->block[i];
+        w->ctx.grid_dim[i] = l->grid[i];
     }
-    gm__sim.warp_size = l->warp_size;
-    gm__sim.dynamic_shared = w->dynamic_shared;
-    gm__sim.block = &w->pub;
-    gm__sim.worker = w;
+    w->ctx.warp_size = l->warp_size;
+    w->ctx.dynamic_shared = w->dynamic_shared;
     return GM_OK;
 }
 
@@ -587,9 +793,8 @@ gm_status gm__sim_run_blocks(const gm__sim_launch *launch, gm__sim_claim_fn clai
     if (f == NULL)
         goto fail;
     w->current = f;
-    gm__fiber_switch(&w->main, &f->fiber, 0);
-    gm__sim.worker = NULL;
-    gm__sim.block = NULL;
+    w->pass = SWITCH_GO;
+    (void)gm__fiber_switch(&w->main, &f->fiber, 0, SWITCH_NEW_RUN);
     status = w->status;
     if (status != GM_OK) {
         recycle_all(w);
@@ -597,7 +802,6 @@ gm_status gm__sim_run_blocks(const gm__sim_launch *launch, gm__sim_claim_fn clai
     }
     return status;
 fail:
-    gm__sim.worker = NULL;
     snprintf(message, message_size, "kernel '%s': out of memory for the simulator's fibers",
              launch->kernel->name);
     return status;

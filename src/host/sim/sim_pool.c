@@ -75,6 +75,11 @@ unsigned gm__sim_thread_count(void)
 /* The block index of linear block b (x fastest). */
 static void block_coords(const gm__sim_launch *l, uint64_t b, uint32_t idx[3])
 {
+    if (l->grid[1] == 1u && l->grid[2] == 1u) { /* 1-D grids: no divisions */
+        idx[0] = (uint32_t)b;
+        idx[1] = idx[2] = 0;
+        return;
+    }
     idx[0] = (uint32_t)(b % l->grid[0]);
     idx[1] = (uint32_t)((b / l->grid[0]) % l->grid[1]);
     idx[2] = (uint32_t)(b / ((uint64_t)l->grid[0] * l->grid[1]));
