@@ -300,6 +300,18 @@ int64_t rt_alloc_calls(void)
     return alloc_calls;
 }
 
+bool rt_alloc_sweep_done(gm_status s, int64_t n, int64_t limit)
+{
+    assert_ok(gm_test_use_cmocka_allocator(NULL));
+    if (s == GM_OK && rt_alloc_calls() < n)
+        return true;
+    if (s != GM_OK && s != GM_ERR_NO_MEMORY) /* GM_OK: the failure was retried */
+        fail_msg("allocation %lld: %s (%s)", (long long)n, gm_status_name(s),
+                 gm_last_error_message());
+    assert_true(n < limit);
+    return false;
+}
+
 /* ---------------------------------------------------------------- misc */
 
 gm_context_options rt_options(int64_t max_count, double ratio, int64_t max_pinned)

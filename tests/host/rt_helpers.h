@@ -71,6 +71,15 @@ void rt_alloc_fail_at(int64_t fail_at);
 /* Allocator calls since rt_alloc_fail_at. */
 int64_t rt_alloc_calls(void);
 
+/*
+ * End of one step of an allocation-failure sweep: the scenario ran with
+ * allocation n failing (rt_alloc_fail_at(n)) and returned `s`. Reinstalls
+ * the leak-checking allocator, fails the test unless s is GM_OK or
+ * GM_ERR_NO_MEMORY, and returns true once the scenario made fewer than n
+ * allocations, i.e. every allocation point has failed once. `limit` bounds n.
+ */
+bool rt_alloc_sweep_done(gm_status s, int64_t n, int64_t limit);
+
 /* Context options with the given queue bounds (others default). */
 gm_context_options rt_options(int64_t max_count, double ratio, int64_t max_pinned);
 
