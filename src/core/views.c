@@ -266,6 +266,8 @@ gm_status gm_ndview_slice(const gm_ndview *view, int axis, gm_slice slice, gm_nd
         slice_axis(slice, view->shape[ax], view->strides[ax], &r.shape[ax], &r.strides[ax], &delta);
     status = shift_offset(fn, &r, ax, ovf, delta);
     if (status == GM_OK)
+        status = gm__validate(fn, &r); /* a reversed axis can move the extent past int64 */
+    if (status == GM_OK)
         *out_p = r;
     return status;
 }
@@ -420,8 +422,10 @@ gm_status gm_ndview_getitem(const gm_ndview *view, int nitems, const gm_index_it
         push_axis(&r, view->shape[src], view->strides[src]);
         src++;
     }
-    *out_p = r;
-    return GM_OK;
+    status = gm__validate(fn, &r); /* a reversed axis can move the extent past int64 */
+    if (status == GM_OK)
+        *out_p = r;
+    return status;
 }
 
 /*

@@ -1502,6 +1502,15 @@ static void test_overflow_regressions(void **state)
     assert_message_contains("offset");
     assert_ok(gm_ndview_init(NULL, GM_INT8, 1, shape1, strides1, GM_ORDER_C, &v));
     assert_status(gm_ndview_slice(&v, 0, GM_SLICE(GM_NONE, GM_NONE, -1), &out), GM_ERR_OVERFLOW);
+    /* valid input whose reversal's extent does not fit in int64 */
+    shape1[0] = 3;
+    strides1[0] = -(INT64_C(1) << 62);
+    assert_ok(gm_ndview_init(NULL, GM_INT8, 1, shape1, strides1, GM_ORDER_C, &v));
+    v.offset = 8768;
+    assert_ok(gm_ndview_validate(&v));
+    assert_status(gm_ndview_slice(&v, 0, GM_SLICE(GM_NONE, GM_NONE, -1), &out), GM_ERR_OVERFLOW);
+    items[0] = GM_IDX_SLICE(GM_NONE, GM_NONE, -1);
+    assert_status(gm_ndview_getitem(&v, 1, items, &out), GM_ERR_OVERFLOW);
     assert_ok(gm_ndview_init(NULL, GM_INT8, 2, wide, NULL, GM_ORDER_C, &v));
     assert_status(gm_ndview_view_dtype(&v, GM_UINT16, &out), GM_ERR_OVERFLOW);
     assert_memory_equal(&out, &untouched, sizeof(out));
