@@ -42,7 +42,7 @@ gm_status gm__check_ndim(const char *fn, int ndim)
 
 /* Product of a shape without recording errors: nonzero for a negative
  * extent or an overflow (numpy rejects overflow even when an extent is 0). */
-static int gm__shape_size_quiet(int ndim, const int64_t *shape, int64_t *size_p)
+static int shape_size_quiet(int ndim, const int64_t *shape, int64_t *size_p)
 {
     int64_t size = 1;
     int has_zero = 0;
@@ -58,25 +58,18 @@ static int gm__shape_size_quiet(int ndim, const int64_t *shape, int64_t *size_p)
     return 0;
 }
 
-/* Element count of a shape (0 if an extent is 0); rejects negative extents and overflow. */
+/* Element count of a shape (0 if an extent is 0); rejects negative extents (reported
+ * first, naming the axis) and overflow. */
 gm_status gm__shape_size(const char *fn, int ndim, const int64_t *shape, int64_t *size_p)
 {
-    int64_t size = 1;
-    int has_zero = 0;
-
+    if (shape_size_quiet(ndim, shape, size_p) == 0)
+        return GM_OK;
     for (int i = 0; i < ndim; i++) {
         if (shape[i] < 0)
             return gm__error(GM_ERR_INVALID_ARG, "%s: negative extent %lld on axis %d", fn,
                              (long long)shape[i], i);
-        has_zero |= shape[i] == 0;
     }
-    /* Like numpy, a shape whose product overflows is rejected even if an extent is 0. */
-    for (int i = 0; i < ndim; i++) {
-        if (shape[i] != 0 && gm__mul_overflow(size, shape[i], &size))
-            return gm__error(GM_ERR_OVERFLOW, "%s: the element count of the shape overflows", fn);
-    }
-    *size_p = has_zero ? 0 : size;
-    return GM_OK;
+    return gm__error(GM_ERR_OVERFLOW, "%s: the element count of the shape overflows", fn);
 }
 
 /*
@@ -244,7 +237,7 @@ int64_t gm_ndview_size(const gm_ndview *view)
 
     if (view == NULL || view->ndim < 0 || view->ndim > GM_MAX_DIMS)
         return -1;
-    if (gm__shape_size_quiet(view->ndim, view->shape, &size) != 0)
+    if (shape_size_quiet(view->ndim, view->shape, &size) != 0)
         return -1;
     return size;
 }
