@@ -260,13 +260,14 @@ static void host_fini(gm_backend_ctx *bctx)
     if (c == NULL)
         return;
     gm__host_streams_fini(c);
-    if (c->nregions > 0)
+    if (c->registry.count > 0)
         gm__log(GM_LOG_DEBUG, "host backend fini: releasing %zu allocations and registrations",
-                c->nregions);
-    for (size_t i = 0; i < c->nregions; i++)
-        release_region(&c->regions[i]);
+                c->registry.count);
+    for (host_region *r = gm__host_registry_first(&c->registry); r != NULL;
+         r = gm__host_registry_next(r))
+        release_region(r);
     gm__host_cache_free(gm__host_cache_drop(&c->cache));
-    gm__free(c->regions);
+    gm__host_registry_free(&c->registry);
     pthread_mutex_destroy(&c->mem_lock);
     gm__free(c);
 }
@@ -314,81 +315,42 @@ static gm_status host_mem_info(gm_backend_ctx *bctx, int64_t *free_p, int64_t *t
 
 /* ----------------------------------------------------------- registry */
 
-/* Index of the first region whose base is >= addr (mem_lock held). */
-static size_t region_lower_bound(const host_ctx *c, uintptr_t addr)
-{
-    size_t lo = 0;
-    size_t hi = c->nregions;
-
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-
-        if (c->regions[mid].base < addr)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo;
-}
-
 /* The region containing [addr, addr + bytes) (bytes may be 0), or NULL (mem_lock held). */
 static host_region *region_find(host_ctx *c, uintptr_t addr, size_t bytes)
 {
-    size_t i = region_lower_bound(c, addr);
-    host_region *r = NULL;
+    host_region *r = gm__host_registry_floor(&c->registry, addr);
 
-    if (i < c->nregions && c->regions[i].base == addr)
-        r = &c->regions[i];
-    else if (i > 0)
-        r = &c->regions[i - 1];
     if (r == NULL || addr - r->base >= r->bytes || bytes > r->bytes - (addr - r->base))
         return NULL;
     return r;
 }
 
-/* Whether [base, base + bytes) overlaps a region; i is region_lower_bound(base) (mem_lock held). */
-static bool region_overlaps_at(const host_ctx *c, size_t i, uintptr_t base, size_t bytes)
+/* The region that starts exactly at addr, or NULL (mem_lock held). */
+static host_region *region_at(host_ctx *c, uintptr_t addr)
 {
-    if (i > 0 && c->regions[i - 1].base + c->regions[i - 1].bytes > base)
-        return true;
-    return i < c->nregions && c->regions[i].base - base < bytes;
+    host_region *r = gm__host_registry_floor(&c->registry, addr);
+
+    return r != NULL && r->base == addr ? r : NULL;
 }
 
 /* Whether [base, base + bytes) overlaps a region (mem_lock held). */
-static bool region_overlaps(const host_ctx *c, uintptr_t base, size_t bytes)
+static bool region_overlaps(host_ctx *c, uintptr_t base, size_t bytes)
 {
-    return region_overlaps_at(c, region_lower_bound(c, base), base, bytes);
-}
+    host_region *below = gm__host_registry_floor(&c->registry, base);
+    host_region *above = NULL;
 
-/* Insert r at index i, its place in the order (mem_lock held). */
-static gm_status region_insert_at(host_ctx *c, size_t i, const host_region *r, const char *fn)
-{
-    if (c->nregions == c->region_cap) {
-        size_t cap = c->region_cap == 0 ? 16 : 2 * c->region_cap;
-        host_region *grown = gm__realloc(c->regions, cap * sizeof *grown);
-
-        if (grown == NULL)
-            return gm__error(GM_ERR_NO_MEMORY, "%s: out of memory for the registry", fn);
-        c->regions = grown;
-        c->region_cap = cap;
-    }
-    memmove(&c->regions[i + 1], &c->regions[i], (c->nregions - i) * sizeof *r);
-    c->regions[i] = *r;
-    c->nregions++;
-    return GM_OK;
+    if (below != NULL && below->base + below->bytes > base)
+        return true;
+    above = below != NULL ? gm__host_registry_next(below) : gm__host_registry_first(&c->registry);
+    return above != NULL && above->base - base < bytes;
 }
 
 /* Insert r in order (mem_lock held). */
 static gm_status region_insert(host_ctx *c, const host_region *r, const char *fn)
 {
-    return region_insert_at(c, region_lower_bound(c, r->base), r, fn);
-}
-
-/* Remove the region at index i (mem_lock held). */
-static void region_remove(host_ctx *c, size_t i)
-{
-    memmove(&c->regions[i], &c->regions[i + 1], (c->nregions - i - 1) * sizeof c->regions[0]);
-    c->nregions--;
+    if (gm__host_registry_insert(&c->registry, r) == NULL)
+        return gm__error(GM_ERR_NO_MEMORY, "%s: out of memory for the registry", fn);
+    return GM_OK;
 }
 
 bool gm__host_is_locked(gm_backend_ctx *bctx, const void *ptr)
@@ -430,22 +392,18 @@ static bool lock_pages(const host_ctx *c, uintptr_t base, size_t bytes, const ch
     return false;
 }
 
-/* Whether another locked region (not index i) locks the page at `page` (mem_lock held). */
-static bool page_locked_by_other(const host_ctx *c, size_t i, uintptr_t page)
+/* Whether another locked region than `self` locks the page at `page` (mem_lock held). */
+static bool page_locked_by_other(host_region *self, uintptr_t page)
 {
     size_t ps = page_size();
 
-    for (size_t j = i; j > 0; j--) {
-        const host_region *r = &c->regions[j - 1];
-
+    for (host_region *r = gm__host_registry_prev(self); r != NULL; r = gm__host_registry_prev(r)) {
         if (r->lock_base + r->lock_bytes <= page)
             break;
         if (r->locked && r->lock_base <= page)
             return true;
     }
-    for (size_t j = i + 1; j < c->nregions; j++) {
-        const host_region *r = &c->regions[j];
-
+    for (host_region *r = gm__host_registry_next(self); r != NULL; r = gm__host_registry_next(r)) {
         if (r->lock_base >= page + ps)
             break;
         if (r->locked)
@@ -454,19 +412,18 @@ static bool page_locked_by_other(const host_ctx *c, size_t i, uintptr_t page)
     return false;
 }
 
-/* munlock region i's pages except those another locked region shares (mem_lock held). */
-static void unlock_region_pages(const host_ctx *c, size_t i)
+/* munlock a region's pages except those another locked region shares (mem_lock held). */
+static void unlock_region_pages(host_region *r)
 {
-    const host_region *r = &c->regions[i];
     size_t ps = page_size();
     uintptr_t lo = r->lock_base;
     uintptr_t hi = r->lock_base + r->lock_bytes;
 
     if (!r->locked)
         return;
-    if (page_locked_by_other(c, i, lo))
+    if (page_locked_by_other(r, lo))
         lo += ps;
-    if (hi > lo && page_locked_by_other(c, i, hi - ps))
+    if (hi > lo && page_locked_by_other(r, hi - ps))
         hi -= ps;
     if (hi > lo)
         (void)munlock((void *)lo, hi - lo);
@@ -555,17 +512,15 @@ static int device_class(const host_ctx *c, size_t charged, size_t *capacity_p)
 static bool reuse_cached(host_ctx *c, host_region *r, int klass, void **discard_p, const char *fn)
 {
     void *block = gm__host_cache_take(&c->cache, klass, r->charged, r->capacity);
-    size_t i = 0;
 
     if (block == NULL)
         return false;
     r->base = (uintptr_t)block;
-    i = region_lower_bound(c, r->base);
-    if (region_overlaps_at(c, i, r->base, r->capacity)) {
+    if (region_overlaps(c, r->base, r->capacity)) {
         *discard_p = block;
         return false;
     }
-    if (region_insert_at(c, i, r, fn) != GM_OK) {
+    if (region_insert(c, r, fn) != GM_OK) {
         (void)gm__host_cache_keep(&c->cache, klass, block, r->capacity);
         return false;
     }
@@ -683,16 +638,15 @@ static bool cache_region(host_ctx *c, const host_region *r)
 static gm_status free_region(host_ctx *c, uintptr_t ptr, bool device, const char *fn)
 {
     host_region r = {0};
-    size_t i = 0;
+    host_region *at = NULL;
     bool found = false, cached = false;
 
     pthread_mutex_lock(&c->mem_lock);
-    i = region_lower_bound(c, ptr);
-    found = i < c->nregions && c->regions[i].base == ptr && !c->regions[i].registered &&
-            is_device_kind(c->regions[i].kind) == device;
+    at = region_at(c, ptr);
+    found = at != NULL && !at->registered && is_device_kind(at->kind) == device;
     if (found) {
-        r = c->regions[i];
-        region_remove(c, i);
+        r = *at;
+        gm__host_registry_remove(&c->registry, at);
         *used_counter(c, r.kind) -= (int64_t)r.charged;
         cached = cache_region(c, &r);
     }
@@ -827,15 +781,15 @@ static gm_status host_host_register(gm_backend_ctx *bctx, void *ptr, size_t byte
 static gm_status host_host_unregister(gm_backend_ctx *bctx, void *ptr)
 {
     host_ctx *c = gm__host_ctx(bctx);
-    size_t i = 0;
+    host_region *at = NULL;
     bool found = false;
 
     pthread_mutex_lock(&c->mem_lock);
-    i = region_lower_bound(c, (uintptr_t)ptr);
-    found = i < c->nregions && c->regions[i].base == (uintptr_t)ptr && c->regions[i].registered;
+    at = region_at(c, (uintptr_t)ptr);
+    found = at != NULL && at->registered;
     if (found) {
-        unlock_region_pages(c, i);
-        region_remove(c, i);
+        unlock_region_pages(at);
+        gm__host_registry_remove(&c->registry, at);
     }
     pthread_mutex_unlock(&c->mem_lock);
     if (!found)

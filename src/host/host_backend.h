@@ -57,6 +57,37 @@ typedef struct host_region {
     size_t lock_bytes;
 } host_region;
 
+/* A registry node (host_registry.c): its region first, then the treap links. */
+typedef struct host_node {
+    host_region region;
+    struct host_node *left, *right, *parent;
+    uint32_t priority;
+} host_node;
+
+/* The context's regions by base address (host_registry.c; mem_lock). */
+typedef struct host_registry {
+    host_node *root;
+    host_node *spare; /* nodes of removed regions, linked through right */
+    size_t count;
+    uint32_t seed;
+} host_registry;
+
+/* The first region with base >= addr, or NULL. */
+host_region *gm__host_registry_lower_bound(const host_registry *reg, uintptr_t addr);
+/* The last region with base <= addr, or NULL. */
+host_region *gm__host_registry_floor(const host_registry *reg, uintptr_t addr);
+/* The region of lowest base, or NULL. */
+host_region *gm__host_registry_first(const host_registry *reg);
+/* The region after / before r in address order, or NULL. */
+host_region *gm__host_registry_next(host_region *r);
+host_region *gm__host_registry_prev(host_region *r);
+/* Insert a copy of r (no overlap checks: the caller's); NULL when out of memory. */
+host_region *gm__host_registry_insert(host_registry *reg, const host_region *r);
+/* Remove a region (a pointer from this registry); its node is kept for reuse. */
+void gm__host_registry_remove(host_registry *reg, host_region *r);
+/* Free every node; the registry is empty afterwards. */
+void gm__host_registry_free(host_registry *reg);
+
 typedef struct host_stream host_stream;
 typedef struct host_event host_event;
 typedef struct host_work host_work;
@@ -84,9 +115,7 @@ typedef struct host_ctx {
     char cpu_name[128];
 
     pthread_mutex_t mem_lock;
-    host_region *regions; /* sorted by base, non-overlapping */
-    size_t nregions;
-    size_t region_cap;
+    host_registry registry; /* allocations and registrations, non-overlapping */
     int64_t device_total;
     int64_t device_used;
     int64_t pinned_total;

@@ -1,0 +1,213 @@
+/*
+ * The host simulator's registry of allocations and registrations: the
+ * context's regions ordered by base address, non-overlapping, in a treap
+ * (a binary search tree kept balanced in expectation by random heap
+ * priorities). Every operation is O(log n), so a program holding many
+ * thousands of live arrays (or freeing them late, inside defer_cleanup)
+ * pays no more per allocation than one holding ten; the sorted array this
+ * replaced moved every later region on each insert and removal.
+ *
+ * Nodes of removed regions are kept on a spare list and reused, so the
+ * steady state (allocate, release, flush, allocate again) calls no
+ * allocator; they are freed with the registry. Every function here runs
+ * with the context's mem_lock held.
+ */
+#include <stdint.h>
+
+#include "host_backend.h"
+
+/* A node's region is its first member: a region pointer is its node's. */
+_Static_assert(offsetof(host_node, region) == 0, "a registry node starts with its region");
+
+static host_node *node_of(host_region *r)
+{
+    return (host_node *)(void *)r;
+}
+
+/* The next priority (xorshift32; any sequence with no structure in the keys will do). */
+static uint32_t next_priority(host_registry *reg)
+{
+    uint32_t x = reg->seed != 0 ? reg->seed : 0x9e3779b9u;
+
+    x ^= x << 13;
+    x ^= x >> 17;
+    x ^= x << 5;
+    reg->seed = x;
+    return x;
+}
+
+/* The link that points at n: its parent's child pointer, or the root. */
+static host_node **link_to(host_registry *reg, host_node *n)
+{
+    if (n->parent == NULL)
+        return &reg->root;
+    return n->parent->left == n ? &n->parent->left : &n->parent->right;
+}
+
+/* Rotate child c of p up into p's place (c is p->left or p->right). */
+static void rotate_up(host_registry *reg, host_node *c)
+{
+    host_node *p = c->parent;
+    host_node **top = link_to(reg, p);
+
+    if (p->left == c) {
+        p->left = c->right;
+        if (c->right != NULL)
+            c->right->parent = p;
+        c->right = p;
+    } else {
+        p->right = c->left;
+        if (c->left != NULL)
+            c->left->parent = p;
+        c->left = p;
+    }
+    c->parent = p->parent;
+    p->parent = c;
+    *top = c;
+}
+
+host_region *gm__host_registry_lower_bound(const host_registry *reg, uintptr_t addr)
+{
+    host_node *n = reg->root, *best = NULL;
+
+    while (n != NULL) {
+        if (n->region.base >= addr) {
+            best = n;
+            n = n->left;
+        } else {
+            n = n->right;
+        }
+    }
+    return best != NULL ? &best->region : NULL;
+}
+
+host_region *gm__host_registry_floor(const host_registry *reg, uintptr_t addr)
+{
+    host_node *n = reg->root, *best = NULL;
+
+    while (n != NULL) {
+        if (n->region.base <= addr) {
+            best = n;
+            n = n->right;
+        } else {
+            n = n->left;
+        }
+    }
+    return best != NULL ? &best->region : NULL;
+}
+
+host_region *gm__host_registry_first(const host_registry *reg)
+{
+    host_node *n = reg->root;
+
+    while (n != NULL && n->left != NULL)
+        n = n->left;
+    return n != NULL ? &n->region : NULL;
+}
+
+host_region *gm__host_registry_next(host_region *r)
+{
+    host_node *n = node_of(r);
+
+    if (n->right != NULL) {
+        n = n->right;
+        while (n->left != NULL)
+            n = n->left;
+        return &n->region;
+    }
+    while (n->parent != NULL && n->parent->right == n)
+        n = n->parent;
+    return n->parent != NULL ? &n->parent->region : NULL;
+}
+
+host_region *gm__host_registry_prev(host_region *r)
+{
+    host_node *n = node_of(r);
+
+    if (n->left != NULL) {
+        n = n->left;
+        while (n->right != NULL)
+            n = n->right;
+        return &n->region;
+    }
+    while (n->parent != NULL && n->parent->left == n)
+        n = n->parent;
+    return n->parent != NULL ? &n->parent->region : NULL;
+}
+
+host_region *gm__host_registry_insert(host_registry *reg, const host_region *r)
+{
+    host_node *n = reg->spare, *p = NULL, **at = &reg->root;
+
+    if (n != NULL)
+        reg->spare = n->right;
+    else
+        n = gm__malloc(sizeof *n);
+    if (n == NULL)
+        return NULL;
+    n->region = *r;
+    n->left = n->right = NULL;
+    n->priority = next_priority(reg);
+    while (*at != NULL) {
+        p = *at;
+        at = r->base < p->region.base ? &p->left : &p->right;
+    }
+    n->parent = p;
+    *at = n;
+    while (n->parent != NULL && n->parent->priority < n->priority)
+        rotate_up(reg, n);
+    reg->count++;
+    return &n->region;
+}
+
+void gm__host_registry_remove(host_registry *reg, host_region *r)
+{
+    host_node *n = node_of(r);
+
+    /* Rotate n down (its higher-priority child up) until it has at most one child. */
+    while (n->left != NULL && n->right != NULL)
+        rotate_up(reg, n->left->priority > n->right->priority ? n->left : n->right);
+    {
+        host_node *child = n->left != NULL ? n->left : n->right;
+
+        *link_to(reg, n) = child;
+        if (child != NULL)
+            child->parent = n->parent;
+    }
+    n->right = reg->spare;
+    reg->spare = n;
+    reg->count--;
+}
+
+/* Free a subtree's nodes (iteratively: the tree may be deep in the unlikely worst case). */
+static void free_nodes(host_node *n)
+{
+    while (n != NULL) {
+        if (n->left != NULL) {
+            /* Rotate the left child up so that n loses it; no recursion, no stack. */
+            host_node *l = n->left;
+
+            n->left = l->right;
+            l->right = n;
+            n = l;
+        } else {
+            host_node *next = n->right;
+
+            gm__free(n);
+            n = next;
+        }
+    }
+}
+
+void gm__host_registry_free(host_registry *reg)
+{
+    free_nodes(reg->root);
+    while (reg->spare != NULL) {
+        host_node *next = reg->spare->right;
+
+        gm__free(reg->spare);
+        reg->spare = next;
+    }
+    reg->root = NULL;
+    reg->count = 0;
+}
