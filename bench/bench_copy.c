@@ -2,7 +2,10 @@
  * Host copy engine benchmark (gm__host_copy_strided), printed side by side
  * with plain C references:
  *
- *   1. contiguous copies, 4 KiB .. 1 GiB (powers of 4), against memcpy;
+ *   1. contiguous copies, 4 KiB .. 1 GiB (powers of 4), against memcpy:
+ *      the engine alone, then whole transfers through the public API
+ *      (gm_array_copy_to_device / gm_array_copy_to_host on a host-backend
+ *      context) from pageable and from pinned host memory;
  *   2. strided copies (every other float32 element), against a C loop;
  *   3. a transposed 4096 x 4096 float32 copy, against a cache-blocked C
  *      loop written here and numpy's np.ascontiguousarray(a.T) (timed by
@@ -89,24 +92,28 @@ static size_t available_bytes(void)
     return pages > 0 && size > 0 ? (size_t)pages * (size_t)size : 0;
 }
 
+static int bench_api(size_t max, const double *memcpy_s);
+
 /* 1. Contiguous copies through the engine and memcpy. */
 static int bench_contiguous(void)
 {
     size_t max = GIB;
     unsigned char *a = NULL, *b = NULL;
+    double memcpy_s[16];
+    int row = 0;
 
     if (available_bytes() < 3 * GIB) {
         max = 256 * MIB;
         printf("(1 GiB skipped: %zu MiB available)\n", available_bytes() / MIB);
     }
-    a = malloc(max);
-    b = malloc(max);
+    a = aligned_alloc(4096, max);
+    b = aligned_alloc(4096, max);
     if (a == NULL || b == NULL)
         return 1;
     memset(a, 1, max);
     memset(b, 2, max);
     printf("\n1. contiguous copy          engine GB/s   memcpy GB/s   engine/memcpy\n");
-    for (size_t n = 4 * KIB; n <= max; n *= 4) {
+    for (size_t n = 4 * KIB; n <= max; n *= 4, row++) {
         int iters = n >= BATCH_BYTES ? 1 : (int)(BATCH_BYTES / n);
         gm_ndview dv = bytes_view(b, n), sv = bytes_view(a, n);
         double te = 1e30, tm = 1e30;
@@ -118,10 +125,93 @@ static int bench_contiguous(void)
 
         printf("   %8zu KiB          %12.2f  %12.2f   %10.3f\n", n / KIB, (double)n / te / 1e9,
                (double)n / tm / 1e9, tm / te);
+        memcpy_s[row] = tm;
     }
     free(a);
     free(b);
+    return bench_api(max, memcpy_s);
+}
+
+/* Time of one batch of `iters` API transfers (h2d: host -> device), per call. */
+static double time_api(gm_array *dev, const gm_ndview *host, int h2d, int iters)
+{
+    double t0 = now_s();
+
+    for (int i = 0; i < iters; i++) {
+        gm_status st =
+            h2d ? gm_array_copy_to_device(dev, host, NULL) : gm_array_copy_to_host(dev, host, NULL);
+
+        if (st != GM_OK)
+            abort();
+    }
+    return (now_s() - t0) / iters;
+}
+
+/* One size's transfers through the API, pageable and pinned, each way; 0 on success. */
+static int api_row(gm_context *ctx, void *pageable, size_t n, double tm)
+{
+    int64_t shape = (int64_t)n;
+    int iters = n >= BATCH_BYTES ? 1 : (int)(BATCH_BYTES / n);
+    gm_array *dev = NULL, *pinned = NULL;
+    gm_ndview pv = bytes_view(pageable, n);
+    double t[4] = {1e30, 1e30, 1e30, 1e30};
+
+    if (gm_device_array(ctx, 1, &shape, GM_UINT8, GM_ORDER_C, &dev) != GM_OK ||
+        gm_pinned_array(ctx, 1, &shape, GM_UINT8, GM_ORDER_C, &pinned) != GM_OK) {
+        /* Simulated device or pinned capacity too small for this size: say so, go on. */
+        printf("   %8zu KiB   skipped: %s\n", n / KIB, gm_last_error_message());
+        gm_array_release(&dev);
+        return 0;
+    }
+    memset(gm_array_view(pinned)->data, 3, n);
+    for (int r = 0; r < REPS; r++) {
+        t[0] = best_of(t[0], time_api(dev, &pv, 1, iters));
+        t[1] = best_of(t[1], time_api(dev, gm_array_view(pinned), 1, iters));
+        t[2] = best_of(t[2], time_api(dev, &pv, 0, iters));
+        t[3] = best_of(t[3], time_api(dev, gm_array_view(pinned), 0, iters));
+    }
+    printf("   %8zu KiB   %8.2f %8.2f %8.2f %8.2f   %6.3f %6.3f %6.3f %6.3f\n", n / KIB,
+           (double)n / t[0] / 1e9, (double)n / t[1] / 1e9, (double)n / t[2] / 1e9,
+           (double)n / t[3] / 1e9, tm / t[0], tm / t[1], tm / t[2], tm / t[3]);
+    gm_array_release(&pinned);
+    gm_array_release(&dev);
     return 0;
+}
+
+/*
+ * 1b. The same sizes as whole transfers through the public API, against the
+ * memcpy time of section 1 (host buffers page-aligned, like the device ones).
+ */
+static int bench_api(size_t max, const double *memcpy_s)
+{
+    gm_context *ctx = NULL;
+    gm_device_info info;
+    unsigned char *host = NULL;
+    int failed = 0, row = 0;
+
+    if (gm_context_create(NULL, &ctx) != GM_OK || gm_context_device_info(ctx, &info) != GM_OK) {
+        fprintf(stderr, "bench_copy: %s\n", gm_last_error_message());
+        return 1;
+    }
+    host = aligned_alloc(4096, max);
+    if (host == NULL) {
+        gm_context_destroy(&ctx);
+        return 1;
+    }
+    memset(host, 4, max);
+    printf("\n1b. transfers through the API (%s backend; GB/s, then x memcpy)\n"
+           "                   H2D page H2D pin  D2H page D2H pin    H2D pg H2D pn D2H pg D2H pn\n",
+           gm_backend_name(gm_context_backend(ctx)));
+    for (size_t n = 4 * KIB; n <= max && failed == 0; n *= 4, row++) {
+        if ((int64_t)n > info.total_memory / 4) {
+            printf("   %8zu KiB   skipped: above a quarter of the device memory\n", n / KIB);
+            continue;
+        }
+        failed = api_row(ctx, host, n, memcpy_s[row]);
+    }
+    free(host);
+    gm_context_destroy(&ctx);
+    return failed;
 }
 
 /* Every other float32 of src into dst (the C reference). */

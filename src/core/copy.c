@@ -226,10 +226,14 @@ static void advance(const copy_plan *plan, int64_t *index, int64_t *dst_off, int
 /* Issue every piece of a plan; stops at the first failure. */
 static gm_status emit(gm_context *ctx, const copy_plan *plan, gm_backend_stream *bs)
 {
-    int64_t index[GM_MAX_DIMS] = {0};
+    int64_t index[GM_MAX_DIMS];
     int64_t dst_off = 0, src_off = 0;
     gm_copy_desc desc = plan->desc;
     gm_status status = GM_OK;
+
+    /* Only the outer axes' counters are used; a full clear would cost as much as a small copy. */
+    if (plan->nouter > 0)
+        memset(index, 0, (size_t)plan->nouter * sizeof index[0]);
 
     for (int64_t piece = 0; piece < plan->pieces && status == GM_OK; piece++) {
         desc.dst = (gm_devptr)(plan->dst_base + (uintptr_t)dst_off);

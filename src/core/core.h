@@ -33,6 +33,39 @@ void *gm__calloc(size_t count, size_t size);
 void *gm__realloc(void *ptr, size_t size);
 void gm__free(void *ptr);
 
+/*
+ * The itemsize of a valid dtype, 0 for an invalid one (gm_dtype_itemsize,
+ * inlined: it is on the hot path of every descriptor check).
+ */
+static inline int64_t gm__dtype_bytes(gm_dtype dtype)
+{
+    bool valid = false;
+
+    if (dtype.lanes < 1)
+        return 0;
+    switch (dtype.code) {
+    case GM_DTYPE_INT:
+    case GM_DTYPE_UINT:
+        valid = dtype.bits == 8 || dtype.bits == 16 || dtype.bits == 32 || dtype.bits == 64;
+        break;
+    case GM_DTYPE_FLOAT:
+        valid = dtype.bits == 16 || dtype.bits == 32 || dtype.bits == 64;
+        break;
+    case GM_DTYPE_BFLOAT:
+        valid = dtype.bits == 16;
+        break;
+    case GM_DTYPE_COMPLEX:
+        valid = dtype.bits == 64 || dtype.bits == 128;
+        break;
+    case GM_DTYPE_BOOL:
+        valid = dtype.bits == 8;
+        break;
+    default:
+        break;
+    }
+    return valid ? (int64_t)dtype.bits / 8 * dtype.lanes : 0;
+}
+
 /* Checked int64 arithmetic: return nonzero on overflow. */
 static inline int gm__mul_overflow(int64_t a, int64_t b, int64_t *out)
 {

@@ -78,31 +78,12 @@ static const dtype_row *find_row(uint8_t code, uint8_t bits)
 
 bool gm_dtype_is_valid(gm_dtype dtype)
 {
-    /* A switch rather than the table scan: this is on every descriptor's hot path. */
-    if (dtype.lanes < 1)
-        return false;
-    switch (dtype.code) {
-    case GM_DTYPE_INT:
-    case GM_DTYPE_UINT:
-        return dtype.bits == 8 || dtype.bits == 16 || dtype.bits == 32 || dtype.bits == 64;
-    case GM_DTYPE_FLOAT:
-        return dtype.bits == 16 || dtype.bits == 32 || dtype.bits == 64;
-    case GM_DTYPE_BFLOAT:
-        return dtype.bits == 16;
-    case GM_DTYPE_COMPLEX:
-        return dtype.bits == 64 || dtype.bits == 128;
-    case GM_DTYPE_BOOL:
-        return dtype.bits == 8;
-    default:
-        return false;
-    }
+    return gm__dtype_bytes(dtype) != 0;
 }
 
 size_t gm_dtype_itemsize(gm_dtype dtype)
 {
-    if (!gm_dtype_is_valid(dtype))
-        return 0;
-    return (size_t)dtype.bits / 8 * dtype.lanes;
+    return (size_t)gm__dtype_bytes(dtype);
 }
 
 bool gm_dtype_equal(gm_dtype a, gm_dtype b)

@@ -881,8 +881,12 @@ static gm_status check_copy(host_ctx *c, const gm_copy_desc *d)
 static void pitched_view(gm_devptr addr, const gm_copy_desc *d, size_t pitch, size_t rows,
                          gm_ndview *v)
 {
-    memset(v, 0, sizeof *v);
+    /* The header and three axes only: the axes past ndim are never read, and
+     * clearing all GM_MAX_DIMS of them would cost more than a small copy. */
     v->data = (void *)(uintptr_t)addr;
+    v->offset = 0;
+    v->memory = GM_MEMORY_HOST;
+    v->reserved = 0;
     v->dtype = GM_UINT8;
     v->ndim = 3;
     v->device_id = -1;
@@ -898,6 +902,15 @@ static void pitched_view(gm_devptr addr, const gm_copy_desc *d, size_t pitch, si
 static gm_status do_pitched_copy(const gm_copy_desc *d)
 {
     gm_ndview views[2];
+
+    /* One contiguous run (a whole 1-D array, or rows with pitch == width): memcpy it. */
+    if ((d->height == 1 || (d->dst_pitch == d->width_bytes && d->src_pitch == d->width_bytes)) &&
+        (d->depth == 1 || (d->dst_height == d->height && d->src_height == d->height &&
+                           d->dst_pitch == d->width_bytes && d->src_pitch == d->width_bytes))) {
+        memcpy((void *)(uintptr_t)d->dst, (const void *)(uintptr_t)d->src,
+               d->width_bytes * d->height * d->depth);
+        return GM_OK;
+    }
 
     pitched_view(d->dst, d, d->dst_pitch, d->dst_height, &views[0]);
     pitched_view(d->src, d, d->src_pitch, d->src_height, &views[1]);
