@@ -159,6 +159,9 @@ static gm_status cuda_init(const gm_backend_init_args *args, gm_backend_ctx **bc
     status = read_device_info(bctx);
     if (status != GM_OK)
         goto release_primary;
+    status = gm__cuda_pack_init(bctx);
+    if (status != GM_OK)
+        goto release_primary;
     gm__cuda_streams_init(bctx);
     gm__log(GM_LOG_INFO, "cuda: device %d \"%s\", driver %s (CUDA %d.%d)", (int)bctx->device_id,
             bctx->info.name, bctx->drv.path, bctx->drv.driver_version / 1000,
@@ -180,6 +183,7 @@ static void cuda_fini(gm_backend_ctx *bctx)
 {
     if (bctx == NULL)
         return;
+    gm__cuda_pack_fini(bctx);
     release_context(bctx);
     gm__cuda_driver_unload(&bctx->drv);
     gm__free(bctx);
@@ -225,9 +229,9 @@ const gm_backend_ops gm__cuda_backend = {
     .managed_alloc = gm__cuda_managed_alloc,
     .pointer_kind = gm__cuda_pointer_kind,
     .copy = gm__cuda_copy,
-    /* No packing kernel yet: the kernel registry (kernels/, src/core/kernels.c) is being
-     * written, so the core decomposes strided copies into pitched gm_op_copy calls. */
-    .copy_strided = gm__unsupported_copy_strided,
+    /* The packing kernel between device-side layouts that no pitched copy expresses;
+     * GM_ERR_UNSUPPORTED otherwise, and the core uses pitched copies or staging. */
+    .copy_strided = gm__cuda_copy_strided,
     .memset = gm__cuda_memset,
     .stream_create = gm__cuda_stream_create,
     .stream_destroy = gm__cuda_stream_destroy,

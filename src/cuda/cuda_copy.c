@@ -8,9 +8,9 @@
  * cuMemcpy2D(Async) or cuMemcpy3D(Async); host-to-host copies always take
  * the pitched path, which the driver supports for host memory on both sides.
  * Pitches above the device's CU_DEVICE_ATTRIBUTE_MAX_PITCH are copied row by
- * row. Arbitrary strided layouts are the core's job (it decomposes them into
- * pitched copies; copy_strided is GM_ERR_UNSUPPORTED until a packing kernel
- * exists).
+ * row. Arbitrary strided layouts between device-side descriptors go to the
+ * packing kernel (cuda_pack.c, the copy_strided op); the core decomposes the
+ * others into pitched copies or stages them through host memory.
  *
  * stream == NULL means synchronous: when the destination is device memory
  * the driver's "synchronous" calls may return before the device has

@@ -12,6 +12,7 @@
 #ifndef GPUMEM_SRC_CUDA_CUDA_INTERNAL_H
 #define GPUMEM_SRC_CUDA_CUDA_INTERNAL_H
 
+#include <pthread.h>
 #include <stdatomic.h>
 
 #include "backend.h"
@@ -32,6 +33,13 @@ struct gm_backend_stream {
     _Atomic int deferred_error;
 };
 
+/* Whether the packing kernel of copy_strided (cuda_pack.c) is loaded. */
+typedef enum gm_cuda_pack_state {
+    GM_CUDA_PACK_UNLOADED = 0,   /* not tried yet (or the last try failed for want of memory) */
+    GM_CUDA_PACK_LOADED = 1,     /* pack_module / pack_function valid */
+    GM_CUDA_PACK_UNAVAILABLE = 2 /* no CUDA image, or the device cannot run it */
+} gm_cuda_pack_state;
+
 struct gm_backend_ctx {
     gm_cuda_driver drv; /* the loaded entry points */
     CUdevice device;
@@ -40,6 +48,10 @@ struct gm_backend_ctx {
     size_t max_pitch;    /* CU_DEVICE_ATTRIBUTE_MAX_PITCH: larger pitches copy row by row */
     gm_device_info info; /* read once by init */
     gm_backend_stream builtin[3]; /* indexed by gm_builtin_stream */
+    pthread_mutex_t pack_lock;    /* guards the three fields below */
+    gm_cuda_pack_state pack_state;
+    CUmodule pack_module; /* the built-in image holding copy_strided, loaded on first use */
+    CUfunction pack_function;
 };
 
 /* Make the context's primary context current on the calling thread (first thing in every op). */
@@ -75,6 +87,20 @@ gm_status gm__cuda_ipc_close(gm_backend_ctx *bctx, gm_devptr ptr);
 gm_status gm__cuda_copy(gm_backend_ctx *bctx, const gm_copy_desc *desc, gm_backend_stream *stream);
 gm_status gm__cuda_memset(gm_backend_ctx *bctx, gm_devptr dst, const void *pattern,
                           size_t pattern_bytes, size_t count, gm_backend_stream *stream);
+
+/* ---- cuda_pack.c: copy_strided through the library's copy_strided kernel ---- */
+/* Set up the (unloaded) packing kernel state; called once by init. */
+gm_status gm__cuda_pack_init(gm_backend_ctx *bctx);
+/* Unload the packing kernel if it was loaded; called by fini with the context still held. */
+void gm__cuda_pack_fini(gm_backend_ctx *bctx);
+/*
+ * Any-layout copy between two device-side descriptors (device or managed
+ * memory) in one kernel launch; GM_ERR_UNSUPPORTED for everything else (a
+ * host side, more than GM_STRIDED_MAX_DIMS axes after merging, no loadable
+ * kernel), so that the core falls back to pitched copies or staging.
+ */
+gm_status gm__cuda_copy_strided(gm_backend_ctx *bctx, const gm_ndview *dst, const gm_ndview *src,
+                                gm_backend_stream *stream);
 
 /* ---- cuda_stream.c ---- */
 void gm__cuda_streams_init(gm_backend_ctx *bctx);

@@ -13,11 +13,13 @@
 #include <string.h>
 
 #include "cuda_driver_double.h"
+#include "kernels_internal.h" /* the library's built-in image sets (their host tables) */
+#include "sim/sim.h"          /* the kernel simulator that runs them */
 
 #define MAX_DEVICES 4
 #define MAX_ALLOCS  1024
 #define MAX_HANDLES 256
-#define MAX_KERNELS 8
+#define MAX_KERNELS 16
 #define MAX_PARAMS  16
 #define MAX_GLOBALS 8
 #define MAX_LOG     65536
@@ -82,13 +84,16 @@ struct CUfunc_st {
     int nparams;
     size_t sizes[MAX_PARAMS];
     size_t offsets[MAX_PARAMS];
+    size_t static_shared; /* the entry's own .shared arrays */
     int max_dynamic_shared;
+    const gm_host_kernel *host; /* the simulator's kernel of the same name, or NULL */
 };
 
 typedef struct module_global {
     char name[NAME_LEN];
     size_t bytes;
-    void *mem;
+    void *mem;                  /* the module's own copy (what cuModuleGetGlobal returns) */
+    const gm_host_global *host; /* the simulator's array of the same name, or NULL */
 } module_global;
 
 struct CUmod_st {
@@ -1421,21 +1426,28 @@ static size_t split_array(char *token)
     return count;
 }
 
-/* After ".param" or a .const/.global keyword: skip ".align N", return the size of "type name[N]".
+/*
+ * After ".param", ".shared" or a .const/.global keyword: read ".align N" (else the type's
+ * size is the alignment), return the size of "type name[N]".
  */
-static const char *typed_name(const char *p, char *name, size_t name_size, size_t *bytes_p)
+static const char *typed_name(const char *p, char *name, size_t name_size, size_t *bytes_p,
+                              size_t *align_p)
 {
     char token[NAME_LEN];
     size_t size = 0;
+    size_t align = 0;
 
     p = next_token(p, token, sizeof(token));
     if (strcmp(token, ".align") == 0) {
         p = next_token(p, token, sizeof(token));
+        align = (size_t)strtoul(token, NULL, 10);
         p = next_token(p, token, sizeof(token));
     }
     size = type_size(token);
     p = next_token(p, name, name_size);
     *bytes_p = size * split_array(name);
+    if (align_p != NULL)
+        *align_p = align > 0 ? align : (size > 0 ? size : 1);
     return p;
 }
 
@@ -1448,16 +1460,39 @@ static void parse_params(const char *p, struct CUfunc_st *f)
     while (end != NULL && (p = strstr(p, ".param")) != NULL && p < end && f->nparams < MAX_PARAMS) {
         char name[NAME_LEN];
         size_t bytes = 0;
-        size_t align = 0;
+        size_t align = 1;
 
-        p = typed_name(p + strlen(".param"), name, sizeof(name), &bytes);
-        align = bytes >= 8 ? 8 : bytes == 0 ? 1 : bytes;
+        p = typed_name(p + strlen(".param"), name, sizeof(name), &bytes, &align);
         offset = (offset + align - 1) / align * align;
         f->sizes[f->nparams] = bytes;
         f->offsets[f->nparams] = offset;
         offset += bytes;
         f->nparams++;
     }
+}
+
+/* Static shared memory of one .entry: its body's ".shared" arrays (not ".extern .shared"). */
+static size_t parse_static_shared(const char *p)
+{
+    const char *body = strchr(p, '{');
+    size_t total = 0;
+    int depth = 0;
+
+    for (p = body; p != NULL && *p != '\0'; p++) {
+        depth += (*p == '{') - (*p == '}');
+        if (depth == 0)
+            break;
+        if (strncmp(p, ".shared ", 8) == 0 &&
+            (p - body < 8 || strncmp(p - 8, ".extern ", 8) != 0)) {
+            char name[NAME_LEN];
+            size_t bytes = 0;
+            size_t align = 1;
+
+            p = typed_name(p + strlen(".shared"), name, sizeof(name), &bytes, &align) - 1;
+            total = (total + align - 1) / align * align + bytes;
+        }
+    }
+    return total;
 }
 
 static CUresult parse_entries(const char *text, struct CUmod_st *m)
@@ -1475,8 +1510,21 @@ static CUresult parse_entries(const char *text, struct CUmod_st *m)
         f->max_dynamic_shared = DEFAULT_SHARED;
         p = next_token(p + strlen(".entry"), f->name, sizeof(f->name));
         parse_params(p, f);
+        f->static_shared = parse_static_shared(p);
     }
     return m->nkernels > 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_IMAGE;
+}
+
+/* Zeroed memory for a module global, registered as device memory. */
+static CUresult global_memory(module_global *g)
+{
+    g->mem = calloc(1, g->bytes);
+    if (g->mem == NULL || new_alloc(ALLOC_GLOBAL, (uintptr_t)g->mem, g->bytes, 0, g->mem) == NULL) {
+        free(g->mem);
+        g->mem = NULL;
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    return CUDA_SUCCESS;
 }
 
 /* Module-scope ".const" / ".global" definitions (outside every brace). */
@@ -1491,15 +1539,11 @@ static CUresult parse_globals(const char *text, struct CUmod_st *m)
         if (m->nglobals == MAX_GLOBALS)
             return CUDA_ERROR_OUT_OF_MEMORY;
         module_global *g = &m->globals[m->nglobals];
-        p = typed_name(strchr(p, ' '), g->name, sizeof(g->name), &g->bytes);
+        p = typed_name(strchr(p, ' '), g->name, sizeof(g->name), &g->bytes, NULL);
         if (g->bytes == 0)
             return CUDA_ERROR_INVALID_PTX;
-        g->mem = calloc(1, g->bytes);
-        if (g->mem == NULL ||
-            new_alloc(ALLOC_GLOBAL, (uintptr_t)g->mem, g->bytes, 0, g->mem) == NULL) {
-            free(g->mem);
+        if (global_memory(g) != CUDA_SUCCESS)
             return CUDA_ERROR_OUT_OF_MEMORY;
-        }
         m->nglobals++;
         p--;
     }
@@ -1532,11 +1576,8 @@ static CUresult jit_log(unsigned n, const CUjit_option *options, void **values, 
 
 static CUresult load_ptx(const char *text, struct CUmod_st *m, char *log, size_t log_size)
 {
-    static const unsigned char elf[4] = {0x7f, 'E', 'L', 'F'};
     CUresult rc = CUDA_SUCCESS;
 
-    if (memcmp(text, elf, 4) == 0)
-        return CUDA_ERROR_NO_BINARY_FOR_GPU; /* the double runs PTX only */
     if (strstr(text, "GM_DOUBLE_JIT_ERROR") != NULL) {
         if (log != NULL && log_size > 0)
             snprintf(log, log_size, "ptxas fatal: GM_DOUBLE_JIT_ERROR requested by the test");
@@ -1547,6 +1588,405 @@ static CUresult load_ptx(const char *text, struct CUmod_st *m, char *log, size_t
     rc = parse_entries(text, m);
     if (rc == CUDA_SUCCESS)
         rc = parse_globals(text, m);
+    return rc;
+}
+
+/* ------------------------------------------------------------ fatbins */
+
+/*
+ * A fatbin (what nvcc -fatbin writes and the library embeds) is a 16-byte
+ * header { u32 magic 0xBA55ED50, u16 version 1, u16 header size, u64 bytes
+ * of entries } followed by entries, each a header of at least 64 bytes
+ * { u16 kind (1 PTX, 2 ELF cubin), u16 version, u32 header size, u64
+ * payload bytes, u32 compressed bytes, u32, u16 minor, u16 major, u32 arch,
+ * u32 name offset, u32 name bytes, u64 flags, u64, u64 uncompressed bytes }
+ * and its payload. A runtime-registered image may instead start with the
+ * wrapper { u32 magic 0x466243B1, u32 version, const void *fatbin, ... }.
+ * The double reads the first uncompressed PTX entry (its .entry and .const
+ * declarations are what the driver would see after choosing the code), else
+ * the first uncompressed cubin; it cannot decompress entries.
+ */
+#define FATBIN_MAGIC           0xBA55ED50u
+#define FATBIN_WRAPPER_MAGIC   0x466243B1u
+#define FATBIN_HEADER_BYTES    16u
+#define FATBIN_ENTRY_BYTES     64u
+#define FATBIN_KIND_PTX        1u
+#define FATBIN_KIND_ELF        2u
+#define ELF_MAGIC              0x464c457fu /* "\177ELF" */
+#define FATBIN_FLAG_COMPRESSED 0xa000u     /* LZ4 (0x2000) or the newer scheme (0x8000) */
+
+static uint32_t read_u32(const unsigned char *p)
+{
+    uint32_t v = 0;
+
+    memcpy(&v, p, sizeof(v));
+    return v;
+}
+
+/* Whether p starts with the little-endian bytes of magic (stops at the first mismatch). */
+static int has_magic(const unsigned char *p, uint32_t magic)
+{
+    for (int i = 0; i < 4; i++) {
+        if (p[i] != (unsigned char)(magic >> (8 * i)))
+            return 0;
+    }
+    return 1;
+}
+
+static uint64_t read_u64(const unsigned char *p)
+{
+    uint64_t v = 0;
+
+    memcpy(&v, p, sizeof(v));
+    return v;
+}
+
+/* The first uncompressed entry of `kind` in a fatbin: its payload and size. */
+static CUresult fatbin_entry(const unsigned char *image, unsigned kind,
+                             const unsigned char **payload_p, uint64_t *bytes_p)
+{
+    uint16_t version = (uint16_t)(image[4] | image[5] << 8);
+    uint16_t header = (uint16_t)(image[6] | image[7] << 8);
+    uint64_t total = read_u64(image + 8);
+    const unsigned char *p = image + header;
+
+    if (version != 1 || header < FATBIN_HEADER_BYTES)
+        return CUDA_ERROR_INVALID_IMAGE;
+    while (total >= FATBIN_ENTRY_BYTES) {
+        uint64_t entry_header = read_u32(p + 4);
+        uint64_t payload = read_u64(p + 8);
+        int compressed = (read_u64(p + 40) & FATBIN_FLAG_COMPRESSED) != 0 ||
+                         read_u64(p + 56) != 0 || read_u32(p + 16) != 0;
+
+        if (entry_header < FATBIN_ENTRY_BYTES || entry_header > total ||
+            payload > total - entry_header)
+            return CUDA_ERROR_INVALID_IMAGE;
+        if ((unsigned)(p[0] | p[1] << 8) == kind && compressed == 0) {
+            *payload_p = p + entry_header;
+            *bytes_p = payload;
+            return CUDA_SUCCESS;
+        }
+        p += entry_header + payload;
+        total -= entry_header + payload;
+    }
+    return CUDA_ERROR_NO_BINARY_FOR_GPU;
+}
+
+/* ------------------------------------------------------------- cubins */
+
+/*
+ * An ELF cubin (e_machine 190): kernels are FUNC symbols marked as entries
+ * (st_other 0x10); each has a ".nv.info.<kernel>" section of attributes
+ * {u8 format, u8 attribute, ...}, where KPARAM_INFO (0x17, format 4: a u16
+ * size then the value) gives {u32, u16 ordinal, u16 offset, u32 flags with
+ * the size in bits 18..31} per parameter (other formats: 1 no value, 2 and
+ * 3 a 2-byte value), and static shared memory is the
+ * size of ".nv.shared.<kernel>". __constant__ and __device__ variables are
+ * OBJECT symbols in ".nv.constant3" / ".nv.global*".
+ */
+#define ELF_MACHINE_CUDA   190u
+#define ELF_SHDR_BYTES     64u
+#define ELF_SYM_BYTES      24u
+#define ELF_SHT_SYMTAB     2u
+#define ELF_SHT_NOBITS     8u
+#define ELF_STT_OBJECT     1u
+#define ELF_STT_FUNC       2u
+#define ELF_STO_CUDA_ENTRY 0x10u
+#define EIFMT_NVAL         1u
+#define EIFMT_HVAL         3u
+#define EIFMT_SVAL         4u
+#define EIATTR_KPARAM_INFO 0x17u
+#define KPARAM_SIZE_SHIFT  18u
+#define KPARAM_SIZE_MASK   0x3fffu
+
+typedef struct elf_image {
+    const unsigned char *data;
+    uint64_t bytes; /* what may be read (UINT64_MAX for a bare cubin, as the driver trusts it) */
+    uint64_t shoff;
+    unsigned shnum, shstrndx;
+} elf_image;
+
+/* Section i's header field at `field` (u32 or u64 as asked). */
+static uint64_t sh_field(const elf_image *e, unsigned i, unsigned field, int wide)
+{
+    const unsigned char *h = e->data + e->shoff + (uint64_t)i * ELF_SHDR_BYTES;
+
+    return wide != 0 ? read_u64(h + field) : read_u32(h + field);
+}
+
+static int elf_range(const elf_image *e, uint64_t offset, uint64_t bytes)
+{
+    return offset <= e->bytes && bytes <= e->bytes - offset;
+}
+
+/* The NUL-terminated string at `offset` of string section `strtab`, or NULL. */
+static const char *elf_string(const elf_image *e, unsigned strtab, uint64_t offset)
+{
+    uint64_t base = strtab < e->shnum ? sh_field(e, strtab, 24, 1) : 0;
+    uint64_t size = strtab < e->shnum ? sh_field(e, strtab, 32, 1) : 0;
+
+    if (offset >= size || memchr(e->data + base + offset, '\0', (size_t)(size - offset)) == NULL)
+        return NULL;
+    return (const char *)e->data + base + offset;
+}
+
+static const char *section_name(const elf_image *e, unsigned i)
+{
+    return elf_string(e, e->shstrndx, sh_field(e, i, 0, 0));
+}
+
+/* The section called prefix + name, or e->shnum. */
+static unsigned find_section(const elf_image *e, const char *prefix, const char *name)
+{
+    size_t n = strlen(prefix);
+
+    for (unsigned i = 0; i < e->shnum; i++) {
+        const char *s = section_name(e, i);
+
+        if (s != NULL && strncmp(s, prefix, n) == 0 && strcmp(s + n, name) == 0)
+            return i;
+    }
+    return e->shnum;
+}
+
+/* Parameters from ".nv.info.<kernel>", static shared memory from ".nv.shared.<kernel>". */
+static CUresult cubin_kernel(const elf_image *e, struct CUfunc_st *f)
+{
+    unsigned info = find_section(e, ".nv.info.", f->name);
+    unsigned shared = find_section(e, ".nv.shared.", f->name);
+    const unsigned char *p = NULL;
+    const unsigned char *end = NULL;
+
+    if (shared < e->shnum)
+        f->static_shared = (size_t)sh_field(e, shared, 32, 1);
+    if (info == e->shnum)
+        return CUDA_SUCCESS; /* no attributes: no parameters */
+    p = e->data + sh_field(e, info, 24, 1);
+    end = p + sh_field(e, info, 32, 1);
+    while (end - p >= 2) {
+        unsigned format = p[0];
+        size_t size = format == EIFMT_SVAL && end - p >= 4 ? (size_t)(p[2] | p[3] << 8) : 0;
+
+        if (format == EIFMT_SVAL && (size_t)(end - p) - 4 < size)
+            return CUDA_ERROR_INVALID_IMAGE;
+        if (format == EIFMT_SVAL && p[1] == EIATTR_KPARAM_INFO && size >= 12) {
+            unsigned ordinal = (unsigned)(p[8] | p[9] << 8);
+
+            if (ordinal >= MAX_PARAMS)
+                return CUDA_ERROR_INVALID_IMAGE;
+            f->offsets[ordinal] = (size_t)(p[10] | p[11] << 8);
+            f->sizes[ordinal] = (read_u32(p + 12) >> KPARAM_SIZE_SHIFT) & KPARAM_SIZE_MASK;
+            if ((int)ordinal >= f->nparams)
+                f->nparams = (int)ordinal + 1;
+        }
+        if (format < EIFMT_NVAL || format > EIFMT_SVAL)
+            return CUDA_ERROR_INVALID_IMAGE;
+        p += format == EIFMT_NVAL ? 2 : format == EIFMT_SVAL ? 4 + size : 4; /* B/HVAL: 4 */
+    }
+    return CUDA_SUCCESS;
+}
+
+/* One symbol: an entry becomes a kernel, a constant or device variable a global. */
+static CUresult cubin_symbol(const elf_image *e, unsigned strtab, const unsigned char *sym,
+                             struct CUmod_st *m)
+{
+    const char *name = elf_string(e, strtab, read_u32(sym));
+    unsigned type = sym[4] & 0xfu;
+    unsigned shndx = (unsigned)(sym[6] | sym[7] << 8);
+    const char *section = shndx < e->shnum ? section_name(e, shndx) : NULL;
+
+    if (name == NULL || strlen(name) >= NAME_LEN)
+        return name == NULL ? CUDA_ERROR_INVALID_IMAGE : CUDA_SUCCESS;
+    if (type == ELF_STT_FUNC && (sym[5] & ELF_STO_CUDA_ENTRY) != 0) {
+        struct CUfunc_st *f = NULL;
+
+        if (m->nkernels == MAX_KERNELS)
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        f = &m->kernels[m->nkernels++];
+        f->magic = MAGIC_FUNCTION;
+        f->module = m;
+        f->max_dynamic_shared = DEFAULT_SHARED;
+        snprintf(f->name, sizeof(f->name), "%s", name);
+        return cubin_kernel(e, f);
+    }
+    if (type == ELF_STT_OBJECT && section != NULL && read_u64(sym + 16) > 0 &&
+        (strncmp(section, ".nv.constant3", 13) == 0 || strncmp(section, ".nv.global", 10) == 0)) {
+        module_global *g = NULL;
+
+        if (m->nglobals == MAX_GLOBALS)
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        g = &m->globals[m->nglobals];
+        snprintf(g->name, sizeof(g->name), "%s", name);
+        g->bytes = (size_t)read_u64(sym + 16);
+        if (global_memory(g) != CUDA_SUCCESS)
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        m->nglobals++;
+    }
+    return CUDA_SUCCESS;
+}
+
+/* Kernels and globals of an ELF cubin of at most `bytes` bytes. */
+static CUresult load_cubin(const unsigned char *data, uint64_t bytes, struct CUmod_st *m)
+{
+    elf_image e = {data, bytes, 0, 0, 0};
+    CUresult rc = CUDA_SUCCESS;
+
+    if (bytes < 64 || data[4] != 2 || data[5] != 1 ||
+        (unsigned)(data[18] | data[19] << 8) != ELF_MACHINE_CUDA)
+        return CUDA_ERROR_INVALID_IMAGE; /* 64-bit little-endian CUDA ELF only */
+    e.shoff = read_u64(data + 0x28);
+    e.shnum = (unsigned)(data[0x3c] | data[0x3d] << 8);
+    e.shstrndx = (unsigned)(data[0x3e] | data[0x3f] << 8);
+    if (e.shstrndx >= e.shnum || !elf_range(&e, e.shoff, (uint64_t)e.shnum * ELF_SHDR_BYTES))
+        return CUDA_ERROR_INVALID_IMAGE;
+    for (unsigned i = 0; i < e.shnum; i++) {
+        if (sh_field(&e, i, 4, 0) != ELF_SHT_NOBITS &&
+            !elf_range(&e, sh_field(&e, i, 24, 1), sh_field(&e, i, 32, 1)))
+            return CUDA_ERROR_INVALID_IMAGE; /* sections with bytes lie inside the image */
+    }
+    for (unsigned i = 0; rc == CUDA_SUCCESS && i < e.shnum; i++) {
+        const unsigned char *sym = data + sh_field(&e, i, 24, 1);
+        uint64_t count = sh_field(&e, i, 32, 1) / ELF_SYM_BYTES;
+        unsigned strtab = (unsigned)sh_field(&e, i, 40, 0);
+
+        if (sh_field(&e, i, 4, 0) != ELF_SHT_SYMTAB)
+            continue;
+        if (strtab >= e.shnum)
+            return CUDA_ERROR_INVALID_IMAGE;
+        for (uint64_t k = 0; rc == CUDA_SUCCESS && k < count; k++)
+            rc = cubin_symbol(&e, strtab, sym + k * ELF_SYM_BYTES, m);
+    }
+    if (rc == CUDA_SUCCESS && m->nkernels == 0)
+        rc = CUDA_ERROR_INVALID_IMAGE;
+    return rc;
+}
+
+/* A fatbin: its first uncompressed PTX entry, else its first uncompressed cubin. */
+static CUresult load_fatbin(const unsigned char *image, struct CUmod_st *m, char *log,
+                            size_t log_size)
+{
+    const unsigned char *payload = NULL;
+    uint64_t bytes = 0;
+    char *text = NULL;
+    CUresult rc = fatbin_entry(image, FATBIN_KIND_PTX, &payload, &bytes);
+
+    if (rc == CUDA_SUCCESS) {
+        text = calloc(1, (size_t)bytes + 1);
+        if (text == NULL)
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        memcpy(text, payload, (size_t)bytes);
+        rc = load_ptx(text, m, log, log_size);
+        free(text);
+        return rc;
+    }
+    if (rc == CUDA_ERROR_NO_BINARY_FOR_GPU)
+        rc = fatbin_entry(image, FATBIN_KIND_ELF, &payload, &bytes);
+    if (rc == CUDA_SUCCESS)
+        return load_cubin(payload, bytes, m);
+    if (rc == CUDA_ERROR_NO_BINARY_FOR_GPU)
+        fprintf(stderr, "cuda driver double: the fatbin has no uncompressed PTX or cubin\n");
+    return rc;
+}
+
+/* ------------------------------------------- binding to the simulator */
+
+/* The library's host-compiled kernel `name` (built-in image sets), or NULL. */
+static const gm_host_kernel *host_kernel(const char *name)
+{
+    for (int s = 0; s < gm__builtin_image_set_count; s++) {
+        const gm_host_table *t = gm__builtin_image_sets[s]->host;
+
+        for (int32_t i = 0; t != NULL && i < t->nkernels; i++) {
+            if (t->kernels[i] != NULL && strcmp(t->kernels[i]->name, name) == 0)
+                return t->kernels[i];
+        }
+    }
+    return NULL;
+}
+
+/* The library's host constant array `name`, or NULL. */
+static const gm_host_global *host_global(const char *name)
+{
+    for (int s = 0; s < gm__builtin_image_set_count; s++) {
+        const gm_host_table *t = gm__builtin_image_sets[s]->host;
+
+        for (int32_t i = 0; t != NULL && i < t->nglobals; i++) {
+            if (t->globals[i] != NULL && strcmp(t->globals[i]->name, name) == 0)
+                return t->globals[i];
+        }
+    }
+    return NULL;
+}
+
+/* Bind a kernel to the simulator's kernel of its name; the signatures must agree. */
+static CUresult bind_kernel(struct CUfunc_st *f)
+{
+    const gm_host_kernel *hk = host_kernel(f->name);
+
+    if (hk == NULL)
+        return CUDA_SUCCESS; /* not one of the library's kernels */
+    if (hk->nparams != f->nparams) {
+        fprintf(stderr,
+                "cuda driver double: %s: the image declares %d parameters, the host "
+                "kernel %d\n",
+                f->name, f->nparams, (int)hk->nparams);
+        return CUDA_ERROR_INVALID_IMAGE;
+    }
+    for (int i = 0; i < f->nparams; i++) {
+        if (hk->param_sizes[i] != f->sizes[i]) {
+            fprintf(stderr,
+                    "cuda driver double: %s: parameter %d is %zu bytes in the image, %zu "
+                    "in the host kernel\n",
+                    f->name, i, f->sizes[i], hk->param_sizes[i]);
+            return CUDA_ERROR_INVALID_IMAGE;
+        }
+    }
+    f->host = hk;
+    return CUDA_SUCCESS;
+}
+
+/* Bind the module's kernels and constant arrays to the simulator's. */
+static CUresult bind_module(struct CUmod_st *m)
+{
+    CUresult rc = CUDA_SUCCESS;
+
+    for (int i = 0; rc == CUDA_SUCCESS && i < m->nkernels; i++)
+        rc = bind_kernel(&m->kernels[i]);
+    for (int i = 0; rc == CUDA_SUCCESS && i < m->nglobals; i++) {
+        const gm_host_global *hg = host_global(m->globals[i].name);
+
+        if (hg != NULL && hg->bytes != m->globals[i].bytes) {
+            fprintf(stderr,
+                    "cuda driver double: global %s is %zu bytes in the image, %zu on the "
+                    "host\n",
+                    m->globals[i].name, m->globals[i].bytes, hg->bytes);
+            rc = CUDA_ERROR_INVALID_IMAGE;
+        }
+        m->globals[i].host = hg;
+    }
+    return rc;
+}
+
+/* Load PTX text, a fatbin, a fatbin wrapper or a cubin, and bind it to the simulator. */
+static CUresult load_image(const void *image, struct CUmod_st *m, char *log, size_t log_size)
+{
+    const unsigned char *bytes = image;
+    CUresult rc = CUDA_SUCCESS;
+
+    if (has_magic(bytes, FATBIN_WRAPPER_MAGIC)) {
+        memcpy(&image, bytes + 8, sizeof(image));
+        bytes = image;
+        if (bytes == NULL || has_magic(bytes, FATBIN_MAGIC) == 0)
+            return CUDA_ERROR_INVALID_IMAGE;
+    }
+    if (has_magic(bytes, ELF_MAGIC))
+        rc = load_cubin(bytes, UINT64_MAX, m); /* the driver takes the headers' word for it */
+    else if (has_magic(bytes, FATBIN_MAGIC))
+        rc = load_fatbin(bytes, m, log, log_size);
+    else
+        rc = load_ptx(image, m, log, log_size); /* reads up to the NUL, as the driver does */
+    if (rc == CUDA_SUCCESS)
+        rc = bind_module(m);
     return rc;
 }
 
@@ -1568,7 +2008,7 @@ CUresult CUDAAPI cuModuleLoadDataEx(CUmodule *module, const void *image, unsigne
     if (m == NULL)
         return CUDA_ERROR_OUT_OF_MEMORY;
     m->magic = MAGIC_MODULE;
-    rc = load_ptx(image, m, log, log_size); /* reads up to the NUL, as the driver does */
+    rc = load_image(image, m, log, log_size);
     if (rc == CUDA_SUCCESS && add_handle((void **)S.modules, m) == 0)
         rc = CUDA_ERROR_OUT_OF_MEMORY;
     if (rc != CUDA_SUCCESS) {
@@ -1645,8 +2085,10 @@ CUresult CUDAAPI cuFuncGetAttribute(int *pi, CUfunction_attribute attrib, CUfunc
         *pi = hfunc->max_dynamic_shared;
     else if (attrib == CU_FUNC_ATTRIBUTE_NUM_REGS)
         *pi = 16;
+    else if (attrib == CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES)
+        *pi = (int)hfunc->static_shared;
     else
-        *pi = 0; /* no static shared or local memory in the double's kernels */
+        *pi = 0; /* no local memory in the double's kernels */
     return CUDA_SUCCESS;
 }
 
@@ -1689,7 +2131,7 @@ typedef struct launch {
     struct CUfunc_st *function;
     unsigned grid[3], block[3];
     unsigned shared;
-    unsigned char params[PARAM_BYTES]; /* parameter block, laid out by offsets[] */
+    _Alignas(16) unsigned char params[PARAM_BYTES]; /* parameter block, laid out by offsets[] */
 } launch;
 
 static uint64_t param_u64(const launch *l, int i)
@@ -1783,7 +2225,66 @@ static CUresult check_dims(const launch *l)
         return violation(CUDA_ERROR_INVALID_VALUE, "cuLaunchKernel: more than 1024 threads");
     if (l->shared > (unsigned)l->function->max_dynamic_shared)
         return CUDA_ERROR_INVALID_VALUE; /* the driver refuses; the caller must opt in first */
+    if (l->function->static_shared + l->shared > MAX_OPTIN_SHARED)
+        return CUDA_ERROR_INVALID_VALUE; /* more than a block can have */
     return CUDA_SUCCESS;
+}
+
+/* Pointer parameters (by the host kernel's declarations) must be NULL or device memory. */
+static CUresult check_pointer_params(const launch *l)
+{
+    const struct CUfunc_st *f = l->function;
+
+    for (int i = 0; i < f->nparams; i++) {
+        uint64_t address = 0;
+
+        if (f->host->param_decls == NULL || strchr(f->host->param_decls[i], '*') == NULL ||
+            f->sizes[i] != sizeof(address))
+            continue;
+        address = param_u64(l, i);
+        if (address != 0 && containing((uintptr_t)address, 0, 1) == NULL)
+            return violation(CUDA_ERROR_ILLEGAL_ADDRESS,
+                             "cuLaunchKernel: %s: parameter %d (%s) = 0x%llx is not device memory",
+                             f->name, i, f->host->param_decls[i], (unsigned long long)address);
+    }
+    return CUDA_SUCCESS;
+}
+
+/*
+ * Run one of the library's kernels on the simulator: the parameter block
+ * gives the argument values, the module's constant arrays are copied into
+ * the simulator's before the run (each module keeps its own values, as on a
+ * device).
+ */
+static CUresult run_host_kernel(const launch *l)
+{
+    const struct CUfunc_st *f = l->function;
+    const struct CUmod_st *m = f->module;
+    void *args[MAX_PARAMS];
+    gm__sim_launch sim;
+    gm_status status = GM_OK;
+    CUresult rc = check_pointer_params(l);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    for (int i = 0; i < m->nglobals; i++) {
+        if (m->globals[i].host != NULL)
+            memcpy(m->globals[i].host->address, m->globals[i].mem, m->globals[i].bytes);
+    }
+    for (int i = 0; i < f->nparams; i++)
+        args[i] = (void *)(l->params + f->offsets[i]);
+    memset(&sim, 0, sizeof(sim));
+    sim.kernel = f->host;
+    sim.args = args;
+    memcpy(sim.grid, l->grid, sizeof(sim.grid));
+    memcpy(sim.block, l->block, sizeof(sim.block));
+    sim.dynamic_shared_bytes = l->shared;
+    sim.warp_size = 32;
+    status = gm__sim_run("cuLaunchKernel (driver double)", &sim);
+    if (status == GM_OK)
+        return CUDA_SUCCESS;
+    fprintf(stderr, "cuda driver double: %s: %s\n", f->name, gm_last_error_message());
+    return status == GM_ERR_NO_MEMORY ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_ERROR_LAUNCH_FAILED;
 }
 
 /* Read every parameter through kernelParams[i] with the size the PTX declares. */
@@ -1836,5 +2337,9 @@ CUresult CUDAAPI cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned in
         return run_fill_u32(&l);
     if (strcmp(f->name, "gm_test_scale_f32") == 0)
         return run_scale_f32(&l);
-    return CUDA_SUCCESS; /* a kernel the double cannot run: launched, does nothing */
+    if (f->host != NULL)
+        return run_host_kernel(&l);
+    fprintf(stderr, "cuda driver double: cannot run kernel %s (not one of the library's)\n",
+            f->name);
+    return CUDA_ERROR_NOT_SUPPORTED;
 }

@@ -11,11 +11,23 @@
  * requirement broken is a "violation": the call fails as the driver would
  * and the violation is counted for the tests to assert on.
  *
- * Modules are PTX text: the double reads the .entry signatures and
- * module-scope .const/.global variables, and runs the kernels it knows by
- * name (gm_test_fill_u32, gm_test_scale_f32; see tests/cuda/test_kernels.h)
- * on the host. All work is synchronous: async calls complete before they
- * return and host functions run inside cuLaunchHostFunc.
+ * Modules are PTX text, ELF cubins, or fatbins holding either (nvcc's
+ * container; the first uncompressed PTX entry is read, else the first
+ * uncompressed cubin; compressed entries are not). The double reads each
+ * kernel's parameter sizes and offsets (PTX .entry signatures, or the
+ * cubin's .nv.info KPARAM_INFO attributes), its static shared memory and the
+ * module's __constant__ / __device__ variables. Launches run on the host:
+ * kernels named like one of the library's built-in kernels run on the
+ * kernel simulator (src/host/sim) with that host-compiled kernel, after a
+ * check that both agree on the parameters, with the launch's grid, block,
+ * dynamic shared memory and the values read through kernelParams; pointer
+ * parameters must be NULL or device-visible memory, and the module's
+ * constant arrays are copied into the simulator's before each run (so each
+ * module keeps its own). gm_test_fill_u32 and gm_test_scale_f32 (see
+ * tests/cuda/test_kernels.h) run from hand-written host code; any other
+ * kernel is CUDA_ERROR_NOT_SUPPORTED at launch. All work is synchronous:
+ * async calls complete before they return and host functions run inside
+ * cuLaunchHostFunc.
  *
  * The test program links this library to reach the control functions
  * below; the backend's dlopen of the same file gets the same instance.
