@@ -62,11 +62,13 @@
     X(hsa_executable_symbol_get_info)
 
 /* Entry points a runtime may lack; their pointers stay NULL and the ops that
- * need them answer GM_ERR_UNSUPPORTED. */
+ * need them answer GM_ERR_UNSUPPORTED (IPC) or do without (pitched copies
+ * fall back to one copy per row or plane). */
 #define GM_HSA_API_OPTIONAL(X)   \
     X(hsa_amd_ipc_memory_create) \
     X(hsa_amd_ipc_memory_attach) \
-    X(hsa_amd_ipc_memory_detach)
+    X(hsa_amd_ipc_memory_detach) \
+    X(hsa_amd_memory_async_copy_rect)
 
 /* The function-pointer table: one member per entry point, typed from the
  * runtime's own prototype. */

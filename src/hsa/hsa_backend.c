@@ -25,9 +25,9 @@ const gm_backend_ops gm__hsa_backend = {
     .managed_alloc = gm__unsupported_managed_alloc,
     .pointer_kind = gm__hsa_pointer_kind,
     .copy = gm__hsa_copy,
-    /* HSA has no strided copy beyond pitched rectangles (copy covers those); the core
-     * decomposes arbitrary strides into copy calls. */
-    .copy_strided = gm__unsupported_copy_strided,
+    /* Device-to-device strided copies: one dispatch of the copy_strided kernel (hsa_pack.c);
+     * GM_ERR_UNSUPPORTED otherwise, and the core decomposes into pitched copies. */
+    .copy_strided = gm__hsa_copy_strided,
     .memset = gm__hsa_memset,
     .stream_create = gm__hsa_stream_create,
     .stream_destroy = gm__hsa_stream_destroy,

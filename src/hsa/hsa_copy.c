@@ -2,9 +2,11 @@
  * Copies and memset on HSA. Device-side work is hsa_amd_memory_async_copy:
  * every piece of one operation waits on the stream's frontier (dependency
  * signals) and decrements the operation's completion signal, which starts at
- * the number of pieces. Pitched copies are cut into as few contiguous pieces
- * as the pitches allow (rows, planes or one block). Host-to-host copies run
- * as host work in stream order. memset copies a pattern-filled staging buffer
+ * the number of pieces. A pitched copy is one hsa_amd_memory_async_copy_rect
+ * (an SDMA rectangle copy) where the runtime offers it and the copy meets its
+ * rules (see use_rect), else it is cut into as few contiguous pieces as the
+ * pitches allow (rows, planes or one block). Host-to-host copies run as host
+ * work in stream order. memset copies a pattern-filled staging buffer
  * from the CPU's fine-grained pool, chunk by chunk. A NULL stream is the
  * synchronous form: the legacy default stream, then a wait.
  */
@@ -168,7 +170,114 @@ static gm_status dma_endpoint(gm_backend_ctx *bctx, gm_copy_side side, gm_devptr
     return status;
 }
 
-/* A copy with at least one device side, as DMA pieces. Lock held. */
+/* Rows per plane of one side as the rect copy sees it (a 2-D copy's plane is its rows). */
+static size_t plane_rows(const gm_copy_desc *d, size_t side_height)
+{
+    return d->depth > 1 ? side_height : d->height;
+}
+
+/* Bytes from the first to one past the last byte a side touches. */
+static size_t side_span(const gm_copy_desc *d, size_t pitch, size_t side_height)
+{
+    return (d->depth - 1) * pitch * plane_rows(d, side_height) + (d->height - 1) * pitch +
+           d->width_bytes;
+}
+
+/*
+ * Whether a copy of more than one piece can be one
+ * hsa_amd_memory_async_copy_rect, within ROCr's rules for it: the runtime has
+ * the call and an SDMA engine (no_copy_rect), dword-aligned start addresses,
+ * pitches and plane sizes, extents that fit hsa_dim3_t's 32 bits, pitches and
+ * plane sizes within what the SDMA rectangle packet encodes even in 1-byte
+ * elements (pitch < 2^19 bytes when planes are copied, else < 2^28; plane <
+ * 2^28 bytes), and no overlap between the two sides (the runtime forbids it).
+ * Lock held.
+ */
+static bool use_rect(const gm_backend_ctx *bctx, const gm_copy_desc *d, const copy_plan *plan,
+                     dma_side dst, dma_side src)
+{
+    size_t dslice = d->dst_pitch * plane_rows(d, d->dst_height);
+    size_t sslice = d->src_pitch * plane_rows(d, d->src_height);
+    size_t max_pitch = d->depth > 1 ? (size_t)1 << 19 : (size_t)1 << 28;
+    uintptr_t da = (uintptr_t)dst.addr, sa = (uintptr_t)src.addr;
+    size_t dspan = side_span(d, d->dst_pitch, d->dst_height);
+    size_t sspan = side_span(d, d->src_pitch, d->src_height);
+
+    if (bctx->api.hsa_amd_memory_async_copy_rect == NULL || bctx->no_copy_rect || plan->count < 2)
+        return false;
+    if (((da | sa | d->dst_pitch | d->src_pitch | dslice | sslice) & 3u) != 0)
+        return false;
+    if (d->width_bytes > UINT32_MAX || d->height > UINT32_MAX || d->depth > UINT32_MAX ||
+        d->dst_pitch >= max_pitch || d->src_pitch >= max_pitch || dslice >= ((size_t)1 << 28) ||
+        sslice >= ((size_t)1 << 28))
+        return false;
+    return da + dspan <= sa || sa + sspan <= da;
+}
+
+/* The direction argument of the rect copy (it picks the SDMA engine). */
+static hsa_amd_copy_direction_t rect_direction(const gm_copy_desc *d)
+{
+    if (d->src_side == GM_COPY_HOST)
+        return hsaHostToDevice;
+    return d->dst_side == GM_COPY_HOST ? hsaDeviceToHost : hsaDeviceToDevice;
+}
+
+/*
+ * Issue the copy as one rectangle on the context's GPU (the copy agent must
+ * be a GPU). *refused_p is set when the runtime cannot do rectangles here:
+ * HSA_STATUS_ERROR_OUT_OF_RESOURCES from this call means no SDMA engine (not
+ * memory), HSA_STATUS_ERROR_INVALID_AGENT a GPU older than gfx9.
+ */
+static gm_status issue_rect(gm_backend_ctx *bctx, gm__hsa_op *op, const gm_copy_desc *d,
+                            dma_side dst, dma_side src, bool *refused_p)
+{
+    hsa_pitched_ptr_t dp = {dst.addr, d->dst_pitch, d->dst_pitch * plane_rows(d, d->dst_height)};
+    hsa_pitched_ptr_t sp = {src.addr, d->src_pitch, d->src_pitch * plane_rows(d, d->src_height)};
+    hsa_dim3_t origin = {0, 0, 0};
+    hsa_dim3_t range = {(uint32_t)d->width_bytes, (uint32_t)d->height, (uint32_t)d->depth};
+    hsa_signal_t *deps = NULL;
+    hsa_status_t hs = HSA_STATUS_SUCCESS;
+    gm_status status = dep_handles(op, &deps);
+
+    if (status != GM_OK)
+        return status;
+    hs = bctx->api.hsa_amd_memory_async_copy_rect(&dp, &origin, &sp, &origin, &range, bctx->gpu,
+                                                  rect_direction(d), (uint32_t)op->ndeps, deps,
+                                                  op->done->handle);
+    gm__free(deps);
+    *refused_p = hs == HSA_STATUS_ERROR_OUT_OF_RESOURCES || hs == HSA_STATUS_ERROR_INVALID_AGENT;
+    if (*refused_p)
+        return GM_OK;
+    return gm__hsa_check(hs, &bctx->api, GM_OK, "hsa_amd_memory_async_copy_rect", __FILE__,
+                         __LINE__);
+}
+
+/*
+ * Try the pitched copy as one rectangle: GM_OK with *done_p set when it was
+ * issued (the operation's signal then counts 1), or not tried / refused
+ * (*done_p false, the signal back at the piece count). Lock held.
+ */
+static gm_status try_rect(gm_backend_ctx *bctx, gm__hsa_op *op, const gm_copy_desc *d,
+                          const copy_plan *plan, dma_side dst, dma_side src, bool *done_p)
+{
+    bool refused = false;
+    gm_status status = GM_OK;
+
+    *done_p = false;
+    if (!use_rect(bctx, d, plan, dst, src))
+        return GM_OK;
+    bctx->api.hsa_signal_store_screlease(op->done->handle, 1); /* not yet visible to anyone */
+    status = issue_rect(bctx, op, d, dst, src, &refused);
+    if (refused) {
+        bctx->no_copy_rect = true;
+        bctx->api.hsa_signal_store_screlease(op->done->handle, (hsa_signal_value_t)plan->count);
+        return GM_OK;
+    }
+    *done_p = true;
+    return status;
+}
+
+/* A copy with at least one device side: one rectangle, or DMA pieces. Lock held. */
 static gm_status dma_copy(gm_backend_ctx *bctx, gm_backend_stream *stream, const gm_copy_desc *d,
                           bool sync)
 {
@@ -176,6 +285,7 @@ static gm_status dma_copy(gm_backend_ctx *bctx, gm_backend_stream *stream, const
     dma_side dst, src;
     gm__hsa_op *op = NULL;
     size_t issued = 0;
+    bool rect = false;
     gm_status status = GM_OK;
 
     make_plan(d, &plan);
@@ -188,6 +298,10 @@ static gm_status dma_copy(gm_backend_ctx *bctx, gm_backend_stream *stream, const
     if (status == GM_OK)
         status = dma_endpoint(bctx, d->src_side, d->src,
                               src_offset(&plan, plan.count - 1) + plan.width, &op->locked[1], &src);
+    if (status == GM_OK)
+        status = try_rect(bctx, op, d, &plan, dst, src, &rect);
+    if (rect)
+        return finish(bctx, stream, op, 1, status == GM_OK ? 1 : 0, status, sync);
     if (status == GM_OK)
         status = issue_pieces(bctx, op, dst, src, &plan, &issued);
     return finish(bctx, stream, op, plan.count, issued, status, sync);

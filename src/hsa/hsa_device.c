@@ -328,13 +328,16 @@ static gm_status make_context_objects(gm_backend_ctx *bctx)
     gm_status status = GM_OK;
 
     pthread_mutex_init(&bctx->lock, NULL);
+    pthread_mutex_init(&bctx->pack_lock, NULL);
     pthread_mutex_lock(&bctx->lock);
     status = gm__hsa_stream_new(bctx, GM_HSA_STREAM_LEGACY, GM_STREAM_DEFAULT, &bctx->legacy);
     if (status == GM_OK)
         status = gm__hsa_sig_new(bctx, 0, &bctx->zero);
     pthread_mutex_unlock(&bctx->lock);
-    if (status != GM_OK)
+    if (status != GM_OK) {
         free_context_objects(bctx);
+        pthread_mutex_destroy(&bctx->pack_lock);
+    }
     return status;
 }
 
@@ -388,6 +391,7 @@ void gm__hsa_fini(gm_backend_ctx *bctx)
     if (bctx == NULL)
         return;
     free_context_objects(bctx);
+    gm__hsa_pack_fini(bctx);
     if (GM_HSA_CALL(&bctx->api, hsa_shut_down, ()) != GM_OK)
         gm__log(GM_LOG_WARN, "HSA backend: %s", gm_last_error_message());
     gm__hsa_api_unload(&bctx->api);

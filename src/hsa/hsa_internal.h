@@ -100,7 +100,7 @@ struct gm_backend_stream {
     gm_backend_ctx *bctx;
     gm_backend_stream *target; /* wrappers: the wrapped stream */
     gm_backend_stream *next;   /* bctx->streams list (not wrappers) */
-    pthread_t owner;           /* per-thread default streams */
+    uint64_t owner;            /* per-thread default streams: the thread's key */
     hsa_queue_t *queue;        /* created on first packet */
     gm__hsa_sig *queue_last;   /* completion of the last packet chain on queue (ref) */
     gm__hsa_sig **frontier;    /* what the next operation waits for */
@@ -137,6 +137,13 @@ struct gm_backend_kernel {
     const gm__hsa_kernel_meta *meta; /* NULL when the image has no metadata for it */
 };
 
+/* The packing kernel of copy_strided (hsa_pack.c). */
+typedef enum gm__hsa_pack_state {
+    GM_HSA_PACK_UNLOADED = 0,   /* not tried yet */
+    GM_HSA_PACK_LOADED = 1,     /* pack_module / pack_kernel are set */
+    GM_HSA_PACK_UNAVAILABLE = 2 /* no code object for this GPU, or the runtime refused it */
+} gm__hsa_pack_state;
+
 /* An IPC import (ipc_open), detached by ipc_close or at fini. */
 typedef struct gm__hsa_ipc_map {
     struct gm__hsa_ipc_map *next;
@@ -144,10 +151,11 @@ typedef struct gm__hsa_ipc_map {
     gm_devptr ptr; /* what ipc_open returned (mapped + offset) */
 } gm__hsa_ipc_map;
 
-/* Per-thread default streams. */
+/* Per-thread default streams, by thread key (unique for the process's life, unlike
+ * pthread_t, which a new thread may reuse once an old one has exited). */
 typedef struct gm__hsa_thread_stream {
     struct gm__hsa_thread_stream *next;
-    pthread_t thread;
+    uint64_t thread_key;
     gm_backend_stream *stream;
 } gm__hsa_thread_stream;
 
@@ -163,6 +171,7 @@ struct gm_backend_ctx {
     hsa_amd_memory_pool_t kernarg_pool; /* CPU kernarg-init pool */
     bool host_pool_needs_access;        /* GPU access to host_pool must be allowed */
     bool kernarg_pool_needs_access;
+    bool no_copy_rect;    /* hsa_amd_memory_async_copy_rect refused: no SDMA engine (under lock) */
     uint64_t group_bytes; /* group segment (LDS) per work-group */
     uint32_t queue_min_size, queue_max_size;
     uint64_t timestamp_hz; /* hsa_system timestamp frequency */
@@ -185,6 +194,10 @@ struct gm_backend_ctx {
     _Atomic int queue_error;         /* that error, a gm_status */
     _Atomic int queue_error_claimed; /* the first callback writes queue_error_text */
     char queue_error_text[GM_HSA_ERROR_TEXT];
+    pthread_mutex_t pack_lock; /* guards the three pack_ fields (taken before lock, never after) */
+    gm__hsa_pack_state pack_state;
+    gm_backend_module *pack_module;
+    gm_backend_kernel *pack_kernel;
 };
 
 /* ---- signals (hsa_signal.c); bctx->lock held unless noted ---- */
@@ -231,6 +244,18 @@ struct gm__hsa_work {
 };
 
 /* ---- AQL packets (hsa_queue.c); bctx->lock held ---- */
+#define GM_HSA_BARRIER_DEPS 5 /* dep_signal slots in a barrier-AND packet */
+/* Packets an operation with ndeps dependencies may write: its barriers and one more. */
+size_t gm__hsa_queue_packets_for(size_t ndeps);
+/*
+ * Wait until `queue` has npackets free slots. The lock is released while
+ * waiting (host work, callbacks and other threads keep going; the caller
+ * must hold no half-made state), so a full queue never blocks the context.
+ * GM_ERR_UNSUPPORTED when npackets exceeds the queue; the queue's error
+ * when it fails meanwhile.
+ */
+gm_status gm__hsa_queue_wait_room(gm_backend_ctx *bctx, hsa_queue_t *queue, size_t npackets,
+                                  const char *what);
 /*
  * The dependencies a packet chain on stream's queue must name: op's, less
  * the stream's last packet (the barrier bit orders after it). *deps_p is
@@ -274,6 +299,10 @@ gm_status gm__hsa_host_register(gm_backend_ctx *bctx, void *ptr, size_t bytes, u
 gm_status gm__hsa_host_unregister(gm_backend_ctx *bctx, void *ptr);
 gm_status gm__hsa_pointer_kind(gm_backend_ctx *bctx, const void *ptr, int *kind_p);
 gm_status gm__hsa_copy(gm_backend_ctx *bctx, const gm_copy_desc *desc, gm_backend_stream *stream);
+gm_status gm__hsa_copy_strided(gm_backend_ctx *bctx, const gm_ndview *dst, const gm_ndview *src,
+                               gm_backend_stream *stream);
+/* Unload the packing kernel and destroy pack_lock (fini, after the streams are drained). */
+void gm__hsa_pack_fini(gm_backend_ctx *bctx);
 gm_status gm__hsa_memset(gm_backend_ctx *bctx, gm_devptr dst, const void *pattern,
                          size_t pattern_bytes, size_t count, gm_backend_stream *stream);
 gm_status gm__hsa_stream_create(gm_backend_ctx *bctx, unsigned flags, gm_backend_stream **stream_p);

@@ -491,10 +491,10 @@ static void make_packet(const gm_backend_kernel *k, const gm_launch_config *c, c
     pkt->completion_signal = op->done->handle;
 }
 
-/* Build and submit the dispatch on a resolved stream. Lock held. */
+/* Build and submit the dispatch on a resolved stream; sync: wait for it. Lock held. */
 static gm_status dispatch(gm_backend_ctx *bctx, gm_backend_stream *stream,
                           const gm_backend_kernel *k, const gm_launch_config *c, void **args,
-                          const size_t *sizes, int nargs)
+                          const size_t *sizes, int nargs, bool sync)
 {
     hsa_queue_t *queue = NULL;
     hsa_kernel_dispatch_packet_t pkt;
@@ -524,11 +524,18 @@ static gm_status dispatch(gm_backend_ctx *bctx, gm_backend_stream *stream,
         return status;
     }
     gm__hsa_queue_submitted(bctx, stream, op->done);
+    if (sync)
+        return gm__hsa_op_finish_sync(bctx, stream, op);
     gm__hsa_op_commit(bctx, stream, op);
     return GM_OK;
 }
 
-/* Launches are asynchronous on every stream, the NULL (legacy default) one included. */
+/*
+ * Launches are asynchronous on a stream; with no stream (NULL) the dispatch
+ * goes on the legacy stream and the caller waits for it, so the kernel has
+ * finished, and its failure is returned, when the call returns (gm_launch's
+ * contract, and the rule copies and memset follow).
+ */
 gm_status gm__hsa_launch(gm_backend_ctx *bctx, gm_backend_kernel *kernel,
                          const gm_launch_config *config, void **args, const size_t *arg_sizes,
                          int nargs, gm_backend_stream *stream)
@@ -539,7 +546,7 @@ gm_status gm__hsa_launch(gm_backend_ctx *bctx, gm_backend_kernel *kernel,
         return status;
     pthread_mutex_lock(&bctx->lock);
     status = dispatch(bctx, gm__hsa_stream_resolve(bctx, stream), kernel, config, args, arg_sizes,
-                      nargs);
+                      nargs, stream == NULL);
     pthread_mutex_unlock(&bctx->lock);
     return status;
 }

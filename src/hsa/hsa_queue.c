@@ -1,17 +1,17 @@
 /*
- * Writing AQL packets: reserve slots with the write index, wait for room,
- * write each packet's body, publish its header last with a release store,
- * then ring the doorbell with the last packet id. Every packet carries the
- * barrier bit (a stream's queue runs its packets one after another) and
- * system-scope acquire and release fences (results are read by the host and
- * by DMA engines).
+ * Writing AQL packets: wait for room (gm__hsa_queue_wait_room, with the
+ * context lock released), reserve slots with the write index, write each
+ * packet's body, publish its header last with a release store, then ring the
+ * doorbell with the last packet id. Every packet carries the barrier bit (a
+ * stream's queue runs its packets one after another) and system-scope
+ * acquire and release fences (results are read by the host and by DMA
+ * engines).
  */
 #include <sched.h>
 #include <string.h>
+#include <time.h>
 
 #include "hsa_internal.h"
-
-#define GM_HSA_BARRIER_DEPS 5 /* dep_signal slots in a barrier-AND packet */
 
 /* The header of every packet we write, for a packet type. */
 static uint16_t packet_header(hsa_packet_type_t type)
@@ -21,17 +21,63 @@ static uint16_t packet_header(hsa_packet_type_t type)
                       (HSA_FENCE_SCOPE_SYSTEM << HSA_PACKET_HEADER_SCRELEASE_FENCE_SCOPE));
 }
 
-/* Reserve n consecutive packet ids, waiting while the ring is full. */
-static gm_status reserve(gm_backend_ctx *bctx, hsa_queue_t *queue, uint64_t n, uint64_t *first_p)
+/* Packet slots of the queue in use (written, not yet consumed). */
+static uint64_t slots_used(gm_backend_ctx *bctx, hsa_queue_t *queue)
 {
-    uint64_t first = bctx->api.hsa_queue_add_write_index_scacq_screl(queue, n);
+    uint64_t write = bctx->api.hsa_queue_add_write_index_scacq_screl(queue, 0);
 
-    while (first + n - bctx->api.hsa_queue_load_read_index_scacquire(queue) > queue->size) {
+    return write - bctx->api.hsa_queue_load_read_index_scacquire(queue);
+}
+
+/* Sleep a little while waiting for the packet processor: yield first, then 50 us naps. */
+static void back_off(unsigned *rounds)
+{
+    struct timespec nap = {0, 50000};
+
+    if ((*rounds)++ < 64)
+        sched_yield();
+    else
+        nanosleep(&nap, NULL);
+}
+
+size_t gm__hsa_queue_packets_for(size_t ndeps)
+{
+    return (ndeps + GM_HSA_BARRIER_DEPS - 1) / GM_HSA_BARRIER_DEPS + 1;
+}
+
+gm_status gm__hsa_queue_wait_room(gm_backend_ctx *bctx, hsa_queue_t *queue, size_t npackets,
+                                  const char *what)
+{
+    unsigned rounds = 0;
+
+    if (npackets > queue->size)
+        return gm__error(GM_ERR_UNSUPPORTED,
+                         "%s: needs %zu AQL packets (dependency barriers), more than the "
+                         "queue's %u",
+                         what, npackets, (unsigned)queue->size);
+    while (slots_used(bctx, queue) + npackets > queue->size) {
         if (atomic_load(&bctx->queue_failed) != 0)
             return gm__error((gm_status)atomic_load(&bctx->queue_error),
-                             "HSA backend: the queue failed while waiting for a free packet slot");
-        sched_yield();
+                             "%s: the queue failed while waiting for free packet slots", what);
+        pthread_mutex_unlock(&bctx->lock);
+        back_off(&rounds);
+        pthread_mutex_lock(&bctx->lock);
     }
+    return GM_OK;
+}
+
+/*
+ * Reserve n consecutive packet ids. Room was made by gm__hsa_queue_wait_room
+ * under the same hold of the lock, and only this context writes the queue,
+ * so a full ring here is a broken invariant: an error, never a spin.
+ */
+static gm_status reserve(gm_backend_ctx *bctx, hsa_queue_t *queue, uint64_t n, uint64_t *first_p)
+{
+    uint64_t first = 0;
+
+    if (slots_used(bctx, queue) + n > queue->size)
+        return gm__error(GM_ERR_DRIVER, "HSA backend: AQL queue full without a reservation");
+    first = bctx->api.hsa_queue_add_write_index_scacq_screl(queue, n);
     *first_p = first;
     return GM_OK;
 }

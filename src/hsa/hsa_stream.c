@@ -239,6 +239,17 @@ gm_status gm__hsa_op_begin(gm_backend_ctx *bctx, gm_backend_stream *stream, hsa_
     gm__hsa_op *op = NULL;
     gm_status status = GM_OK;
 
+    /* Room first, before anything of the operation exists (the wait drops the lock); the
+     * dependencies only grow while unlocked, so re-check until the room and they agree. */
+    while (stream->queue != NULL) {
+        size_t need = gm__hsa_queue_packets_for(count_deps(bctx, stream));
+
+        status = gm__hsa_queue_wait_room(bctx, stream->queue, need, what);
+        if (status != GM_OK)
+            return status;
+        if (gm__hsa_queue_packets_for(count_deps(bctx, stream)) <= need)
+            break;
+    }
     gm__hsa_stream_reap(bctx, stream);
     op = gm__calloc(1, sizeof(*op));
     if (op == NULL)
@@ -554,14 +565,36 @@ gm_status gm__hsa_stream_destroy(gm_backend_ctx *bctx, gm_backend_stream *stream
     return status;
 }
 
-/* The calling thread's default stream, made on first use. Lock held. */
+/*
+ * The calling thread's key for per-thread streams: a number drawn once per
+ * thread from a process-wide counter, never reused. pthread_self() is no key:
+ * glibc hands an exited thread's id to the next thread it creates, which
+ * would then inherit the dead thread's stream and its pending work and
+ * errors. (_Thread_local in this position-independent library is
+ * global-dynamic TLS, which dlopen supports.)
+ */
+static uint64_t thread_key(void)
+{
+    static _Atomic uint64_t next_key = 1;
+    static _Thread_local uint64_t key = 0;
+
+    if (key == 0)
+        key = atomic_fetch_add(&next_key, 1);
+    return key;
+}
+
+/*
+ * The calling thread's default stream, made on first use. It lives until the
+ * context ends (the core's stream wrapper refers to it; an exited thread's
+ * stream is simply never found again). Lock held.
+ */
 static gm_status thread_stream(gm_backend_ctx *bctx, gm_backend_stream **stream_p)
 {
-    pthread_t self = pthread_self();
+    uint64_t self = thread_key();
     gm__hsa_thread_stream *ts = bctx->thread_streams;
     gm_status status = GM_OK;
 
-    while (ts != NULL && pthread_equal(ts->thread, self) == 0)
+    while (ts != NULL && ts->thread_key != self)
         ts = ts->next;
     if (ts != NULL) {
         *stream_p = ts->stream;
@@ -573,7 +606,7 @@ static gm_status thread_stream(gm_backend_ctx *bctx, gm_backend_stream **stream_
     status = gm__hsa_stream_new(bctx, GM_HSA_STREAM_PER_THREAD, GM_STREAM_DEFAULT, &ts->stream);
     if (status != GM_OK)
         goto fail_stream;
-    ts->thread = self;
+    ts->thread_key = self;
     ts->stream->owner = self;
     ts->next = bctx->thread_streams;
     bctx->thread_streams = ts;

@@ -14,7 +14,10 @@
 #include <string.h>
 #include <time.h>
 
+#include "hsa_codeobj.h"
 #include "hsa_runtime_double.h"
+#include "kernels_internal.h"
+#include "sim.h"
 
 /* hsa.h declares these with empty parentheses; give them prototypes. */
 hsa_status_t hsa_init(void);
@@ -33,10 +36,25 @@ hsa_status_t hsa_shut_down(void);
 #define GROUP_BYTES      65536u
 #define KEEP_RECORDS     256
 #define VIOLATIONS_MAX   8192
-#define ISA_NAME         "amdgcn-amd-amdhsa--gfx906:sramecc+:xnack-"
+#define MAX_HOST_GLOBALS 8  /* constant arrays one host-run kernel's table may have */
+#define MAX_HOST_PARAMS  32 /* parameters of a host-run kernel */
 #ifndef EM_AMDGPU
 #define EM_AMDGPU 224
 #endif
+
+/* The GPUs the double can model (hsa_double_config.gpu_arch). */
+typedef struct darch {
+    const char *name;   /* HSA_AGENT_INFO_NAME */
+    uint32_t mach;      /* EF_AMDGPU_MACH of its code objects */
+    const char *isa;    /* HSA_ISA_INFO_NAME */
+    uint32_t wavefront; /* HSA_AGENT_INFO_WAVEFRONT_SIZE */
+} darch;
+
+static const darch archs[] = {
+    {"gfx906", 0x2f, "amdgcn-amd-amdhsa--gfx906:sramecc+:xnack-", 64},
+    {"gfx90a", 0x3f, "amdgcn-amd-amdhsa--gfx90a:sramecc+:xnack-", 64},
+    {"gfx1100", 0x41, "amdgcn-amd-amdhsa--gfx1100", 32},
+};
 
 /* ------------------------------------------------------------- state */
 
@@ -91,11 +109,16 @@ typedef struct dsymbol {
     uint32_t size;
     uint32_t group, private_size, kernarg;
     hsa_agent_t agent;
+    const struct dexec *exec;        /* the executable it belongs to */
+    const gm__hsa_kernel_meta *meta; /* kernels: the code object's metadata, or NULL */
+    const gm_host_kernel *host;      /* kernels: the simulator's kernel of that name, or NULL */
+    const gm_host_table *host_table; /* its table (for its constant arrays) */
 } dsymbol;
 
 typedef struct dsegment {
     struct dsegment *next;
-    char *base; /* a POOL_CODE record in g.allocs owns the memory */
+    char *base;                /* a POOL_CODE record in g.allocs owns the memory */
+    gm__hsa_codeobj_meta meta; /* the code object's NT_AMDGPU_METADATA (none: no kernels) */
 } dsegment;
 
 typedef struct dexec {
@@ -150,6 +173,7 @@ static struct {
     pthread_cond_t cv;
     hsa_double_config cfg;
     int init_count;
+    int configured; /* hsa_double_reset was called (else GM_HSA_DOUBLE_GPU applies) */
     int threads_running, stop_threads;
     pthread_t dma_thread, handler_thread;
     int paused;
@@ -163,6 +187,7 @@ static struct {
     dexec *execs;
     dreader *readers;
     dkernel *kernels;
+    pthread_mutex_t host_globals_mu; /* host runs of kernels with constant arrays, one at a time */
     uint64_t used[HSA_DOUBLE_MAX_GPUS];
     uint64_t host_used;
     uint64_t next_id;
@@ -181,6 +206,7 @@ static struct {
     long ncopies;
 } g = {.mu = PTHREAD_MUTEX_INITIALIZER,
        .cv = PTHREAD_COND_INITIALIZER,
+       .host_globals_mu = PTHREAD_MUTEX_INITIALIZER,
        /* hsa_double_config_default(), for programs that never call hsa_double_reset */
        .cfg = {.gpu_count = 1,
                .gpu_memory_bytes = 64u << 20,
@@ -188,7 +214,7 @@ static struct {
                .init_status = HSA_STATUS_SUCCESS,
                .queue_max_size = 64,
                .report_memory_avail = 1,
-               .isa_mach = 0x2f}};
+               .gpu_arch = "gfx906"}};
 
 static int64_t now_ns(void)
 {
@@ -196,6 +222,22 @@ static int64_t now_ns(void)
 
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* The modelled GPU (gfx906 when gpu_arch names none). */
+static const darch *gpu_arch(void)
+{
+    for (size_t i = 0; i < sizeof(archs) / sizeof(archs[0]); i++) {
+        if (g.cfg.gpu_arch != NULL && strcmp(g.cfg.gpu_arch, archs[i].name) == 0)
+            return &archs[i];
+    }
+    return &archs[0];
+}
+
+/* The EF_AMDGPU_MACH the agents accept. */
+static uint32_t gpu_mach(void)
+{
+    return g.cfg.isa_mach != 0 ? g.cfg.isa_mach : gpu_arch()->mach;
 }
 
 /* Wait on the condition variable for at most ms milliseconds. Lock held. */
@@ -634,7 +676,7 @@ static int agent_common_info(bool gpu, int attribute, void *value)
         return 1;
     case HSA_AGENT_INFO_NAME:
         memset(value, 0, 64);
-        strcpy(value, gpu ? "gfx906" : "Double x86-64 CPU");
+        strcpy(value, gpu ? gpu_arch()->name : "Double x86-64 CPU");
         return 1;
     case HSA_AGENT_INFO_VENDOR_NAME:
         memset(value, 0, 64);
@@ -656,7 +698,7 @@ static int agent_gpu_info(int gpu, int attribute, void *value)
 
     switch (attribute) {
     case HSA_AGENT_INFO_WAVEFRONT_SIZE:
-        *(uint32_t *)value = 64;
+        *(uint32_t *)value = gpu_arch()->wavefront;
         return 1;
     case HSA_AGENT_INFO_WORKGROUP_MAX_SIZE:
         *(uint32_t *)value = 1024;
@@ -722,9 +764,9 @@ hsa_status_t hsa_isa_get_info_alt(hsa_isa_t isa, hsa_isa_info_t attribute, void 
     if (isa.handle < GPU_ISA(0) || isa.handle >= GPU_ISA(g.cfg.gpu_count))
         return HSA_STATUS_ERROR_INVALID_ISA;
     if (attribute == HSA_ISA_INFO_NAME_LENGTH)
-        *(uint32_t *)value = (uint32_t)strlen(ISA_NAME);
-    else if (attribute == HSA_ISA_INFO_NAME)
-        memcpy(value, ISA_NAME, strlen(ISA_NAME)); /* not NUL-terminated, as the spec allows */
+        *(uint32_t *)value = (uint32_t)strlen(gpu_arch()->isa);
+    else if (attribute == HSA_ISA_INFO_NAME) /* not NUL-terminated, as the spec allows */
+        memcpy(value, gpu_arch()->isa, strlen(gpu_arch()->isa));
     else
         return HSA_STATUS_ERROR_INVALID_ARGUMENT;
     return HSA_STATUS_SUCCESS;
@@ -1341,6 +1383,163 @@ hsa_status_t hsa_amd_memory_async_copy(void *dst, hsa_agent_t dst_agent, const v
     return st;
 }
 
+/* One side of a rect copy: its first byte and span, or a rule breach (0). Lock held. */
+static bool rect_side(const char *side, const hsa_pitched_ptr_t *p, const hsa_dim3_t *off,
+                      const hsa_dim3_t *range, char **start_p, size_t *span_p)
+{
+    if (((uintptr_t)p->base | p->pitch | p->slice) % 4 != 0) {
+        violation("hsa_amd_memory_async_copy_rect: %s base, pitch or slice not dword-aligned",
+                  side);
+        return false;
+    }
+    if ((uint64_t)off->x + range->x > p->pitch ||
+        (p->slice != 0 && (uint64_t)off->y + range->y > p->slice / p->pitch) ||
+        (range->z > 1 && p->slice == 0)) {
+        violation("hsa_amd_memory_async_copy_rect: %s rectangle outside its pitch or slice", side);
+        return false;
+    }
+    *start_p = (char *)p->base + (size_t)off->z * p->slice + (size_t)off->y * p->pitch + off->x;
+    *span_p = (size_t)(range->z - 1) * p->slice + (size_t)(range->y - 1) * p->pitch + range->x;
+    return true;
+}
+
+/* Whether memory at p is one of a GPU's pool allocations. Lock held. */
+static bool is_device_memory(const void *p, size_t n)
+{
+    dalloc *a = find_alloc(p, n);
+
+    return a != NULL && pool_gpu(a->pool) >= 0;
+}
+
+/*
+ * Validate a rect copy as ROCr does (dword-aligned bases, pitches and
+ * slices; rectangles inside their pitch and slice; a GPU copy agent; no
+ * host-to-host) and against the memory: the direction must name the sides'
+ * kinds, both sides be reachable by the GPU, the spans not overlap. Fills
+ * the record. Lock held.
+ */
+static hsa_status_t check_rect(const hsa_pitched_ptr_t *dst, const hsa_dim3_t *doff,
+                               const hsa_pitched_ptr_t *src, const hsa_dim3_t *soff,
+                               const hsa_dim3_t *range, hsa_agent_t agent,
+                               hsa_amd_copy_direction_t dir, hsa_double_copy *rec)
+{
+    int gpu = gpu_index(agent);
+    char *d = NULL, *s = NULL;
+    size_t dspan = 0, sspan = 0;
+    bool src_dev = dir == hsaDeviceToHost || dir == hsaDeviceToDevice;
+    bool dst_dev = dir == hsaHostToDevice || dir == hsaDeviceToDevice;
+
+    if (dir == hsaHostToHost || range->x == 0 || range->y == 0 || range->z == 0)
+        return HSA_STATUS_ERROR_INVALID_ARGUMENT;
+    if (gpu < 0)
+        return HSA_STATUS_ERROR_INVALID_AGENT; /* CPU agents are not supported */
+    if (!rect_side("dst", dst, doff, range, &d, &dspan) ||
+        !rect_side("src", src, soff, range, &s, &sspan))
+        return HSA_STATUS_ERROR_INVALID_ARGUMENT;
+    if (is_device_memory(s, sspan) != src_dev || is_device_memory(d, dspan) != dst_dev)
+        violation("hsa_amd_memory_async_copy_rect: direction %d does not match the memory", dir);
+    if (!dma_reachable(gpu, d, dspan) || !dma_reachable(gpu, s, sspan))
+        violation("hsa_amd_memory_async_copy_rect: a side is not reachable by the GPU");
+    if (d < s + sspan && s < d + dspan)
+        violation("hsa_amd_memory_async_copy_rect: source and destination overlap");
+    rec->dst = d;
+    rec->src = s;
+    rec->size = (size_t)range->x * range->y * range->z;
+    rec->rect = 1;
+    rec->width = range->x;
+    rec->height = range->y;
+    rec->depth = range->z;
+    rec->dst_pitch = dst->pitch;
+    rec->dst_slice = dst->slice;
+    rec->src_pitch = src->pitch;
+    rec->src_slice = src->slice;
+    rec->direction = dir;
+    return HSA_STATUS_SUCCESS;
+}
+
+/* Queue a copy for the DMA engine with its dependencies. Lock held. */
+static void queue_copy(dcopy *c, uint32_t ndeps, const hsa_signal_t *deps, hsa_signal_t completion)
+{
+    c->rec.ndeps = ndeps;
+    c->rec.completion = completion;
+    for (uint32_t i = 0; i < ndeps; i++) {
+        c->deps[i] = deps[i];
+        if (i < 8)
+            c->rec.deps[i] = deps[i];
+    }
+    c->seq = ++g.next_id;
+    c->next = g.copies;
+    g.copies = c;
+    pthread_cond_broadcast(&g.cv);
+}
+
+/* Check the signals of a copy. Lock held. */
+static hsa_status_t check_copy_signals(const char *call, uint32_t ndeps, const hsa_signal_t *deps,
+                                       hsa_signal_t completion)
+{
+    if (completion.handle == 0 || (ndeps != 0 && deps == NULL) || (ndeps == 0 && deps != NULL))
+        return HSA_STATUS_ERROR_INVALID_ARGUMENT;
+    if (use_signal(completion, call) == NULL)
+        return HSA_STATUS_ERROR_INVALID_SIGNAL;
+    for (uint32_t i = 0; i < ndeps; i++) {
+        if (use_signal(deps[i], call) == NULL)
+            return HSA_STATUS_ERROR_INVALID_SIGNAL;
+    }
+    return HSA_STATUS_SUCCESS;
+}
+
+hsa_status_t
+hsa_amd_memory_async_copy_rect(const hsa_pitched_ptr_t *dst, const hsa_dim3_t *dst_offset,
+                               const hsa_pitched_ptr_t *src, const hsa_dim3_t *src_offset,
+                               const hsa_dim3_t *range, hsa_agent_t copy_agent,
+                               hsa_amd_copy_direction_t dir, uint32_t num_dep_signals,
+                               const hsa_signal_t *dep_signals, hsa_signal_t completion_signal)
+{
+    hsa_status_t st = enter("hsa_amd_memory_async_copy_rect");
+    dcopy *c = NULL;
+
+    if (st != HSA_STATUS_SUCCESS)
+        return st;
+    if (dst == NULL || src == NULL || dst_offset == NULL || src_offset == NULL || range == NULL)
+        return HSA_STATUS_ERROR_INVALID_ARGUMENT;
+    c = calloc(1, sizeof(*c));
+    if (c == NULL)
+        return HSA_STATUS_ERROR_OUT_OF_RESOURCES;
+    c->deps = calloc(num_dep_signals + 1, sizeof(hsa_signal_t));
+    pthread_mutex_lock(&g.mu);
+    st = c->deps == NULL ? HSA_STATUS_ERROR_OUT_OF_RESOURCES
+                         : check_copy_signals("hsa_amd_memory_async_copy_rect", num_dep_signals,
+                                              dep_signals, completion_signal);
+    if (st == HSA_STATUS_SUCCESS)
+        st = check_rect(dst, dst_offset, src, src_offset, range, copy_agent, dir, &c->rec);
+    if (st == HSA_STATUS_SUCCESS && g.cfg.no_sdma != 0)
+        st = HSA_STATUS_ERROR_OUT_OF_RESOURCES; /* ROCr: the blit is not an SDMA engine */
+    if (st == HSA_STATUS_SUCCESS) {
+        queue_copy(c, num_dep_signals, dep_signals, completion_signal);
+        c = NULL;
+    }
+    pthread_mutex_unlock(&g.mu);
+    if (c != NULL) {
+        free(c->deps);
+        free(c);
+    }
+    return st;
+}
+
+/* Move a copy's bytes (a rect row by row). */
+static void run_copy(const hsa_double_copy *r)
+{
+    if (r->rect == 0) {
+        memmove(r->dst, r->src, r->size);
+        return;
+    }
+    for (uint32_t z = 0; z < r->depth; z++) {
+        for (uint32_t y = 0; y < r->height; y++)
+            memmove((char *)r->dst + z * r->dst_slice + y * r->dst_pitch,
+                    (const char *)r->src + z * r->src_slice + y * r->src_pitch, r->width);
+    }
+}
+
 /* Whether every dependency of a copy is done. Lock held. */
 static bool copy_ready(const dcopy *c)
 {
@@ -1405,7 +1604,7 @@ static void *dma_thread(void *unused)
 
             nanosleep(&ts, NULL);
         }
-        memmove(c->rec.dst, c->rec.src, c->rec.size);
+        run_copy(&c->rec);
         pthread_mutex_lock(&g.mu);
         complete_copy(c);
     }
@@ -1537,12 +1736,36 @@ static char *load_segments(const unsigned char *img, size_t size, const Elf64_Eh
     return base;
 }
 
-/* Add a symbol from .dynsym. Lock held. */
-static void add_symbol(dexec *e, const char *name, const Elf64_Sym *sym, char *base,
+/*
+ * The simulator's host-compiled kernel called `name` (len bytes) among
+ * gpumem's built-in kernels (its kernel registry), with its table; NULL
+ * when there is none.
+ */
+static const gm_host_kernel *builtin_host_kernel(const char *name, size_t len,
+                                                 const gm_host_table **table_p)
+{
+    for (int i = 0; i < gm__builtin_image_set_count; i++) {
+        const gm_host_table *t = gm__builtin_image_sets[i]->host;
+
+        for (int32_t j = 0; t != NULL && j < t->nkernels; j++) {
+            const gm_host_kernel *k = t->kernels[j];
+
+            if (k != NULL && strlen(k->name) == len && strncmp(k->name, name, len) == 0) {
+                *table_p = t;
+                return k;
+            }
+        }
+    }
+    return NULL;
+}
+
+/* Add a symbol from .dynsym of the code object loaded at seg. Lock held. */
+static void add_symbol(dexec *e, const dsegment *seg, const char *name, const Elf64_Sym *sym,
                        hsa_agent_t agent)
 {
     dsymbol *s = calloc(1, sizeof(*s));
     size_t len = strlen(name);
+    char *base = seg->base;
 
     if (s == NULL)
         return;
@@ -1550,11 +1773,14 @@ static void add_symbol(dexec *e, const char *name, const Elf64_Sym *sym, char *b
     s->address = (uint64_t)(uintptr_t)(base + sym->st_value);
     s->size = (uint32_t)sym->st_size;
     s->agent = agent;
+    s->exec = e;
     s->is_kernel = len > 3 && strcmp(name + len - 3, ".kd") == 0;
     if (s->is_kernel) {
         memcpy(&s->group, base + sym->st_value, 4);            /* group_segment_fixed_size */
         memcpy(&s->private_size, base + sym->st_value + 4, 4); /* private_segment_fixed_size */
         memcpy(&s->kernarg, base + sym->st_value + 8, 4);      /* kernarg_size */
+        s->meta = gm__hsa_codeobj_find(&seg->meta, name);
+        s->host = builtin_host_kernel(name, len - 3, &s->host_table);
     }
     s->next = e->symbols;
     e->symbols = s;
@@ -1562,7 +1788,7 @@ static void add_symbol(dexec *e, const char *name, const Elf64_Sym *sym, char *b
 
 /* Read .dynsym's global objects. Lock held. */
 static void load_symbols(dexec *e, const unsigned char *img, size_t size, const Elf64_Ehdr *eh,
-                         char *base, hsa_agent_t agent)
+                         const dsegment *seg, hsa_agent_t agent)
 {
     for (uint16_t i = 0; i < eh->e_shnum; i++) {
         Elf64_Shdr sh, strs;
@@ -1581,7 +1807,7 @@ static void load_symbols(dexec *e, const unsigned char *img, size_t size, const 
             memcpy(&sym, img + at, sizeof(sym));
             if (ELF64_ST_TYPE(sym.st_info) == STT_OBJECT && sym.st_name < strs.sh_size &&
                 ELF64_ST_BIND(sym.st_info) == STB_GLOBAL)
-                add_symbol(e, (const char *)img + strs.sh_offset + sym.st_name, &sym, base, agent);
+                add_symbol(e, seg, (const char *)img + strs.sh_offset + sym.st_name, &sym, agent);
         }
     }
 }
@@ -1594,13 +1820,18 @@ static hsa_status_t check_elf(const unsigned char *img, size_t size, Elf64_Ehdr 
     memcpy(eh, img, sizeof(*eh));
     if (memcmp(eh->e_ident, ELFMAG, SELFMAG) != 0 || eh->e_machine != EM_AMDGPU)
         return HSA_STATUS_ERROR_INVALID_CODE_OBJECT;
-    if ((eh->e_flags & 0xff) != g.cfg.isa_mach)
+    if ((eh->e_flags & 0xff) != gpu_mach())
         return HSA_STATUS_ERROR_INVALID_ISA;
     return HSA_STATUS_SUCCESS;
 }
 
-/* Load a code object's segments and remember them with the executable. Lock held. */
-static hsa_status_t add_segment(dexec *e, const dreader *r, const Elf64_Ehdr *eh, char **base_p)
+/*
+ * Load a code object's segments and remember them, with its metadata, with
+ * the executable. Metadata that does not parse leaves the kernels unbound
+ * to host code (their dispatches then run only registered functions).
+ * Lock held.
+ */
+static hsa_status_t add_segment(dexec *e, const dreader *r, const Elf64_Ehdr *eh, dsegment **seg_p)
 {
     dsegment *seg = calloc(1, sizeof(*seg));
     size_t span = 0;
@@ -1612,9 +1843,11 @@ static hsa_status_t add_segment(dexec *e, const dreader *r, const Elf64_Ehdr *eh
         return HSA_STATUS_ERROR_INVALID_CODE_OBJECT;
     }
     seg->base = base;
+    if (gm__hsa_codeobj_parse(r->image, r->size, &seg->meta) != GM_OK)
+        memset(&seg->meta, 0, sizeof(seg->meta));
     seg->next = e->segments;
     e->segments = seg;
-    *base_p = base;
+    *seg_p = seg;
     return HSA_STATUS_SUCCESS;
 }
 
@@ -1627,7 +1860,7 @@ hsa_status_t hsa_executable_load_agent_code_object(hsa_executable_t executable, 
     dexec *e = NULL;
     dreader *r = NULL;
     Elf64_Ehdr eh;
-    char *base = NULL;
+    dsegment *seg = NULL;
 
     (void)options;
     if (st != HSA_STATUS_SUCCESS)
@@ -1647,11 +1880,11 @@ hsa_status_t hsa_executable_load_agent_code_object(hsa_executable_t executable, 
     else
         st = check_elf(r->image, r->size, &eh);
     if (st == HSA_STATUS_SUCCESS)
-        st = add_segment(e, r, &eh, &base);
+        st = add_segment(e, r, &eh, &seg);
     if (st == HSA_STATUS_SUCCESS) {
-        load_symbols(e, r->image, r->size, &eh, base, agent);
+        load_symbols(e, r->image, r->size, &eh, seg, agent);
         if (loaded_code_object != NULL)
-            loaded_code_object->handle = (uint64_t)(uintptr_t)base;
+            loaded_code_object->handle = (uint64_t)(uintptr_t)seg->base;
     }
     pthread_mutex_unlock(&g.mu);
     return st;
@@ -1699,6 +1932,7 @@ static void free_exec(dexec *e)
             free(rec);
         }
         e->segments = seg->next;
+        gm__hsa_codeobj_meta_free(&seg->meta);
         free(seg->base);
         free(seg);
     }
@@ -1979,11 +2213,130 @@ static dkernel *registered(const dsymbol *k)
     return NULL;
 }
 
+/* A dispatch to run on the simulator, gathered under the lock. */
+typedef struct host_run {
+    gm__sim_launch launch;
+    void *args[MAX_HOST_PARAMS]; /* into the kernarg segment, at the metadata's offsets */
+    struct {
+        void *host;      /* the constant array of the host table */
+        const void *dev; /* the code object's variable of the same name */
+        size_t bytes;
+    } globals[MAX_HOST_GLOBALS];
+    int nglobals;
+} host_run;
+
+/* Point run->args at the explicit arguments in the kernarg segment. Lock held. */
+static bool host_run_args(const dsymbol *k, const hsa_kernel_dispatch_packet_t *p, host_run *run)
+{
+    const gm__hsa_kernel_meta *m = k->meta;
+    int32_t n = 0;
+
+    for (uint32_t i = 0; i < m->nargs; i++) {
+        const gm__hsa_arg *a = &m->args[i];
+
+        if (!GM_HSA_ARG_IS_EXPLICIT(a->kind))
+            continue;
+        if (n >= k->host->nparams || n >= MAX_HOST_PARAMS || a->size != k->host->param_sizes[n] ||
+            (uint64_t)a->offset + a->size > k->kernarg) {
+            violation("dispatch %s: argument %d (offset %u, %u bytes) does not match the host "
+                      "kernel's parameter",
+                      k->name, (int)n, a->offset, a->size);
+            return false;
+        }
+        run->args[n++] = (char *)p->kernarg_address + a->offset;
+    }
+    if (n != k->host->nparams) {
+        violation("dispatch %s: the metadata has %d explicit arguments, the host kernel %d",
+                  k->name, (int)n, (int)k->host->nparams);
+        return false;
+    }
+    return true;
+}
+
+/* Pair the host table's constant arrays with the executable's variables. Lock held. */
+static bool host_run_globals(const dsymbol *k, host_run *run)
+{
+    const gm_host_table *t = k->host_table;
+
+    for (int32_t i = 0; i < t->nglobals; i++) {
+        const gm_host_global *hg = t->globals[i];
+        const dsymbol *v = k->exec->symbols;
+
+        if (hg == NULL) /* GM_HOST_NO_GLOBALS */
+            continue;
+        while (v != NULL && (v->is_kernel || strcmp(v->name, hg->name) != 0))
+            v = v->next;
+        if (v == NULL || run->nglobals == MAX_HOST_GLOBALS) {
+            violation("dispatch %s: constant array %s has no variable symbol in the executable",
+                      k->name, hg->name);
+            return false;
+        }
+        run->globals[run->nglobals].host = hg->address;
+        run->globals[run->nglobals].dev = (const void *)(uintptr_t)v->address;
+        run->globals[run->nglobals].bytes = hg->bytes < v->size ? hg->bytes : v->size;
+        run->nglobals++;
+    }
+    return true;
+}
+
+/*
+ * Prepare a dispatch of a kernel bound to host code: blocks = grid
+ * work-items / work-group size (whole work-groups only), dynamic shared
+ * memory = the packet's group segment less the descriptor's fixed size,
+ * the wavefront size of the metadata. Breaches are violations. Lock held.
+ */
+static bool host_run_prepare(const dsymbol *k, const hsa_kernel_dispatch_packet_t *p, host_run *run)
+{
+    const uint32_t grid[3] = {p->grid_size_x, p->grid_size_y, p->grid_size_z};
+    const uint32_t wg[3] = {p->workgroup_size_x, p->workgroup_size_y, p->workgroup_size_z};
+    uint32_t wave = k->meta != NULL && k->meta->wavefront_size != 0 ? k->meta->wavefront_size
+                                                                    : gpu_arch()->wavefront;
+
+    memset(run, 0, sizeof(*run));
+    if (k->meta == NULL) {
+        violation("dispatch %s: no metadata for the kernel", k->name);
+        return false;
+    }
+    if (p->group_segment_size < k->group)
+        return false; /* check_dispatch recorded it */
+    for (int d = 0; d < 3; d++) {
+        if (wg[d] == 0 || grid[d] % wg[d] != 0) {
+            violation("dispatch %s: grid %u is not whole work-groups of %u (dimension %d)", k->name,
+                      grid[d], wg[d], d);
+            return false;
+        }
+        run->launch.grid[d] = grid[d] / wg[d];
+        run->launch.block[d] = wg[d];
+    }
+    run->launch.kernel = k->host;
+    run->launch.args = run->args;
+    run->launch.dynamic_shared_bytes = p->group_segment_size - k->group;
+    run->launch.warp_size = wave == 32 ? 32u : 64u;
+    return host_run_args(k, p, run) && host_run_globals(k, run);
+}
+
+/* Run a prepared dispatch on the simulator (lock not held). */
+static gm_status host_run_execute(host_run *run)
+{
+    gm_status status = GM_OK;
+
+    if (run->nglobals > 0)
+        pthread_mutex_lock(&g.host_globals_mu);
+    for (int i = 0; i < run->nglobals; i++)
+        memcpy(run->globals[i].host, run->globals[i].dev, run->globals[i].bytes);
+    status = gm__sim_run("HSA double dispatch", &run->launch);
+    if (run->nglobals > 0)
+        pthread_mutex_unlock(&g.host_globals_mu);
+    return status;
+}
+
 /* Run a dispatch; false when the queue broke. Lock held. */
 static bool run_dispatch(dqueue *q, uint64_t id, const hsa_kernel_dispatch_packet_t *p)
 {
     dsymbol *k = find_kernel_object(p->kernel_object);
     dkernel *fn = NULL;
+    host_run run;
+    gm_status status = GM_OK;
 
     if (k == NULL) {
         violation("dispatch: kernel object 0x%llx is not a kernel of a frozen executable",
@@ -2003,6 +2356,14 @@ static bool run_dispatch(dqueue *q, uint64_t id, const hsa_kernel_dispatch_packe
         pthread_mutex_unlock(&g.mu);
         fn->fn(p, fn->user);
         pthread_mutex_lock(&g.mu);
+    } else if (k->host != NULL && host_run_prepare(k, p, &run)) {
+        pthread_mutex_unlock(&g.mu);
+        status = host_run_execute(&run);
+        pthread_mutex_lock(&g.mu);
+        if (status != GM_OK) { /* a barrier not every work-item reached: the wave faults */
+            queue_fail(q, HSA_STATUS_ERROR_EXCEPTION);
+            return false;
+        }
     }
     return true;
 }
@@ -2245,6 +2606,8 @@ hsa_status_t hsa_init(void)
     if (st != HSA_STATUS_SUCCESS)
         return st;
     pthread_mutex_lock(&g.mu);
+    if (g.configured == 0 && getenv("GM_HSA_DOUBLE_GPU") != NULL)
+        g.cfg.gpu_arch = getenv("GM_HSA_DOUBLE_GPU");
     st = g.cfg.init_status;
     if (st == HSA_STATUS_SUCCESS && g.init_count++ == 0)
         start_threads();
@@ -2321,7 +2684,7 @@ void hsa_double_config_default(hsa_double_config *cfg)
     cfg->init_status = HSA_STATUS_SUCCESS;
     cfg->queue_max_size = 64;
     cfg->report_memory_avail = 1;
-    cfg->isa_mach = 0x2f;
+    cfg->gpu_arch = "gfx906";
 }
 
 /* Free every list. Lock held, threads stopped. */
@@ -2384,6 +2747,7 @@ void hsa_double_reset(const hsa_double_config *cfg)
     g.npackets = 0;
     g.ncopies = 0;
     g.sequence = 0;
+    g.configured = 1;
     if (cfg != NULL)
         g.cfg = *cfg;
     else

@@ -6,7 +6,8 @@
  * hsa_double_* functions below (dlopen of the same file returns the same
  * instance, so both see one state).
  *
- * What it models: one CPU agent and N GPU agents (gfx906, wavefront 64);
+ * What it models: one CPU agent and N GPU agents (gfx906 by default, or
+ * gfx90a, wavefront 64, or gfx1100, wavefront 32);
  * pools (per GPU a coarse-grained global pool of configurable capacity and a
  * 64 KiB group pool; on the CPU a fine-grained pool, a kernarg pool and a
  * coarse-grained pool, reachable by GPUs only after
@@ -16,10 +17,15 @@
  * default newest-ready-first so that missing dependencies reorder copies;
  * AQL queues whose packets a host thread consumes only after the doorbell
  * names them, honouring barrier-AND dependencies and running dispatches
- * through host functions registered under the kernel's name; code objects
- * (ELF PT_LOAD segments copied, .dynsym kernels "name.kd" read from their
- * kernel descriptors, variables). Everything the real runtime requires is
- * checked and a breach is recorded as a violation (tests assert none).
+ * through host functions registered under the kernel's name, or else, for
+ * the library's own kernels, on the kernel simulator's host-compiled code of
+ * the same name (gpumem's kernel registry; arguments decoded from the
+ * kernarg segment at the code object's metadata offsets, constant arrays
+ * filled from the variable symbols' memory); code objects (ELF PT_LOAD
+ * segments copied, .dynsym kernels "name.kd" read from their kernel
+ * descriptors, variables, the NT_AMDGPU_METADATA note). Everything the real
+ * runtime requires is checked and a breach is recorded as a violation
+ * (tests assert none).
  *
  * Fault injection: any hsa_status_t entry point can be made to fail on its
  * n-th call (by name, or counting every fallible call).
@@ -48,9 +54,14 @@ typedef struct hsa_double_config {
     int report_memory_avail;    /* answer HSA_AMD_AGENT_INFO_MEMORY_AVAIL (default 1) */
     int copies_in_order;        /* DMA engine runs ready copies oldest-first (default 0) */
     int no_ipc;                 /* hsa_amd_ipc_memory_* fail with HSA_STATUS_ERROR */
-    uint32_t isa_mach;          /* EF_AMDGPU_MACH the agent accepts (default 0x2f, gfx906) */
+    const char *gpu_arch;       /* the GPUs' processor: "gfx906" (default), "gfx90a" or "gfx1100";
+                                   programs that never call hsa_double_reset can set it with the
+                                   environment variable GM_HSA_DOUBLE_GPU */
+    uint32_t isa_mach;          /* EF_AMDGPU_MACH the agent accepts (default 0: gpu_arch's) */
     const char *fault_kernel;   /* dispatching this kernel raises a queue memory fault */
     unsigned copy_delay_us;     /* the DMA engine takes this long per copy (default 0) */
+    int no_sdma;                /* hsa_amd_memory_async_copy_rect fails with OUT_OF_RESOURCES, as
+                                   ROCr does without an SDMA engine (HSA_ENABLE_SDMA=0) */
 } hsa_double_config;
 
 /* Defaults for every field. */
@@ -115,11 +126,15 @@ typedef struct hsa_double_packet {
 long hsa_double_packet_count(void);
 int hsa_double_get_packet(long index, hsa_double_packet *out);
 
-/* A completed hsa_amd_memory_async_copy. */
+/* A completed hsa_amd_memory_async_copy or hsa_amd_memory_async_copy_rect. */
 typedef struct hsa_double_copy {
-    void *dst;
-    const void *src;
-    size_t size;
+    void *dst;                     /* rect: the first byte written (base + offsets) */
+    const void *src;               /* rect: the first byte read */
+    size_t size;                   /* bytes moved */
+    int rect;                      /* 1 for hsa_amd_memory_async_copy_rect */
+    uint32_t width, height, depth; /* rect: range (bytes, rows, planes) */
+    size_t dst_pitch, dst_slice, src_pitch, src_slice;
+    hsa_amd_copy_direction_t direction; /* rect */
     uint32_t ndeps;
     hsa_signal_t deps[8];
     hsa_signal_t completion;

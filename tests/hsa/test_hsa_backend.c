@@ -23,7 +23,7 @@ static void test_ops_table(void **state)
     for (size_t i = 0; i < n; i++)
         assert_non_null(slot[i]);
     assert_ptr_equal(hsa_ops->managed_alloc, gm__unsupported_managed_alloc);
-    assert_ptr_equal(hsa_ops->copy_strided, gm__unsupported_copy_strided);
+    assert_ptr_not_equal(hsa_ops->copy_strided, gm__unsupported_copy_strided); /* hsa_pack.c */
 }
 
 static void test_device_info(void **state)
@@ -297,10 +297,16 @@ static void test_copies_sync(void **state)
     free(dst);
 }
 
-/* Pitched 2-D and 3-D copies: one DMA per row, per plane or one in all. */
+/*
+ * Pitched 2-D and 3-D copies without the SDMA rectangle copy (a runtime
+ * without SDMA refuses hsa_amd_memory_async_copy_rect with OUT_OF_RESOURCES,
+ * once; later copies do not ask again): one DMA per row, per plane or one
+ * in all.
+ */
 static void test_copies_pitched(void **state)
 {
-    gm_backend_ctx *bctx = hsa_test_open(NULL, 0);
+    hsa_double_config cfg;
+    gm_backend_ctx *bctx = NULL;
     enum { W = 24, H = 5, D = 3, HP = 40, HH = 7, DP = 32, DH = 6 };
     unsigned char host[HP * HH * D], back[HP * HH * D];
     gm_devptr dev = 0;
@@ -308,6 +314,9 @@ static void test_copies_pitched(void **state)
     long copies = 0;
 
     (void)state;
+    hsa_double_config_default(&cfg);
+    cfg.no_sdma = 1;
+    bctx = hsa_test_open(&cfg, 0);
     for (size_t i = 0; i < sizeof(host); i++)
         host[i] = (unsigned char)(i * 7 + 1);
     memset(back, 0, sizeof(back));
@@ -353,6 +362,111 @@ static void test_copies_pitched(void **state)
     d.dst_pitch = 10; /* below the width */
     assert_status(hsa_ops->copy(bctx, &d, NULL), GM_ERR_INVALID_ARG);
     assert_ok(hsa_ops->mem_free(bctx, dev));
+    assert_int_equal(hsa_double_calls("hsa_amd_memory_async_copy_rect"), 1);
+    hsa_test_close(bctx);
+}
+
+/* The last completed copy, which must be a rectangle of w x h x d. */
+static hsa_double_copy last_rect(uint32_t w, uint32_t h, uint32_t d)
+{
+    hsa_double_copy c;
+
+    assert_true(hsa_double_get_copy(hsa_double_copy_count() - 1, &c));
+    assert_int_equal(c.rect, 1);
+    assert_int_equal(c.width, w);
+    assert_int_equal(c.height, h);
+    assert_int_equal(c.depth, d);
+    return c;
+}
+
+/*
+ * Pitched copies as one hsa_amd_memory_async_copy_rect: host to device,
+ * device to device and back, 3-D and 2-D, with the pitches, slices and
+ * direction checked; row copies where the rule (dword-aligned addresses
+ * and pitches) does not allow it.
+ */
+static void test_copies_rect(void **state)
+{
+    gm_backend_ctx *bctx = hsa_test_open(NULL, 0);
+    enum { W = 22, H = 5, D = 3, HP = 40, HH = 7, DP = 32, DH = 6 };
+    _Alignas(16) unsigned char host[HP * HH * D + 8], back[HP * HH * D + 8];
+    gm_devptr dev = 0, dev2 = 0;
+    gm_copy_desc d;
+    hsa_double_copy c;
+    long copies = 0;
+
+    (void)state;
+    for (size_t i = 0; i < sizeof(host); i++)
+        host[i] = (unsigned char)(i * 13 + 5);
+    memset(back, 0, sizeof(back));
+    assert_ok(hsa_ops->mem_alloc(bctx, DP * DH * D, &dev));
+    assert_ok(hsa_ops->mem_alloc(bctx, DP * DH * D, &dev2));
+    memset(&d, 0, sizeof(d));
+    d.dst_side = GM_COPY_DEVICE;
+    d.src_side = GM_COPY_HOST;
+    d.dst = dev;
+    d.src = (gm_devptr)(uintptr_t)host;
+    d.width_bytes = W;
+    d.height = H;
+    d.depth = D;
+    d.dst_pitch = DP;
+    d.dst_height = DH;
+    d.src_pitch = HP;
+    d.src_height = HH;
+    copies = hsa_double_copy_count();
+    assert_ok(hsa_ops->copy(bctx, &d, NULL));
+    assert_int_equal(hsa_double_copy_count() - copies, 1);
+    c = last_rect(W, H, D);
+    assert_int_equal(c.direction, hsaHostToDevice);
+    assert_int_equal(c.dst_pitch, DP);
+    assert_int_equal(c.dst_slice, DP * DH);
+    assert_int_equal(c.src_pitch, HP);
+    assert_int_equal(c.src_slice, HP * HH);
+    assert_ptr_equal(c.dst, (void *)(uintptr_t)dev);
+    /* device to device, same layout */
+    d.src_side = GM_COPY_DEVICE;
+    d.src = dev;
+    d.dst = dev2;
+    d.src_pitch = DP;
+    d.src_height = DH;
+    assert_ok(hsa_ops->copy(bctx, &d, NULL));
+    assert_int_equal(last_rect(W, H, D).direction, hsaDeviceToDevice);
+    /* and back to the host, as a 2-D copy of the first plane (its slice is its rows) */
+    d.dst_side = GM_COPY_HOST;
+    d.src = dev2;
+    d.dst = (gm_devptr)(uintptr_t)back;
+    d.dst_pitch = HP;
+    d.dst_height = HH;
+    d.depth = 1;
+    assert_ok(hsa_ops->copy(bctx, &d, NULL));
+    c = last_rect(W, H, 1);
+    assert_int_equal(c.direction, hsaDeviceToHost);
+    assert_int_equal(c.dst_slice, HP * H);
+    d.depth = D;
+    assert_ok(hsa_ops->copy(bctx, &d, NULL));
+    for (size_t z = 0; z < D; z++) {
+        for (size_t y = 0; y < H; y++)
+            assert_memory_equal(back + (z * HH + y) * HP, host + (z * HH + y) * HP, W);
+    }
+    /* a pitch that is not a multiple of 4, then an odd host address: one copy per row */
+    d.dst_pitch = HP - 2;
+    copies = hsa_double_copy_count();
+    assert_ok(hsa_ops->copy(bctx, &d, NULL));
+    assert_int_equal(hsa_double_copy_count() - copies, H * D);
+    d.dst_pitch = HP;
+    d.dst = (gm_devptr)(uintptr_t)(back + 1);
+    copies = hsa_double_copy_count();
+    assert_ok(hsa_ops->copy(bctx, &d, NULL));
+    assert_int_equal(hsa_double_copy_count() - copies, H * D);
+    assert_true(hsa_double_get_copy(hsa_double_copy_count() - 1, &c));
+    assert_int_equal(c.rect, 0);
+    for (size_t z = 0; z < D; z++) {
+        for (size_t y = 0; y < H; y++)
+            assert_memory_equal(back + 1 + (z * HH + y) * HP, host + (z * HH + y) * HP, W);
+    }
+    assert_int_equal(hsa_double_calls("hsa_amd_memory_async_copy_rect"), 4);
+    assert_ok(hsa_ops->mem_free(bctx, dev));
+    assert_ok(hsa_ops->mem_free(bctx, dev2));
     hsa_test_close(bctx);
 }
 
@@ -448,6 +562,7 @@ int main(void)
         cmocka_unit_test(test_register),
         cmocka_unit_test(test_copies_sync),
         cmocka_unit_test(test_copies_pitched),
+        cmocka_unit_test(test_copies_rect),
         cmocka_unit_test(test_memset),
         cmocka_unit_test(test_ipc),
     };

@@ -75,7 +75,7 @@ typedef struct run {
     const char *step;   /* its step */
 } run;
 
-static unsigned char host_a[65536], host_b[65536];
+static _Alignas(16) unsigned char host_a[65536], host_b[65536];
 static int callbacks;
 
 static void on_callback(gm_status status, void *user)
@@ -111,17 +111,24 @@ static bool do_memory(run *r)
     return step(r, "host_unregister", hsa_ops->host_unregister(r->bctx, host_b));
 }
 
+/* Streams, events, a callback, memset, and copies (1-D, and 2-D as one rectangle). */
 static bool do_streams(run *r)
 {
     gm_copy_desc d = hsa_test_copy1d(GM_COPY_HOST, (gm_devptr)(uintptr_t)r->pinned, GM_COPY_DEVICE,
                                      r->dev, sizeof(host_a));
+    gm_copy_desc pitched =
+        hsa_test_copy1d(GM_COPY_DEVICE, r->dev, GM_COPY_HOST, (gm_devptr)(uintptr_t)host_a, 1000);
     uint32_t v = 0x01020304;
     float ms = 0.0f;
 
+    pitched.height = 8;
+    pitched.dst_pitch = 2048;
+    pitched.src_pitch = 4096;
     if (!step(r, "stream_create", hsa_ops->stream_create(r->bctx, 0, &r->stream)) ||
         !step(r, "event_create", hsa_ops->event_create(r->bctx, 1, &r->event)) ||
         !step(r, "event_record idle", hsa_ops->event_record(r->bctx, r->event, r->stream)) ||
         !step(r, "copy d2h async", hsa_ops->copy(r->bctx, &d, r->stream)) ||
+        !step(r, "copy 2-D async", hsa_ops->copy(r->bctx, &pitched, r->stream)) ||
         !step(r, "memset", hsa_ops->memset(r->bctx, r->dev, &v, 4, 100, r->stream)) ||
         !step(r, "add_callback",
               hsa_ops->stream_add_callback(r->bctx, r->stream, on_callback, NULL)))

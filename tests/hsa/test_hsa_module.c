@@ -5,10 +5,15 @@
  * The double runs a host implementation of axpy registered under its name,
  * reading the kernarg segment exactly as the backend wrote it.
  */
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "hsa_codeobj.h"
+#include "hsa_internal.h"
 #include "hsa_test_util.h"
 
 enum { N = 1000 };
@@ -479,6 +484,111 @@ static void test_many_launches(void **state)
     close_loaded(&l);
 }
 
+/* A launch made on another thread, so that the test can watch it wait. */
+typedef struct launcher {
+    loaded *l;
+    gm_backend_stream *stream;
+    void **args;
+    size_t *sizes;
+    gm_launch_config cfg;
+    gm_status status;
+    _Atomic int done;
+} launcher;
+
+static void *launch_thread(void *arg)
+{
+    launcher *x = arg;
+
+    x->status = hsa_ops->launch(x->l->bctx, x->l->kernel, &x->cfg, x->args, x->sizes, 4, x->stream);
+    atomic_store(&x->done, 1);
+    return NULL;
+}
+
+static void sleep_ms(long ms)
+{
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+
+    nanosleep(&ts, NULL);
+}
+
+/*
+ * A full AQL queue (16 packets, the packet processor held): the launch that
+ * finds no room waits without the context lock, so another thread takes the
+ * lock and runs operations meanwhile; once packets are consumed the launch
+ * goes on, and every launch ran (y counts them: y += 1 * 1 + 0 each time).
+ */
+static void test_full_queue_waits_unlocked(void **state)
+{
+    enum { M = 256, FIT = 15 }; /* 15 launches fit; the 16th needs room for a barrier too */
+    hsa_double_config cfg;
+    loaded l;
+    float ones[M], y[M];
+    int32_t zero_bias[4] = {0, 0, 0, 0}, n = M;
+    gm_devptr dx = 0, dy = 0;
+    float a = 1.0f;
+    void *args[4] = {&a, &dx, &dy, &n};
+    size_t sizes[4] = {4, 8, 8, 4};
+    gm_launch_config lc = {{1, 1, 1}, {M, 1, 1}, 0};
+    gm_copy_desc d;
+    gm_backend_stream *s = NULL, *other = NULL;
+    gm_backend_event *e = NULL;
+    launcher x;
+    pthread_t thread;
+    struct timespec until;
+    long first = 0;
+
+    (void)state;
+    hsa_double_config_default(&cfg);
+    cfg.queue_max_size = 16;
+    l = open_with("GM_TEST_HSACO_V4", &cfg);
+    for (int i = 0; i < M; i++)
+        ones[i] = 1.0f;
+    d = hsa_test_copy1d(GM_COPY_DEVICE, l.bias, GM_COPY_HOST, (gm_devptr)(uintptr_t)zero_bias,
+                        sizeof(zero_bias));
+    assert_ok(hsa_ops->copy(l.bctx, &d, NULL));
+    dx = hsa_test_to_device(l.bctx, ones, sizeof(ones));
+    memset(y, 0, sizeof(y));
+    dy = hsa_test_to_device(l.bctx, y, sizeof(y));
+    assert_ok(hsa_ops->stream_create(l.bctx, GM_STREAM_NON_BLOCKING, &s));
+    assert_ok(hsa_ops->stream_create(l.bctx, GM_STREAM_NON_BLOCKING, &other));
+    first = hsa_double_packet_count();
+    hsa_double_pause(1);
+    for (int i = 0; i < FIT; i++)
+        assert_ok(hsa_ops->launch(l.bctx, l.kernel, &lc, args, sizes, 4, s));
+    memset(&x, 0, sizeof(x));
+    x.l = &l;
+    x.stream = s;
+    x.args = args;
+    x.sizes = sizes;
+    x.cfg = lc;
+    assert_int_equal(pthread_create(&thread, NULL, launch_thread, &x), 0);
+    sleep_ms(100);
+    assert_int_equal(atomic_load(&x.done), 0); /* no room: it waits */
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += 5;
+    assert_int_equal(pthread_mutex_timedlock(&l.bctx->lock, &until), 0); /* not held meanwhile */
+    pthread_mutex_unlock(&l.bctx->lock);
+    assert_ok(hsa_ops->stream_query(l.bctx, other));
+    assert_status(hsa_ops->stream_query(l.bctx, s), GM_ERR_NOT_READY);
+    assert_ok(hsa_ops->event_create(l.bctx, 0, &e));
+    assert_ok(hsa_ops->event_record(l.bctx, e, other)); /* nothing pending there: at once */
+    assert_ok(hsa_ops->event_destroy(l.bctx, e));
+    assert_int_equal(atomic_load(&x.done), 0);
+    hsa_double_pause(0);
+    assert_int_equal(pthread_join(thread, NULL), 0);
+    assert_ok(x.status);
+    assert_ok(hsa_ops->stream_synchronize(l.bctx, s));
+    assert_int_equal(hsa_double_packet_count() - first, FIT + 1);
+    hsa_test_to_host(l.bctx, y, dy, sizeof(y));
+    for (int i = 0; i < M; i++)
+        assert_true(y[i] == (float)(FIT + 1));
+    assert_ok(hsa_ops->stream_destroy(l.bctx, s));
+    assert_ok(hsa_ops->stream_destroy(l.bctx, other));
+    assert_ok(hsa_ops->mem_free(l.bctx, dx));
+    assert_ok(hsa_ops->mem_free(l.bctx, dy));
+    close_loaded(&l);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -486,7 +596,7 @@ int main(void)
         cmocka_unit_test(test_dispatch_v4_and_2d), cmocka_unit_test(test_kernel_waits_for_copy),
         cmocka_unit_test(test_launch_errors),      cmocka_unit_test(test_module_errors),
         cmocka_unit_test(test_offload_bundle),     cmocka_unit_test(test_queue_fault),
-        cmocka_unit_test(test_many_launches),
+        cmocka_unit_test(test_many_launches),      cmocka_unit_test(test_full_queue_waits_unlocked),
     };
 
     return cmocka_run_group_tests(tests, gm_test_use_cmocka_allocator, gm_test_restore_allocator);

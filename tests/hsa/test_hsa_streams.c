@@ -399,6 +399,54 @@ static void *other_thread_stream(void *arg)
     return s;
 }
 
+/* What one short-lived thread saw: its id and its per-thread stream. */
+typedef struct thread_seen {
+    gm_backend_ctx *bctx;
+    pthread_t self;
+    gm_backend_stream *stream;
+} thread_seen;
+
+static void *note_thread_stream(void *arg)
+{
+    thread_seen *seen = arg;
+
+    seen->self = pthread_self();
+    if (hsa_ops->stream_builtin(seen->bctx, GM_BUILTIN_STREAM_PER_THREAD, &seen->stream) != GM_OK)
+        seen->stream = NULL;
+    return NULL;
+}
+
+/*
+ * A thread that starts after another exited may get the same pthread_t
+ * (glibc reuses a joined thread's descriptor): it must still get a stream
+ * of its own, not the dead thread's. Skipped if the C library never reuses
+ * the id here, since then the case cannot arise.
+ */
+static void test_per_thread_id_reuse(void **state)
+{
+    gm_backend_ctx *bctx = hsa_test_open(NULL, 0);
+    thread_seen first = {bctx, 0, NULL}, later = {bctx, 0, NULL};
+    pthread_t t;
+    bool reused = false;
+
+    (void)state;
+    assert_int_equal(pthread_create(&t, NULL, note_thread_stream, &first), 0);
+    assert_int_equal(pthread_join(t, NULL), 0);
+    assert_non_null(first.stream);
+    for (int i = 0; i < 20 && !reused; i++) {
+        assert_int_equal(pthread_create(&t, NULL, note_thread_stream, &later), 0);
+        assert_int_equal(pthread_join(t, NULL), 0);
+        assert_non_null(later.stream);
+        assert_ptr_not_equal(later.stream, first.stream);
+        reused = pthread_equal(later.self, first.self) != 0;
+    }
+    hsa_test_close(bctx);
+    if (!reused) {
+        print_message("pthread ids were not reused: nothing to check\n");
+        skip();
+    }
+}
+
 static void test_per_thread_and_wrap(void **state)
 {
     gm_backend_ctx *bctx = hsa_test_open(NULL, 0);
@@ -489,6 +537,7 @@ int main(void)
         cmocka_unit_test(test_event_timing),
         cmocka_unit_test(test_callbacks_and_host_work),
         cmocka_unit_test(test_per_thread_and_wrap),
+        cmocka_unit_test(test_per_thread_id_reuse),
         cmocka_unit_test(test_queue_wraps),
     };
 

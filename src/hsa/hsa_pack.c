@@ -1,0 +1,187 @@
+/*
+ * copy_strided on HSA: one dispatch of the library's copy_strided kernel
+ * (kernels/elementwise.c), whose AMDGPU code object for this GPU comes from
+ * the built-in image sets (the kernel registry's images), moves every
+ * element of a strided device-to-device copy in stream order.
+ *
+ * The kernel walks the destination shape in C order with byte strides on
+ * both sides; the layout it gets is the descriptors' own with extents of 1
+ * left out. What the kernel cannot take is GM_ERR_UNSUPPORTED, and the core
+ * then decomposes the copy into pitched copies or stages it through the
+ * host (src/core/copy.c): a side that is not device memory, more than
+ * GM_STRIDED_MAX_DIMS axes of extent > 1, an item size other than 1, 2, 4
+ * or 8 bytes or addresses and strides not aligned to it, more elements than
+ * one 32-bit grid covers, or no code object of the kernel for this GPU.
+ *
+ * The module is loaded on first use (under pack_lock) and unloaded by fini;
+ * a GPU without a code object, or one the runtime refuses, is remembered so
+ * later copies fall back at once.
+ */
+#include <string.h>
+
+#include "hsa_internal.h"
+#include "kernels_internal.h"
+
+#define PACK_KERNEL  "copy_strided"
+#define PACK_THREADS 256u
+
+/* Whether a code object built for `arch` ("gfx90a", "gfx90a:xnack-") is for this GPU. */
+static bool arch_is_ours(const gm_backend_ctx *bctx, const char *arch)
+{
+    const char *proc = strstr(bctx->isa_name, "--");
+    size_t n = strcspn(arch, ":");
+
+    if (proc == NULL)
+        return false;
+    proc += 2;
+    return n > 0 && strncmp(proc, arch, n) == 0 && (proc[n] == '\0' || proc[n] == ':');
+}
+
+/* The built-in code object holding the packing kernel for this GPU, or NULL. */
+static const gm_amdgpu_image *pack_image(const gm_backend_ctx *bctx)
+{
+    for (int s = 0; s < gm__builtin_image_set_count; s++) {
+        const gm_image_set *set = gm__builtin_image_sets[s];
+        bool has_kernel = false;
+
+        for (int32_t i = 0; set->host != NULL && i < set->host->nkernels; i++)
+            has_kernel = has_kernel || (set->host->kernels[i] != NULL &&
+                                        strcmp(set->host->kernels[i]->name, PACK_KERNEL) == 0);
+        for (int32_t i = 0; has_kernel && set->amdgpu != NULL && i < set->amdgpu_count; i++) {
+            if (set->amdgpu[i].data != NULL && arch_is_ours(bctx, set->amdgpu[i].arch))
+                return &set->amdgpu[i];
+        }
+    }
+    return NULL;
+}
+
+/* Load the module and find the kernel (pack_lock held). */
+static gm_status pack_load(gm_backend_ctx *bctx)
+{
+    const gm_amdgpu_image *img = pack_image(bctx);
+    gm_backend_module *module = NULL;
+    gm_status status = GM_OK;
+
+    if (img == NULL) {
+        bctx->pack_state = GM_HSA_PACK_UNAVAILABLE;
+        return gm__error(GM_ERR_UNSUPPORTED,
+                         "HSA copy_strided: the library has no code object of the packing "
+                         "kernel for %s",
+                         bctx->isa_name);
+    }
+    status = gm__hsa_module_load(bctx, GM_IMAGE_AMDGPU, img->data, img->bytes, &module);
+    if (status == GM_OK)
+        status = gm__hsa_module_get_kernel(bctx, module, PACK_KERNEL, &bctx->pack_kernel);
+    if (status != GM_OK) {
+        (void)gm__hsa_module_unload(bctx, module);
+        bctx->pack_kernel = NULL;
+        if (status != GM_ERR_OUT_OF_DEVICE_MEMORY && status != GM_ERR_NO_MEMORY)
+            bctx->pack_state = GM_HSA_PACK_UNAVAILABLE; /* the runtime refuses the image */
+        gm__log(GM_LOG_INFO, "HSA copy_strided: no packing kernel (%s); falling back",
+                gm_last_error_message());
+        return gm__error(GM_ERR_UNSUPPORTED, "HSA copy_strided: the packing kernel did not load");
+    }
+    bctx->pack_module = module;
+    bctx->pack_state = GM_HSA_PACK_LOADED;
+    return GM_OK;
+}
+
+/* The packing kernel, loaded on first use; GM_ERR_UNSUPPORTED when there is none. */
+static gm_status pack_kernel(gm_backend_ctx *bctx, gm_backend_kernel **kernel_p)
+{
+    gm_status status = GM_OK;
+
+    pthread_mutex_lock(&bctx->pack_lock);
+    if (bctx->pack_state == GM_HSA_PACK_UNLOADED)
+        status = pack_load(bctx);
+    else if (bctx->pack_state == GM_HSA_PACK_UNAVAILABLE)
+        status = gm__error(GM_ERR_UNSUPPORTED, "HSA copy_strided: no packing kernel");
+    *kernel_p = bctx->pack_kernel;
+    pthread_mutex_unlock(&bctx->pack_lock);
+    return status;
+}
+
+void gm__hsa_pack_fini(gm_backend_ctx *bctx)
+{
+    if (bctx->pack_module != NULL && gm__hsa_module_unload(bctx, bctx->pack_module) != GM_OK)
+        gm__log(GM_LOG_WARN, "HSA backend: unloading the packing kernel: %s",
+                gm_last_error_message());
+    bctx->pack_module = NULL;
+    bctx->pack_kernel = NULL;
+    pthread_mutex_destroy(&bctx->pack_lock);
+}
+
+/* The kernel's layout for dst <- src, and the first elements' addresses. */
+static gm_status pack_layout(const gm_ndview *dst, const gm_ndview *src, gm_strided_layout *layout,
+                             gm_devptr *dst_p, gm_devptr *src_p)
+{
+    int64_t itemsize = gm_ndview_itemsize(dst);
+    uint64_t bits = 0;
+    int n = 0;
+
+    memset(layout, 0, sizeof(*layout));
+    *dst_p = (gm_devptr)((uintptr_t)dst->data + (uintptr_t)dst->offset);
+    *src_p = (gm_devptr)((uintptr_t)src->data + (uintptr_t)src->offset);
+    bits = (uint64_t)*dst_p | (uint64_t)*src_p;
+    for (int i = 0; i < dst->ndim; i++) {
+        if (dst->shape[i] == 1)
+            continue;
+        if (n == GM_STRIDED_MAX_DIMS)
+            return gm__error(GM_ERR_UNSUPPORTED, "HSA copy_strided: more than %d axes",
+                             GM_STRIDED_MAX_DIMS);
+        layout->shape[n] = dst->shape[i];
+        layout->dst_strides[n] = dst->strides[i];
+        layout->src_strides[n] = src->strides[i];
+        bits |= (uint64_t)dst->strides[i] | (uint64_t)src->strides[i];
+        n++;
+    }
+    if (itemsize != 1 && itemsize != 2 && itemsize != 4 && itemsize != 8)
+        return gm__error(GM_ERR_UNSUPPORTED, "HSA copy_strided: %lld-byte items",
+                         (long long)itemsize);
+    if (bits % (uint64_t)itemsize != 0)
+        return gm__error(GM_ERR_UNSUPPORTED,
+                         "HSA copy_strided: addresses or strides not aligned to the item size");
+    if (n == 0) {
+        layout->shape[0] = 1;
+        n = 1;
+    }
+    layout->ndim = n;
+    layout->itemsize = (int32_t)itemsize;
+    return GM_OK;
+}
+
+gm_status gm__hsa_copy_strided(gm_backend_ctx *bctx, const gm_ndview *dst, const gm_ndview *src,
+                               gm_backend_stream *stream)
+{
+    gm_strided_layout layout;
+    gm_devptr d = 0, s = 0;
+    int64_t count = gm_ndview_size(dst);
+    gm_backend_kernel *kernel = NULL;
+    void *args[4] = {&d, &s, &layout, &count};
+    size_t sizes[4] = {sizeof(d), sizeof(s), sizeof(layout), sizeof(count)};
+    gm_launch_config cfg;
+    gm_status status = GM_OK;
+
+    if (bctx == NULL || dst == NULL || src == NULL)
+        return gm__error(GM_ERR_NULL_POINTER, "HSA copy_strided: an argument is NULL");
+    if (dst->memory != GM_MEMORY_DEVICE || src->memory != GM_MEMORY_DEVICE)
+        return gm__error(GM_ERR_UNSUPPORTED,
+                         "HSA copy_strided: the packing kernel copies device memory only");
+    status = gm__host_copy_check(dst, src);
+    if (status != GM_OK || count == 0)
+        return status;
+    if ((uint64_t)count > (uint64_t)UINT32_MAX - PACK_THREADS)
+        return gm__error(GM_ERR_UNSUPPORTED, "HSA copy_strided: %lld elements exceed one grid",
+                         (long long)count);
+    status = pack_layout(dst, src, &layout, &d, &s);
+    if (status == GM_OK)
+        status = pack_kernel(bctx, &kernel);
+    if (status != GM_OK)
+        return status;
+    memset(&cfg, 0, sizeof(cfg));
+    cfg.grid[0] = (uint32_t)(((uint64_t)count + PACK_THREADS - 1) / PACK_THREADS);
+    cfg.grid[1] = cfg.grid[2] = 1;
+    cfg.block[0] = PACK_THREADS;
+    cfg.block[1] = cfg.block[2] = 1;
+    return gm__hsa_launch(bctx, kernel, &cfg, args, sizes, 4, stream);
+}
