@@ -17,6 +17,7 @@
 #include <stdint.h>
 
 #include "core.h"
+#include "gpumem/launch.h"
 #include "gpumem/runtime.h"
 
 #define GM_BACKEND_ABI_VERSION 1
@@ -201,7 +202,9 @@ typedef gm_status (*gm_op_kernel_attrs)(gm_backend_ctx *bctx, gm_backend_kernel 
 typedef gm_status (*gm_op_module_set_global)(gm_backend_ctx *bctx, gm_backend_module *module,
                                              const char *name, const void *data, size_t bytes);
 /* Launch with cuLaunchKernel's argument convention: args[i] points at argument i's value,
- * arg_sizes[i] is its size; the core has already checked arity and sizes. */
+ * arg_sizes[i] is its size; the core has already checked arity and sizes. On `stream`, in
+ * its order; with stream NULL synchronous (after the legacy stream's earlier work): the
+ * kernel has finished when the op returns, and a failure while it ran is the op's status. */
 typedef gm_status (*gm_op_launch)(gm_backend_ctx *bctx, gm_backend_kernel *kernel,
                                   const gm_launch_config *config, void **args,
                                   const size_t *arg_sizes, int nargs, gm_backend_stream *stream);
@@ -288,6 +291,19 @@ extern const gm_backend_ops gm__cuda_backend;
  * Used by the host backend for every copy and by GPU backends for staging.
  */
 gm_status gm__host_copy_strided(const gm_ndview *dst, const gm_ndview *src);
+/*
+ * The built-in copy_strided kernel's layout for dst <- src, two views that
+ * gm__host_copy_check accepted (a GPU backend's packing kernel): extent-1
+ * axes dropped, axes negative on both sides reversed, axes sorted outermost
+ * first and contiguous neighbours merged, items split into the widest unit
+ * (8, 4, 2 or 1 bytes) that every address and stride is aligned to. The
+ * first elements' addresses go to *dst_p / *src_p and the units to copy to
+ * *count_p. GM_ERR_UNSUPPORTED, naming `fn`, when more than
+ * GM_STRIDED_MAX_DIMS axes remain (the caller falls back).
+ */
+gm_status gm__strided_pack_layout(const char *fn, const gm_ndview *dst, const gm_ndview *src,
+                                  gm_strided_layout *layout, gm_devptr *dst_p, gm_devptr *src_p,
+                                  int64_t *count_p);
 
 /*
  * The checks gm__host_copy_strided makes, without copying: both descriptors

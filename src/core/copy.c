@@ -146,6 +146,60 @@ static int coalesce(copy_axis *axes, int n)
     return out;
 }
 
+/* The widest unit (8, 4, 2 or 1 bytes) dividing the item size, both bases and every stride. */
+static int64_t unit_bytes(uintptr_t dst_base, uintptr_t src_base, const copy_axis *axes, int n,
+                          int64_t itemsize)
+{
+    uint64_t bits = (uint64_t)dst_base | (uint64_t)src_base | (uint64_t)itemsize;
+    int64_t unit = 8;
+
+    for (int i = 0; i < n; i++)
+        bits |= (uint64_t)axes[i].dst_stride | (uint64_t)axes[i].src_stride;
+    while (unit > 1 && bits % (uint64_t)unit != 0)
+        unit /= 2;
+    return unit;
+}
+
+/* The packing kernel's layout for a checked copy (see backend.h). */
+gm_status gm__strided_pack_layout(const char *fn, const gm_ndview *dst, const gm_ndview *src,
+                                  gm_strided_layout *layout, gm_devptr *dst_p, gm_devptr *src_p,
+                                  int64_t *count_p)
+{
+    copy_axis axes[GM_MAX_DIMS + 1];
+    uintptr_t dst_base = 0, src_base = 0;
+    int64_t itemsize = gm_ndview_itemsize(dst), unit = 1, count = 1;
+    int n = 0;
+
+    memset(layout, 0, sizeof(*layout));
+    if (dst->ndim < 0 || dst->ndim > GM_MAX_DIMS || itemsize <= 0)
+        return gm__error(GM_ERR_INVALID_ARG, "%s: unchecked descriptor", fn);
+    n = collect_axes(dst, src, axes, &dst_base, &src_base);
+    unit = unit_bytes(dst_base, src_base, axes, n, itemsize);
+    if (itemsize > unit)
+        axes[n++] = (copy_axis){itemsize / unit, unit, unit};
+    sort_axes(axes, n);
+    n = coalesce(axes, n);
+    if (n > GM_STRIDED_MAX_DIMS)
+        return gm__error(GM_ERR_UNSUPPORTED, "%s: %d axes after merging, the kernel walks %d", fn,
+                         n, GM_STRIDED_MAX_DIMS);
+    for (int i = 0; i < n; i++) {
+        layout->shape[i] = axes[i].extent;
+        layout->dst_strides[i] = axes[i].dst_stride;
+        layout->src_strides[i] = axes[i].src_stride;
+        count *= axes[i].extent; /* no overflow: the checked views' byte sizes fit */
+    }
+    if (n == 0) { /* a single unit */
+        layout->shape[0] = 1;
+        n = 1;
+    }
+    layout->ndim = n;
+    layout->itemsize = (int32_t)unit;
+    *dst_p = (gm_devptr)dst_base;
+    *src_p = (gm_devptr)src_base;
+    *count_p = count;
+    return GM_OK;
+}
+
 /* Whether an axis can be the rows of a pitched copy of runs of `width` bytes. */
 static bool fits_rows(const copy_axis *a, size_t width)
 {

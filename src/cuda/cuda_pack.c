@@ -9,7 +9,8 @@
  * element: transposed, reversed, broadcast-free permuted layouts of any
  * strides, on the stream and in order with the other work queued there.
  *
- * The layout handed to the kernel is simplified first: extents of 1
+ * The layout handed to the kernel is simplified first (gm__strided_pack_layout,
+ * shared with the HSA backend): extents of 1
  * dropped, axes negative on both sides reversed, axes sorted by destination
  * stride and contiguous neighbours merged, and each element split into
  * units of 8, 4, 2 or 1 bytes (the widest that every address and stride is
@@ -34,13 +35,6 @@
 /* The kernel and its threads per block. */
 #define PACK_KERNEL  "copy_strided"
 #define PACK_THREADS 256u
-
-/* One axis of the kernel's walk: extent and byte strides on both sides. */
-typedef struct pack_axis {
-    int64_t extent;
-    int64_t dst_stride;
-    int64_t src_stride;
-} pack_axis;
 
 /* A launch of the packing kernel. */
 typedef struct pack_plan {
@@ -144,120 +138,16 @@ static int on_device(const gm_ndview *v)
     return v->memory == GM_MEMORY_DEVICE || v->memory == GM_MEMORY_MANAGED;
 }
 
-static uint64_t magnitude(int64_t v)
-{
-    return v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
-}
-
-/* Axes of extent > 1, those negative on both sides reversed (moving the bases). */
-static int collect_axes(const gm_ndview *dst, const gm_ndview *src, pack_axis *axes,
-                        pack_plan *plan)
-{
-    int n = 0;
-
-    plan->dst = (CUdeviceptr)((uintptr_t)dst->data + (uintptr_t)dst->offset);
-    plan->src = (CUdeviceptr)((uintptr_t)src->data + (uintptr_t)src->offset);
-    for (int i = 0; i < dst->ndim; i++) {
-        pack_axis a = {dst->shape[i], dst->strides[i], src->strides[i]};
-
-        if (a.extent == 1)
-            continue;
-        if (a.dst_stride < 0 && a.src_stride < 0) {
-            plan->dst += (CUdeviceptr)((a.extent - 1) * a.dst_stride);
-            plan->src += (CUdeviceptr)((a.extent - 1) * a.src_stride);
-            a.dst_stride = -a.dst_stride;
-            a.src_stride = -a.src_stride;
-        }
-        axes[n++] = a;
-    }
-    return n;
-}
-
-/* Stable insertion sort by decreasing destination (then source) stride magnitude. */
-static void sort_axes(pack_axis *axes, int n)
-{
-    for (int i = 1; i < n; i++) {
-        pack_axis a = axes[i];
-        int j = i;
-
-        while (j > 0 && (magnitude(a.dst_stride) > magnitude(axes[j - 1].dst_stride) ||
-                         (magnitude(a.dst_stride) == magnitude(axes[j - 1].dst_stride) &&
-                          magnitude(a.src_stride) > magnitude(axes[j - 1].src_stride)))) {
-            axes[j] = axes[j - 1];
-            j--;
-        }
-        axes[j] = a;
-    }
-}
-
-/* Merge each axis into its outer neighbour when both sides are contiguous across them. */
-static int merge_axes(pack_axis *axes, int n)
-{
-    int out = 0;
-
-    for (int i = 0; i < n; i++) {
-        pack_axis *prev = out > 0 ? &axes[out - 1] : NULL;
-
-        if (prev != NULL && prev->dst_stride == axes[i].dst_stride * axes[i].extent &&
-            prev->src_stride == axes[i].src_stride * axes[i].extent) {
-            prev->extent *= axes[i].extent;
-            prev->dst_stride = axes[i].dst_stride;
-            prev->src_stride = axes[i].src_stride;
-        } else {
-            axes[out++] = axes[i];
-        }
-    }
-    return out;
-}
-
-/* The widest unit (8, 4, 2, 1) dividing the item size, both bases and every stride. */
-static int64_t unit_bytes(const pack_plan *plan, const pack_axis *axes, int n, int64_t itemsize)
-{
-    uint64_t bits = (uint64_t)plan->dst | (uint64_t)plan->src | (uint64_t)itemsize;
-    int64_t unit = 8;
-
-    for (int i = 0; i < n; i++)
-        bits |= (uint64_t)axes[i].dst_stride | (uint64_t)axes[i].src_stride;
-    while (unit > 1 && bits % (uint64_t)unit != 0)
-        unit /= 2;
-    return unit;
-}
-
 /* The kernel's layout for dst <- src; GM_ERR_UNSUPPORTED when it does not fit the kernel. */
 static gm_status pack_plan_build(const gm_ndview *dst, const gm_ndview *src, pack_plan *plan)
 {
-    pack_axis axes[GM_MAX_DIMS + 1];
-    int64_t itemsize = gm_ndview_itemsize(dst);
-    int64_t unit = 1;
-    int n = 0;
+    gm_devptr d = 0, s = 0;
+    gm_status status =
+        gm__strided_pack_layout("cuda copy_strided", dst, src, &plan->layout, &d, &s, &plan->count);
 
-    memset(plan, 0, sizeof(*plan));
-    if (dst->ndim > GM_MAX_DIMS || itemsize <= 0)
-        return gm__error(GM_ERR_UNSUPPORTED, "cuda copy_strided: unexpected descriptor");
-    n = collect_axes(dst, src, axes, plan);
-    unit = unit_bytes(plan, axes, n, itemsize);
-    if (itemsize > unit)
-        axes[n++] = (pack_axis){itemsize / unit, unit, unit};
-    sort_axes(axes, n);
-    n = merge_axes(axes, n);
-    if (n > GM_STRIDED_MAX_DIMS)
-        return gm__error(GM_ERR_UNSUPPORTED,
-                         "cuda copy_strided: %d axes after merging, the kernel walks %d", n,
-                         GM_STRIDED_MAX_DIMS);
-    plan->count = 1;
-    for (int i = 0; i < n; i++) {
-        plan->layout.shape[i] = axes[i].extent;
-        plan->layout.dst_strides[i] = axes[i].dst_stride;
-        plan->layout.src_strides[i] = axes[i].src_stride;
-        plan->count *= axes[i].extent;
-    }
-    if (n == 0) { /* a single unit */
-        plan->layout.shape[0] = 1;
-        n = 1;
-    }
-    plan->layout.ndim = n;
-    plan->layout.itemsize = (int32_t)unit;
-    return GM_OK;
+    plan->dst = (CUdeviceptr)d;
+    plan->src = (CUdeviceptr)s;
+    return status;
 }
 
 /* ---------------------------------------------------------------- the op */

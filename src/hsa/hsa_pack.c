@@ -4,14 +4,16 @@
  * the built-in image sets (the kernel registry's images), moves every
  * element of a strided device-to-device copy in stream order.
  *
- * The kernel walks the destination shape in C order with byte strides on
- * both sides; the layout it gets is the descriptors' own with extents of 1
- * left out. What the kernel cannot take is GM_ERR_UNSUPPORTED, and the core
- * then decomposes the copy into pitched copies or stages it through the
- * host (src/core/copy.c): a side that is not device memory, more than
- * GM_STRIDED_MAX_DIMS axes of extent > 1, an item size other than 1, 2, 4
- * or 8 bytes or addresses and strides not aligned to it, more elements than
- * one 32-bit grid covers, or no code object of the kernel for this GPU.
+ * The kernel walks a C-order shape with byte strides on both sides; the
+ * layout it gets is simplified first (gm__strided_pack_layout, shared with
+ * the CUDA backend): extents of 1 dropped, axes negative on both sides
+ * reversed, axes sorted and contiguous neighbours merged, items split into
+ * the widest unit of 8, 4, 2 or 1 bytes that every address and stride is
+ * aligned to. What the kernel cannot take is GM_ERR_UNSUPPORTED, and the
+ * core then decomposes the copy into pitched copies or stages it through
+ * the host (src/core/copy.c): a side that is not device memory, more than
+ * GM_STRIDED_MAX_DIMS axes after merging, more units than one 32-bit grid
+ * covers, or no code object of the kernel for this GPU.
  *
  * The module is loaded on first use (under pack_lock) and unloaded by fini;
  * a GPU without a code object, or one the runtime refuses, is remembered so
@@ -111,51 +113,12 @@ void gm__hsa_pack_fini(gm_backend_ctx *bctx)
     pthread_mutex_destroy(&bctx->pack_lock);
 }
 
-/* The kernel's layout for dst <- src, and the first elements' addresses. */
-static gm_status pack_layout(const gm_ndview *dst, const gm_ndview *src, gm_strided_layout *layout,
-                             gm_devptr *dst_p, gm_devptr *src_p)
-{
-    int64_t itemsize = gm_ndview_itemsize(dst);
-    uint64_t bits = 0;
-    int n = 0;
-
-    memset(layout, 0, sizeof(*layout));
-    *dst_p = (gm_devptr)((uintptr_t)dst->data + (uintptr_t)dst->offset);
-    *src_p = (gm_devptr)((uintptr_t)src->data + (uintptr_t)src->offset);
-    bits = (uint64_t)*dst_p | (uint64_t)*src_p;
-    for (int i = 0; i < dst->ndim; i++) {
-        if (dst->shape[i] == 1)
-            continue;
-        if (n == GM_STRIDED_MAX_DIMS)
-            return gm__error(GM_ERR_UNSUPPORTED, "HSA copy_strided: more than %d axes",
-                             GM_STRIDED_MAX_DIMS);
-        layout->shape[n] = dst->shape[i];
-        layout->dst_strides[n] = dst->strides[i];
-        layout->src_strides[n] = src->strides[i];
-        bits |= (uint64_t)dst->strides[i] | (uint64_t)src->strides[i];
-        n++;
-    }
-    if (itemsize != 1 && itemsize != 2 && itemsize != 4 && itemsize != 8)
-        return gm__error(GM_ERR_UNSUPPORTED, "HSA copy_strided: %lld-byte items",
-                         (long long)itemsize);
-    if (bits % (uint64_t)itemsize != 0)
-        return gm__error(GM_ERR_UNSUPPORTED,
-                         "HSA copy_strided: addresses or strides not aligned to the item size");
-    if (n == 0) {
-        layout->shape[0] = 1;
-        n = 1;
-    }
-    layout->ndim = n;
-    layout->itemsize = (int32_t)itemsize;
-    return GM_OK;
-}
-
 gm_status gm__hsa_copy_strided(gm_backend_ctx *bctx, const gm_ndview *dst, const gm_ndview *src,
                                gm_backend_stream *stream)
 {
     gm_strided_layout layout;
     gm_devptr d = 0, s = 0;
-    int64_t count = gm_ndview_size(dst);
+    int64_t count = 0;
     gm_backend_kernel *kernel = NULL;
     void *args[4] = {&d, &s, &layout, &count};
     size_t sizes[4] = {sizeof(d), sizeof(s), sizeof(layout), sizeof(count)};
@@ -168,12 +131,12 @@ gm_status gm__hsa_copy_strided(gm_backend_ctx *bctx, const gm_ndview *dst, const
         return gm__error(GM_ERR_UNSUPPORTED,
                          "HSA copy_strided: the packing kernel copies device memory only");
     status = gm__host_copy_check(dst, src);
-    if (status != GM_OK || count == 0)
+    if (status != GM_OK || gm_ndview_size(dst) == 0)
         return status;
-    if ((uint64_t)count > (uint64_t)UINT32_MAX - PACK_THREADS)
-        return gm__error(GM_ERR_UNSUPPORTED, "HSA copy_strided: %lld elements exceed one grid",
-                         (long long)count);
-    status = pack_layout(dst, src, &layout, &d, &s);
+    status = gm__strided_pack_layout("HSA copy_strided", dst, src, &layout, &d, &s, &count);
+    if (status == GM_OK && (uint64_t)count > (uint64_t)UINT32_MAX - PACK_THREADS)
+        status = gm__error(GM_ERR_UNSUPPORTED, "HSA copy_strided: %lld units exceed one grid",
+                           (long long)count);
     if (status == GM_OK)
         status = pack_kernel(bctx, &kernel);
     if (status != GM_OK)

@@ -133,6 +133,11 @@ static void check_add(gm_backend_ctx *bctx, gm_backend_module *module, gm_backen
     gm_cuda_double_clear_calls();
     assert_ok(CUDA_OPS->launch(bctx, add, &config, args, sizes, 4, stream));
     assert_int_equal(gm_cuda_double_count_calls("cuLaunchKernel"), 1);
+    /* Without a stream the launch is synchronous: the legacy stream is waited for after it. */
+    assert_int_equal(gm_cuda_double_count_calls("cuStreamSynchronize"), stream == NULL ? 1 : 0);
+    if (stream == NULL)
+        assert_string_equal(gm_cuda_double_call_name(gm_cuda_double_call_count() - 1),
+                            "cuStreamSynchronize");
     if (stream != NULL)
         assert_ok(CUDA_OPS->stream_synchronize(bctx, stream));
     device_to(bctx, out, dout, N * sizeof(float));
