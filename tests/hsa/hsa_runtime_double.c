@@ -1340,6 +1340,22 @@ static hsa_status_t check_copy(void *dst, hsa_agent_t dst_agent, const void *src
     return HSA_STATUS_SUCCESS;
 }
 
+/* Queue a copy for the DMA engine with its dependencies. Lock held. */
+static void queue_copy(dcopy *c, uint32_t ndeps, const hsa_signal_t *deps, hsa_signal_t completion)
+{
+    c->rec.ndeps = ndeps;
+    c->rec.completion = completion;
+    for (uint32_t i = 0; i < ndeps; i++) {
+        c->deps[i] = deps[i];
+        if (i < 8)
+            c->rec.deps[i] = deps[i];
+    }
+    c->seq = ++g.next_id;
+    c->next = g.copies;
+    g.copies = c;
+    pthread_cond_broadcast(&g.cv);
+}
+
 hsa_status_t hsa_amd_memory_async_copy(void *dst, hsa_agent_t dst_agent, const void *src,
                                        hsa_agent_t src_agent, size_t size, uint32_t num_dep_signals,
                                        const hsa_signal_t *dep_signals,
@@ -1362,17 +1378,7 @@ hsa_status_t hsa_amd_memory_async_copy(void *dst, hsa_agent_t dst_agent, const v
         c->rec.dst = dst;
         c->rec.src = src;
         c->rec.size = size;
-        c->rec.ndeps = num_dep_signals;
-        c->rec.completion = completion_signal;
-        for (uint32_t i = 0; i < num_dep_signals; i++) {
-            c->deps[i] = dep_signals[i];
-            if (i < 8)
-                c->rec.deps[i] = dep_signals[i];
-        }
-        c->seq = ++g.next_id;
-        c->next = g.copies;
-        g.copies = c;
-        pthread_cond_broadcast(&g.cv);
+        queue_copy(c, num_dep_signals, dep_signals, completion_signal);
         c = NULL;
     }
     pthread_mutex_unlock(&g.mu);
@@ -1455,22 +1461,6 @@ static hsa_status_t check_rect(const hsa_pitched_ptr_t *dst, const hsa_dim3_t *d
     rec->src_slice = src->slice;
     rec->direction = dir;
     return HSA_STATUS_SUCCESS;
-}
-
-/* Queue a copy for the DMA engine with its dependencies. Lock held. */
-static void queue_copy(dcopy *c, uint32_t ndeps, const hsa_signal_t *deps, hsa_signal_t completion)
-{
-    c->rec.ndeps = ndeps;
-    c->rec.completion = completion;
-    for (uint32_t i = 0; i < ndeps; i++) {
-        c->deps[i] = deps[i];
-        if (i < 8)
-            c->rec.deps[i] = deps[i];
-    }
-    c->seq = ++g.next_id;
-    c->next = g.copies;
-    g.copies = c;
-    pthread_cond_broadcast(&g.cv);
 }
 
 /* Check the signals of a copy. Lock held. */
