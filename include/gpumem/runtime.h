@@ -373,7 +373,13 @@ GM_API gm_stream *gm_default_stream(gm_context *ctx);
 /** @brief The legacy default stream (CU_STREAM_LEGACY); owned by the context. */
 GM_API gm_stream *gm_legacy_default_stream(gm_context *ctx);
 
-/** @brief The calling OS thread's per-thread default stream; owned by the context. */
+/**
+ * @brief The calling OS thread's per-thread default stream; owned by the
+ *        context. On the host and HSA backends it is made on the thread's
+ *        first call and lives until the context is destroyed (a thread that
+ *        exits leaves its stream to the context; a new thread never gets an
+ *        old thread's stream). On CUDA it is CU_STREAM_PER_THREAD.
+ */
 GM_API gm_stream *gm_per_thread_default_stream(gm_context *ctx);
 
 /**
