@@ -19,6 +19,7 @@
 #define GPUMEM_SRC_HOST_HOST_BACKEND_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -124,10 +125,11 @@ typedef struct host_ctx {
 
     pthread_mutex_t lock;
     pthread_cond_t progress;
-    uint64_t next_ticket;  /* enqueue order across every stream */
-    host_stream *streams;  /* every stream with a worker */
-    host_stream *wrappers; /* every stream_wrap wrapper */
-    host_event *events;    /* every event */
+    uint64_t next_ticket;   /* enqueue order across every stream */
+    _Atomic int64_t queued; /* items submitted and not yet completed, on every stream */
+    host_stream *streams;   /* every stream with a worker */
+    host_stream *wrappers;  /* every stream_wrap wrapper */
+    host_event *events;     /* every event */
     host_stream *default_stream;
     host_stream *legacy_stream;
     host_thread_stream *thread_streams;
