@@ -99,6 +99,13 @@ static void tour_device_arrays(gm_context *ctx)
     CHECK(gm_event_elapsed_ms(start, stop, &ms));
     printf("  out[%d] = %g (expected %g); transfers + kernel took %.3f ms\n", N - 1,
            (double)out[N - 1], 1.5 * (N - 1), (double)ms);
+    for (int i = 0; i < N; i++) {
+        if (out[i] != x[i] + y[i]) {
+            fprintf(stderr, "tour: out[%d] = %g, expected %g\n", i, (double)out[i],
+                    (double)(x[i] + y[i]));
+            exit(1);
+        }
+    }
 
     gm_array_release(&dx);
     gm_array_release(&dy);
