@@ -88,9 +88,10 @@ clang-format --dry-run --Werror $files
 echo "clang-format: $(echo "$files" | wc -w) files clean"
 
 if [ -x tests/fuzz/run_fuzz.sh ] && command -v clang >/dev/null; then
-    step "8. libFuzzer smoke (30 s)"
+    step "8. libFuzzer smoke (30 s descriptors, 20 s copy engine)"
     # A fixed seed keeps CI reproducible; run longer, unseeded sessions by hand.
     GM_FUZZ_BUILD=build-ci-fuzz tests/fuzz/run_fuzz.sh 30 -seed=1
+    GM_FUZZ_BUILD=build-ci-fuzz GM_FUZZ_TARGET=fuzz_copy tests/fuzz/run_fuzz.sh 20 -seed=1
 fi
 
 step "summary"
