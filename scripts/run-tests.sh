@@ -7,10 +7,12 @@
 #   3. gcc -Dwerror=true -Dgpu_backend=hsa (when hsa/hsa.h exists): full suite,
 #      incl. the HSA backend against its runtime test double and the real runtime
 #   4. clang -Dwerror=true: full suite
-#   5. gcc ASan+UBSan: full suite
-#   6. clang TSan: the host runtime and kernel suites (streams, queue, stress, simulator)
+#   5. gcc ASan+UBSan: full suite; then the CUDA and HSA backends' suites (their
+#      driver doubles, fault sweeps included) under ASan+UBSan when their headers exist
+#   6. clang TSan: the host runtime and kernel suites (streams, queue, stress,
+#      simulator), and with the HSA headers the HSA and conformance suites too
 #   7. clang-format check of every C source
-#   8. libFuzzer smoke run on the descriptor code (clang)
+#   8. libFuzzer smoke runs on the descriptor code and the copy engine (clang)
 # Build directories are build-ci-*; each run starts them fresh.
 set -eu
 cd "$(dirname "$0")/.."
@@ -74,13 +76,41 @@ CC=gcc meson setup build-ci-asan -Dtests=enabled -Db_sanitize=address,undefined 
 ninja -C build-ci-asan -j "$jobs"
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
     run_suite build-ci-asan
+# The GPU backends' suites too: their fault sweeps fail every driver call in turn, and
+# ASan proves each error path frees what it took.
+if [ -f /usr/local/cuda/include/cuda.h ] || [ -f /usr/include/cuda.h ]; then
+    step "5b. ASan + UBSan, CUDA backend on its driver double"
+    CC=gcc meson setup build-ci-asan-cuda -Dtests=enabled -Db_sanitize=address,undefined \
+        -Db_lundef=false -Dbuildtype=debug -Dgpu_backend=cuda -Dkernels_amdgpu=disabled >/dev/null
+    ninja -C build-ci-asan-cuda -j "$jobs"
+    ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+        run_suite build-ci-asan-cuda --suite cuda --suite conformance
+fi
+if [ -f /usr/include/hsa/hsa.h ]; then
+    step "5c. ASan + UBSan, HSA backend on its runtime double"
+    CC=gcc meson setup build-ci-asan-hsa -Dtests=enabled -Db_sanitize=address,undefined \
+        -Db_lundef=false -Dbuildtype=debug -Dgpu_backend=hsa -Dkernels_cuda=disabled >/dev/null
+    ninja -C build-ci-asan-hsa -j "$jobs"
+    ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+        run_suite build-ci-asan-hsa --suite hsa --suite conformance
+fi
 
+# With the HSA headers the TSan build is an HSA build, so that the HSA backend's
+# streams, signal chains and queue waits run under TSan against the double's
+# packet-processor and DMA threads too.
 step "6. TSan (concurrency suites)"
+tsan_suites="--suite host --suite kernels"
+tsan_opts=$no_images
+if [ -f /usr/include/hsa/hsa.h ]; then
+    tsan_suites="$tsan_suites --suite hsa --suite conformance"
+    tsan_opts="-Dgpu_backend=hsa -Dkernels_cuda=disabled"
+fi
 CC=clang meson setup build-ci-tsan -Dtests=enabled -Db_sanitize=thread -Db_lundef=false \
-    $no_images >/dev/null
+    $tsan_opts >/dev/null
 ninja -C build-ci-tsan -j "$jobs"
+# shellcheck disable=SC2086
 TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
-    run_suite build-ci-tsan --suite host --suite kernels
+    run_suite build-ci-tsan $tsan_suites
 
 step "7. clang-format"
 files=$(git ls-files '*.c' '*.h' 2>/dev/null || find include src tests examples bench kernels -name '*.[ch]')
