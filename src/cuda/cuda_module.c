@@ -254,8 +254,9 @@ gm_status gm__cuda_launch(gm_backend_ctx *bctx, gm_backend_kernel *kernel,
                               gm__cuda_stream_handle(stream), nargs > 0 ? args : NULL, NULL);
     /* No stream: synchronous, as gm_launch promises (the kernel has finished and its
      * failure, e.g. an illegal address, is this call's); the launch went to the legacy
-     * stream, so synchronizing that stream waits for exactly it and what came before. */
+     * stream (handle 0: the driver entry points are not the per-thread-stream variants),
+     * so synchronizing that stream waits for exactly it and what came before. */
     if (status == GM_OK && stream == NULL)
-        status = GM_CUDA_CALL(&bctx->drv, cuStreamSynchronize, gm__cuda_stream_handle(NULL));
+        status = gm__cuda_finish_sync(bctx);
     return status;
 }

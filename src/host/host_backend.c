@@ -392,19 +392,25 @@ static bool lock_pages(const host_ctx *c, uintptr_t base, size_t bytes, const ch
     return false;
 }
 
-/* Whether another locked region than `self` locks the page at `page` (mem_lock held). */
+/*
+ * Whether another locked region than `self` locks the page at `page` (mem_lock
+ * held). The walks stop on the regions' own ranges, which every kind has
+ * (device regions have no lock range): regions do not overlap, so once one
+ * ends at or before the page, so do all before it, and once one starts past
+ * the page, so do all after it.
+ */
 static bool page_locked_by_other(host_region *self, uintptr_t page)
 {
     size_t ps = page_size();
 
     for (host_region *r = gm__host_registry_prev(self); r != NULL; r = gm__host_registry_prev(r)) {
-        if (r->lock_base + r->lock_bytes <= page)
+        if (r->base + r->bytes <= page)
             break;
         if (r->locked && r->lock_base <= page)
             return true;
     }
     for (host_region *r = gm__host_registry_next(self); r != NULL; r = gm__host_registry_next(r)) {
-        if (r->lock_base >= page + ps)
+        if (r->base >= page + ps)
             break;
         if (r->locked)
             return true;

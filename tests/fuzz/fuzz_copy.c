@@ -10,8 +10,10 @@
  * offsets, mismatched shapes or dtypes, NULL data). Invariants for any input:
  *
  *   - no crash and no undefined behaviour (built with ASan and UBSan);
+ *   - gm_ndview_validate accepts exactly the descriptors the documented
+ *     rules (restated here, not calling the library) accept;
  *   - the check accepts exactly the pairs the documented rules accept
- *     (restated here from the public API: both descriptors validate, equal
+ *     (both descriptors valid, equal
  *     dtypes and shapes, data present unless empty, no broadcast (stride 0)
  *     destination axis, no INT64_MIN stride), and the copy returns what the
  *     check returned;
@@ -30,6 +32,7 @@
 #include "gpumem/ndview.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+static void fail(const char *what);
 
 #define BUF      4096
 #define MAX_NDIM 5
@@ -112,15 +115,79 @@ static gm_ndview decode_view(reader *r, unsigned char *buf, int ndim, const int6
     return v;
 }
 
-/* The documented rules, restated from the public API (the reference for the check). */
+/* Item size of the dtypes gm_ndview.h documents as valid, 0 otherwise (restated here). */
+static int64_t valid_itemsize(gm_dtype t)
+{
+    int ok = 0;
+
+    switch (t.code) {
+    case GM_DTYPE_INT:
+    case GM_DTYPE_UINT:
+        ok = t.bits == 8 || t.bits == 16 || t.bits == 32 || t.bits == 64;
+        break;
+    case GM_DTYPE_FLOAT:
+        ok = t.bits == 16 || t.bits == 32 || t.bits == 64;
+        break;
+    case GM_DTYPE_BFLOAT:
+        ok = t.bits == 16;
+        break;
+    case GM_DTYPE_COMPLEX:
+        ok = t.bits == 64 || t.bits == 128;
+        break;
+    case GM_DTYPE_BOOL:
+        ok = t.bits == 8;
+        break;
+    default:
+        break;
+    }
+    return ok && t.lanes >= 1 ? (int64_t)t.bits / 8 * t.lanes : 0;
+}
+
+/*
+ * gm_ndview_validate's rules, restated without the library's code (which has
+ * a one-pass fast path of its own): ndim in range, a valid dtype, no negative
+ * extent, the byte size of the nonzero extents fits, and unless the view is
+ * empty its byte extent (offset plus each axis' reach, plus an item) fits.
+ */
+static int view_valid(const gm_ndview *v)
+{
+    int64_t k = valid_itemsize(v->dtype), nbytes = k, lo = v->offset, hi = v->offset;
+    int empty = 0;
+
+    if (v->ndim < 0 || v->ndim > GM_MAX_DIMS || k == 0)
+        return 0;
+    for (int i = 0; i < v->ndim; i++) {
+        if (v->shape[i] < 0)
+            return 0;
+        if (v->shape[i] == 0)
+            empty = 1;
+        else if (__builtin_mul_overflow(nbytes, v->shape[i], &nbytes))
+            return 0;
+    }
+    if (empty)
+        return 1;
+    for (int i = 0; i < v->ndim; i++) {
+        int64_t reach = 0;
+
+        if (__builtin_mul_overflow(v->shape[i] - 1, v->strides[i], &reach) ||
+            (reach < 0 ? __builtin_add_overflow(lo, reach, &lo)
+                       : __builtin_add_overflow(hi, reach, &hi)))
+            return 0;
+    }
+    return !__builtin_add_overflow(hi, k, &hi);
+}
+
+/* The documented rules for a copy (the reference for the check). */
 static gm_status rules(const gm_ndview *dst, const gm_ndview *src)
 {
-    gm_status st = gm_ndview_validate(dst);
+    int dst_ok = view_valid(dst), src_ok = view_valid(src);
 
-    if (st == GM_OK)
-        st = gm_ndview_validate(src);
-    if (st != GM_OK)
-        return st;
+    /* The library's own validation must agree with the restated rules. */
+    if (dst_ok != (gm_ndview_validate(dst) == GM_OK) ||
+        src_ok != (gm_ndview_validate(src) == GM_OK))
+        fail("gm_ndview_validate disagrees with the restated rules");
+    if (!dst_ok || !src_ok)
+        return GM_ERR_INVALID_ARG;
     if (!gm_dtype_equal(dst->dtype, src->dtype))
         return GM_ERR_DTYPE;
     if (dst->ndim != src->ndim)
@@ -205,7 +272,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         src_shape[i] = shape[i];
     }
     if (twist == 1 && ndim > 0)
-        src_shape[ndim - 1] += 1; /* shape mismatch */
+        src_shape[ndim - 1] ^= 1; /* shape mismatch (no overflow, unlike + 1) */
     if (twist == 2)
         src_dtype = dtypes[(next_u8(&r)) % (sizeof dtypes / sizeof dtypes[0])];
     dst = decode_view(&r, dst_buf, ndim, shape, dtype);

@@ -70,6 +70,33 @@ static void check_same(host_registry *reg, const ref_set *s)
     }
 }
 
+/* The tree's shape: parent links, search order, heap order of priorities; returns the depth. */
+static int check_node(const host_node *n, const host_node *parent, uintptr_t lo, uintptr_t hi)
+{
+    int left = 0, right = 0;
+
+    if (n == NULL)
+        return 0;
+    assert_ptr_equal(n->parent, parent);
+    assert_true(n->region.base >= lo && n->region.base <= hi);
+    if (parent != NULL)
+        assert_true(n->priority <= parent->priority);
+    left = check_node(n->left, n, lo, n->region.base);
+    right = check_node(n->right, n, n->region.base, hi);
+    return 1 + (left > right ? left : right);
+}
+
+/* The shape is a treap's, and no deeper than a balanced tree's few times over. */
+static void check_shape(const host_registry *reg)
+{
+    int depth = check_node(reg->root, NULL, 0, UINTPTR_MAX);
+    int bound = 8;
+
+    for (size_t n = reg->count; n > 1; n /= 2)
+        bound += 4; /* 4 log2(n) + 8: a treap's expected depth is about 3 log2(n) */
+    assert_true(depth <= bound);
+}
+
 /* lower_bound and floor of one probe against the reference. */
 static void check_probe(host_registry *reg, const ref_set *s, uintptr_t probe)
 {
@@ -121,8 +148,10 @@ static void test_registry_matches_sorted_array(void **state)
         check_probe(&reg, s, b);
         check_probe(&reg, s, b + 1);
         check_probe(&reg, s, b - 1);
-        if (step % 997 == 0)
+        if (step % 997 == 0) {
             check_same(&reg, s);
+            check_shape(&reg);
+        }
     }
     check_same(&reg, s);
     /* Empty it in order, then refill: nodes come back from the spare list. */
@@ -165,6 +194,7 @@ static void test_registry_sorted_inserts(void **state)
             ref_insert(s, r.base);
         }
         check_same(&reg, s);
+        check_shape(&reg); /* sorted inserts: a plain search tree would be a list */
         for (int i = 0; i < KEYS; i += 2) {
             uintptr_t b = (uintptr_t)(i + 1) * 64;
 
