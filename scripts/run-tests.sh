@@ -78,21 +78,19 @@ ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print
     run_suite build-ci-asan
 # The GPU backends' suites too: their fault sweeps fail every driver call in turn, and
 # ASan proves each error path frees what it took.
-if [ -f /usr/local/cuda/include/cuda.h ] || [ -f /usr/include/cuda.h ]; then
-    step "5b. ASan + UBSan, CUDA backend on its driver double"
-    CC=gcc meson setup build-ci-asan-cuda -Dtests=enabled -Db_sanitize=address,undefined \
-        -Db_lundef=false -Dbuildtype=debug -Dgpu_backend=cuda -Dkernels_amdgpu=disabled >/dev/null
-    ninja -C build-ci-asan-cuda -j "$jobs"
+asan_backend() { # step number, backend, the other vendor's kernel-image option
+    step "$1. ASan + UBSan, $2 backend on its test double"
+    CC=gcc meson setup "build-ci-asan-$2" -Dtests=enabled -Db_sanitize=address,undefined \
+        -Db_lundef=false -Dbuildtype=debug "-Dgpu_backend=$2" "$3=disabled" >/dev/null
+    ninja -C "build-ci-asan-$2" -j "$jobs"
     ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
-        run_suite build-ci-asan-cuda --suite cuda --suite conformance
+        run_suite "build-ci-asan-$2" --suite "$2" --suite conformance
+}
+if [ -f /usr/local/cuda/include/cuda.h ] || [ -f /usr/include/cuda.h ]; then
+    asan_backend 5b cuda -Dkernels_amdgpu
 fi
 if [ -f /usr/include/hsa/hsa.h ]; then
-    step "5c. ASan + UBSan, HSA backend on its runtime double"
-    CC=gcc meson setup build-ci-asan-hsa -Dtests=enabled -Db_sanitize=address,undefined \
-        -Db_lundef=false -Dbuildtype=debug -Dgpu_backend=hsa -Dkernels_cuda=disabled >/dev/null
-    ninja -C build-ci-asan-hsa -j "$jobs"
-    ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
-        run_suite build-ci-asan-hsa --suite hsa --suite conformance
+    asan_backend 5c hsa -Dkernels_cuda
 fi
 
 # With the HSA headers the TSan build is an HSA build, so that the HSA backend's

@@ -29,6 +29,7 @@
 #include <string.h>
 
 #include "backend.h"
+#include "fuzz_reader.h"
 #include "gpumem/ndview.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -37,31 +38,6 @@ static void fail(const char *what);
 #define BUF      4096
 #define MAX_NDIM 5
 
-typedef struct reader {
-    const uint8_t *p;
-    size_t n;
-} reader;
-
-static uint8_t next_u8(reader *r)
-{
-    uint8_t v = 0;
-
-    if (r->n > 0) {
-        v = *r->p++;
-        r->n--;
-    }
-    return v;
-}
-
-static uint64_t next_u64(reader *r)
-{
-    uint64_t v = 0;
-
-    for (int i = 0; i < 8; i++)
-        v = v << 8 | next_u8(r);
-    return v;
-}
-
 static const gm_dtype dtypes[] = {
     GM_UINT8, GM_INT16, GM_FLOAT32, GM_FLOAT64, GM_COMPLEX128, {GM_DTYPE_FLOAT, 32, 3},
 };
@@ -69,7 +45,7 @@ static const gm_dtype dtypes[] = {
 /* An invalid dtype now and then. */
 static gm_dtype pick_dtype(reader *r)
 {
-    uint8_t b = next_u8(r);
+    uint8_t b = take_u8(r);
 
     if (b == 255)
         return (gm_dtype){7, 8, 1};
@@ -79,12 +55,12 @@ static gm_dtype pick_dtype(reader *r)
 /* A stride: mostly small multiples of the item size, sometimes anything. */
 static int64_t pick_stride(reader *r, int64_t k)
 {
-    uint8_t mode = next_u8(r);
-    int64_t m = (int64_t)(int8_t)next_u8(r);
+    uint8_t mode = take_u8(r);
+    int64_t m = (int64_t)(int8_t)take_u8(r);
 
     switch (mode % 16) {
     case 0:
-        return (int64_t)next_u64(r); /* hostile */
+        return (int64_t)take_u64(r); /* hostile */
     case 1:
         return INT64_MIN;
     case 2:
@@ -100,14 +76,14 @@ static gm_ndview decode_view(reader *r, unsigned char *buf, int ndim, const int6
 {
     gm_ndview v;
     int64_t k = (int64_t)gm_dtype_itemsize(dtype);
-    uint8_t mode = next_u8(r);
+    uint8_t mode = take_u8(r);
 
     memset(&v, 0, sizeof v);
     v.data = mode == 255 ? NULL : buf;
     v.dtype = dtype;
     v.ndim = ndim;
     v.device_id = -1;
-    v.offset = mode == 254 ? (int64_t)next_u64(r) : (int64_t)(next_u64(r) % BUF);
+    v.offset = mode == 254 ? (int64_t)take_u64(r) : (int64_t)(take_u64(r) % BUF);
     for (int i = 0; i < ndim; i++) {
         v.shape[i] = shape[i];
         v.strides[i] = pick_stride(r, k > 0 ? k : 1);
@@ -259,22 +235,22 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     static unsigned char src_buf[BUF], dst_buf[BUF], expect[BUF], owned[BUF];
     reader r = {data, size};
     int64_t shape[MAX_NDIM], src_shape[MAX_NDIM];
-    int ndim = next_u8(&r) % (MAX_NDIM + 1);
+    int ndim = take_u8(&r) % (MAX_NDIM + 1);
     gm_dtype dtype = pick_dtype(&r), src_dtype = dtype;
-    uint8_t twist = next_u8(&r);
+    uint8_t twist = take_u8(&r);
     gm_ndview dst, src;
     gm_status want, got;
 
     for (int i = 0; i < ndim; i++) {
-        uint8_t b = next_u8(&r);
+        uint8_t b = take_u8(&r);
 
-        shape[i] = b == 255 ? (int64_t)next_u64(&r) : (int64_t)(b % 7);
+        shape[i] = b == 255 ? (int64_t)take_u64(&r) : (int64_t)(b % 7);
         src_shape[i] = shape[i];
     }
     if (twist == 1 && ndim > 0)
         src_shape[ndim - 1] ^= 1; /* shape mismatch (no overflow, unlike + 1) */
     if (twist == 2)
-        src_dtype = dtypes[(next_u8(&r)) % (sizeof dtypes / sizeof dtypes[0])];
+        src_dtype = dtypes[(take_u8(&r)) % (sizeof dtypes / sizeof dtypes[0])];
     dst = decode_view(&r, dst_buf, ndim, shape, dtype);
     src = decode_view(&r, src_buf, twist == 3 && ndim > 0 ? ndim - 1 : ndim, src_shape, src_dtype);
 

@@ -33,6 +33,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fuzz_reader.h"
 #include "gpumem/ndview.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -41,12 +42,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 #define MAX_ITEMS  12
 #define MAX_PIECES 8
 #define FAKE_DATA  ((void *)(uintptr_t)0x40000000u) /* never dereferenced */
-
-/* The bytes not consumed yet; reads past the end give zeros. */
-typedef struct reader {
-    const uint8_t *p;
-    size_t n;
-} reader;
 
 /* One operation's call: the source, the output and what it returned. */
 typedef struct call {
@@ -129,26 +124,6 @@ static void fail(const call *c, const char *why)
     fprintf(stderr, "fuzz_ndview: %s: %s (status %s)\n", c->what, why, gm_status_name(c->status));
     fprintf(stderr, "  detail: %s\n", gm_last_error_message());
     abort();
-}
-
-static uint8_t take_u8(reader *r)
-{
-    uint8_t v = 0;
-
-    if (r->n > 0) {
-        v = *r->p++;
-        r->n--;
-    }
-    return v;
-}
-
-static uint64_t take_u64(reader *r)
-{
-    uint64_t v = 0;
-
-    for (int i = 0; i < 8; i++)
-        v = v << 8 | take_u8(r);
-    return v;
 }
 
 /* An integer: usually small, sometimes an edge value, rarely any 64 bits. */
