@@ -66,6 +66,12 @@ static inline int64_t gm__dtype_bytes(gm_dtype dtype)
     return valid ? (int64_t)dtype.bits / 8 * dtype.lanes : 0;
 }
 
+/* Whether two dtypes are the same (gm_dtype_equal, inlined for the same hot paths). */
+static inline bool gm__dtype_same(gm_dtype a, gm_dtype b)
+{
+    return a.code == b.code && a.bits == b.bits && a.lanes == b.lanes;
+}
+
 /* Checked int64 arithmetic: return nonzero on overflow. */
 static inline int gm__mul_overflow(int64_t a, int64_t b, int64_t *out)
 {

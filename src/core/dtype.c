@@ -88,7 +88,7 @@ size_t gm_dtype_itemsize(gm_dtype dtype)
 
 bool gm_dtype_equal(gm_dtype a, gm_dtype b)
 {
-    return a.code == b.code && a.bits == b.bits && a.lanes == b.lanes;
+    return gm__dtype_same(a, b);
 }
 
 static bool from_canonical(const char *name, gm_dtype *out)

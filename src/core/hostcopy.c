@@ -338,11 +338,13 @@ static bool quick_axes_ok(const gm_ndview *dst, const gm_ndview *src, int64_t k)
  */
 static bool quick_check(const gm_ndview *dst, const gm_ndview *src)
 {
+    int64_t k = 0;
+
     if (dst == NULL || src == NULL || dst->ndim < 0 || dst->ndim > GM_MAX_DIMS ||
-        dst->ndim != src->ndim || !gm_dtype_equal(dst->dtype, src->dtype) ||
-        !gm_dtype_is_valid(dst->dtype))
+        dst->ndim != src->ndim || !gm__dtype_same(dst->dtype, src->dtype))
         return false;
-    return quick_axes_ok(dst, src, (int64_t)dst->dtype.bits / 8 * dst->dtype.lanes);
+    k = gm__dtype_bytes(dst->dtype);
+    return k > 0 && quick_axes_ok(dst, src, k);
 }
 
 /* Validate a copy without doing it (see backend.h). */
@@ -533,7 +535,7 @@ static void plan_run(copy_plan *p)
  */
 static size_t dense_bytes(const gm_ndview *dst, const gm_ndview *src)
 {
-    int64_t expect = (int64_t)dst->dtype.bits / 8 * dst->dtype.lanes;
+    int64_t expect = gm__dtype_bytes(dst->dtype);
 
     for (int i = dst->ndim - 1; i >= 0; i--) {
         int64_t n = dst->shape[i];
@@ -550,27 +552,22 @@ static size_t dense_bytes(const gm_ndview *dst, const gm_ndview *src)
 }
 
 /*
- * Bytes of a valid 1-D copy of integers or floats, 1 to 8 bytes each, dense
- * on both sides (the most common copy there is); 0 for anything else, which
- * the general path then checks and copies. Nothing here calls out, so a
- * small copy costs about what its memcpy does.
+ * Bytes of a valid 1-D copy dense on both sides (the most common copy there
+ * is), 0 for anything else: what quick_check and dense_bytes would conclude,
+ * without their loops, so a small copy costs about what its memcpy does.
  */
 static size_t dense_1d_bytes(const gm_ndview *dst, const gm_ndview *src)
 {
-    int64_t n = 0, k = 0, bytes = 0, dend = 0, send = 0;
+    int64_t n = 0, k = 0, bytes = 0, end = 0;
 
     if (dst == NULL || src == NULL || dst->ndim != 1 || src->ndim != 1 ||
-        dst->dtype.code != src->dtype.code || dst->dtype.bits != src->dtype.bits ||
-        dst->dtype.lanes != 1 || src->dtype.lanes != 1 || dst->dtype.code > GM_DTYPE_FLOAT ||
-        (dst->dtype.bits != 8 && dst->dtype.bits != 16 && dst->dtype.bits != 32 &&
-         dst->dtype.bits != 64) ||
-        (dst->dtype.code == GM_DTYPE_FLOAT && dst->dtype.bits == 8))
+        !gm__dtype_same(dst->dtype, src->dtype))
         return 0;
     n = dst->shape[0];
-    k = dst->dtype.bits / 8;
-    if (n <= 0 || n != src->shape[0] || dst->strides[0] != k || src->strides[0] != k ||
+    k = gm__dtype_bytes(dst->dtype);
+    if (k == 0 || n <= 0 || n != src->shape[0] || dst->strides[0] != k || src->strides[0] != k ||
         dst->data == NULL || src->data == NULL || gm__mul_overflow(n, k, &bytes) ||
-        gm__add_overflow(dst->offset, bytes, &dend) || gm__add_overflow(src->offset, bytes, &send))
+        gm__add_overflow(dst->offset, bytes, &end) || gm__add_overflow(src->offset, bytes, &end))
         return 0;
     return (size_t)bytes;
 }
@@ -579,25 +576,20 @@ static size_t dense_1d_bytes(const gm_ndview *dst, const gm_ndview *src)
 gm_status gm__host_copy_strided(const gm_ndview *dst, const gm_ndview *src)
 {
     copy_plan plan;
-    gm_status status = GM_OK;
     size_t bytes = dense_1d_bytes(dst, src);
+    gm_status status = GM_OK;
 
+    if (bytes == 0 && quick_check(dst, src))
+        bytes = dense_bytes(dst, src);
+    else if (bytes == 0)
+        status = full_check(dst, src); /* quick_check is conservative: this decides */
+    if (status != GM_OK)
+        return status;
+    /* The common case, a dense copy, goes straight to memcpy (no plan). */
     if (bytes > 0) {
         memcpy((char *)dst->data + dst->offset, (const char *)src->data + src->offset, bytes);
         return GM_OK;
     }
-    if (quick_check(dst, src)) {
-        bytes = dense_bytes(dst, src);
-        /* The common case, a dense copy, goes straight to memcpy (no plan). */
-        if (bytes > 0) {
-            memcpy((char *)dst->data + dst->offset, (const char *)src->data + src->offset, bytes);
-            return GM_OK;
-        }
-    } else {
-        status = full_check(dst, src);
-    }
-    if (status != GM_OK)
-        return status;
     if (!plan_axes(dst, src, &plan))
         return GM_OK;
     plan_sort(&plan);
