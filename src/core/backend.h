@@ -1,7 +1,10 @@
 /*
- * The backend ops table: everything a driver must provide. One typedef per
- * op; each is MANDATORY (every backend implements it) or OPTIONAL (a backend
- * without it points the slot at gm__backend_unsupported_* stubs, never NULL).
+ * The backend ops table: everything a driver must provide. One function
+ * type per op (gm_op_<op>); the table holds pointers to them, and a backend
+ * declares its implementations through the same types
+ * (`gm_op_mem_alloc gm__cuda_mem_alloc;`), so each signature is written once.
+ * Each op is MANDATORY (every backend implements it) or OPTIONAL (a backend
+ * without it points the slot at the gm__unsupported_* stubs, never NULL).
  * Ops return gm_status only; no CUresult / hsa_status_t crosses this table,
  * and every failure records its detail with gm__error() (naming the driver
  * call and its own error name).
@@ -67,89 +70,90 @@ typedef gm_status (*gm_backend_host_work_fn)(void *user);
 
 /* ---- lifecycle (MANDATORY) ---- */
 /* Load the driver, choose the device; GM_ERR_NO_DRIVER / GM_ERR_NO_DEVICE with detail. */
-typedef gm_status (*gm_op_init)(const gm_backend_init_args *args, gm_backend_ctx **bctx_p);
+typedef gm_status gm_op_init(const gm_backend_init_args *args, gm_backend_ctx **bctx_p);
 /* Release everything init took. Accepts NULL. */
-typedef void (*gm_op_fini)(gm_backend_ctx *bctx);
-typedef gm_status (*gm_op_device_info)(gm_backend_ctx *bctx, gm_device_info *info_p);
-typedef gm_status (*gm_op_mem_info)(gm_backend_ctx *bctx, int64_t *free_p, int64_t *total_p);
+typedef void gm_op_fini(gm_backend_ctx *bctx);
+typedef gm_status gm_op_device_info(gm_backend_ctx *bctx, gm_device_info *info_p);
+typedef gm_status gm_op_mem_info(gm_backend_ctx *bctx, int64_t *free_p, int64_t *total_p);
 
 /* ---- memory ---- */
 /* MANDATORY. OOM must return GM_ERR_OUT_OF_DEVICE_MEMORY (the queue flushes and retries once). */
-typedef gm_status (*gm_op_mem_alloc)(gm_backend_ctx *bctx, size_t bytes, gm_devptr *ptr_p);
-typedef gm_status (*gm_op_mem_free)(gm_backend_ctx *bctx, gm_devptr ptr);
+typedef gm_status gm_op_mem_alloc(gm_backend_ctx *bctx, size_t bytes, gm_devptr *ptr_p);
+typedef gm_status gm_op_mem_free(gm_backend_ctx *bctx, gm_devptr ptr);
 /* MANDATORY. Page-locked host memory; flags are gm_host_flags (MAPPED asks for a device mapping).
  * OOM returns GM_ERR_NO_MEMORY or GM_ERR_OUT_OF_DEVICE_MEMORY. */
-typedef gm_status (*gm_op_host_alloc)(gm_backend_ctx *bctx, size_t bytes, unsigned flags,
-                                      void **ptr_p);
-typedef gm_status (*gm_op_host_free)(gm_backend_ctx *bctx, void *ptr);
+typedef gm_status gm_op_host_alloc(gm_backend_ctx *bctx, size_t bytes, unsigned flags,
+                                   void **ptr_p);
+typedef gm_status gm_op_host_free(gm_backend_ctx *bctx, void *ptr);
 /* MANDATORY. Device address of mapped / registered-mapped host memory. */
-typedef gm_status (*gm_op_host_device_pointer)(gm_backend_ctx *bctx, void *host, gm_devptr *ptr_p);
+typedef gm_status gm_op_host_device_pointer(gm_backend_ctx *bctx, void *host, gm_devptr *ptr_p);
 /* MANDATORY. Page-lock existing host memory (cuMemHostRegister / hsa_amd_memory_lock). */
-typedef gm_status (*gm_op_host_register)(gm_backend_ctx *bctx, void *ptr, size_t bytes,
-                                         unsigned flags);
-typedef gm_status (*gm_op_host_unregister)(gm_backend_ctx *bctx, void *ptr);
+typedef gm_status gm_op_host_register(gm_backend_ctx *bctx, void *ptr, size_t bytes,
+                                      unsigned flags);
+typedef gm_status gm_op_host_unregister(gm_backend_ctx *bctx, void *ptr);
 /* OPTIONAL. Managed (unified) memory. */
-typedef gm_status (*gm_op_managed_alloc)(gm_backend_ctx *bctx, size_t bytes, gm_devptr *ptr_p);
+typedef gm_status gm_op_managed_alloc(gm_backend_ctx *bctx, size_t bytes, gm_devptr *ptr_p);
 /* OPTIONAL. Whether ptr is device (or managed/mapped) memory of this context:
  * *kind_p receives a gm_memory_kind, GM_MEMORY_HOST for unknown memory. */
-typedef gm_status (*gm_op_pointer_kind)(gm_backend_ctx *bctx, const void *ptr, int *kind_p);
+typedef gm_status gm_op_pointer_kind(gm_backend_ctx *bctx, const void *ptr, int *kind_p);
 
 /* ---- copies (MANDATORY) ---- */
 /* Pitched copy; stream NULL = synchronous. */
-typedef gm_status (*gm_op_copy)(gm_backend_ctx *bctx, const gm_copy_desc *desc,
-                                gm_backend_stream *stream);
-/* OPTIONAL. Arbitrary strided copy between two descriptors of equal shape and dtype;
- * the core decomposes into gm_op_copy (and later a packing kernel) when absent. */
-typedef gm_status (*gm_op_copy_strided)(gm_backend_ctx *bctx, const gm_ndview *dst,
-                                        const gm_ndview *src, gm_backend_stream *stream);
+typedef gm_status gm_op_copy(gm_backend_ctx *bctx, const gm_copy_desc *desc,
+                             gm_backend_stream *stream);
+/* OPTIONAL. Arbitrary strided copy between two descriptors of equal shape and dtype (the
+ * GPU backends launch a packing kernel); when absent, or GM_ERR_UNSUPPORTED for a layout,
+ * the core decomposes the copy into gm_op_copy pieces or stages it through the host. */
+typedef gm_status gm_op_copy_strided(gm_backend_ctx *bctx, const gm_ndview *dst,
+                                     const gm_ndview *src, gm_backend_stream *stream);
 /* MANDATORY. Fill bytes with a pattern of 1, 2, 4 or 8 bytes (cuMemsetD8/16/32). */
-typedef gm_status (*gm_op_memset)(gm_backend_ctx *bctx, gm_devptr dst, const void *pattern,
-                                  size_t pattern_bytes, size_t count, gm_backend_stream *stream);
+typedef gm_status gm_op_memset(gm_backend_ctx *bctx, gm_devptr dst, const void *pattern,
+                               size_t pattern_bytes, size_t count, gm_backend_stream *stream);
 
 /* ---- streams (MANDATORY) ---- */
-typedef gm_status (*gm_op_stream_create)(gm_backend_ctx *bctx, unsigned flags,
-                                         gm_backend_stream **stream_p);
+typedef gm_status gm_op_stream_create(gm_backend_ctx *bctx, unsigned flags,
+                                      gm_backend_stream **stream_p);
 /* Waits for pending work, then destroys. */
-typedef gm_status (*gm_op_stream_destroy)(gm_backend_ctx *bctx, gm_backend_stream *stream);
-typedef gm_status (*gm_op_stream_builtin)(gm_backend_ctx *bctx, gm_builtin_stream which,
-                                          gm_backend_stream **stream_p);
-/* Wrap a native handle; the wrapper is freed by stream_unwrap, the native stream never. */
-typedef gm_status (*gm_op_stream_wrap)(gm_backend_ctx *bctx, void *native,
+typedef gm_status gm_op_stream_destroy(gm_backend_ctx *bctx, gm_backend_stream *stream);
+typedef gm_status gm_op_stream_builtin(gm_backend_ctx *bctx, gm_builtin_stream which,
                                        gm_backend_stream **stream_p);
-typedef void (*gm_op_stream_unwrap)(gm_backend_ctx *bctx, gm_backend_stream *stream);
-typedef void *(*gm_op_stream_native)(gm_backend_ctx *bctx, gm_backend_stream *stream);
-typedef gm_status (*gm_op_stream_synchronize)(gm_backend_ctx *bctx, gm_backend_stream *stream);
+/* Wrap a native handle; the wrapper is freed by stream_unwrap, the native stream never. */
+typedef gm_status gm_op_stream_wrap(gm_backend_ctx *bctx, void *native,
+                                    gm_backend_stream **stream_p);
+typedef void gm_op_stream_unwrap(gm_backend_ctx *bctx, gm_backend_stream *stream);
+typedef void *gm_op_stream_native(gm_backend_ctx *bctx, gm_backend_stream *stream);
+typedef gm_status gm_op_stream_synchronize(gm_backend_ctx *bctx, gm_backend_stream *stream);
 /* GM_OK when idle, GM_ERR_NOT_READY when work is pending. */
-typedef gm_status (*gm_op_stream_query)(gm_backend_ctx *bctx, gm_backend_stream *stream);
-typedef gm_status (*gm_op_stream_add_callback)(gm_backend_ctx *bctx, gm_backend_stream *stream,
-                                               gm_backend_callback_fn fn, void *user);
+typedef gm_status gm_op_stream_query(gm_backend_ctx *bctx, gm_backend_stream *stream);
+typedef gm_status gm_op_stream_add_callback(gm_backend_ctx *bctx, gm_backend_stream *stream,
+                                            gm_backend_callback_fn fn, void *user);
 /* Run fn(user) in stream order on a host thread; its status becomes the stream's error.
  * cleanup (may be NULL) runs after fn, whatever fn returned. If the op fails (nothing
  * queued) cleanup is not called and the caller keeps `user` (the core relies on this).
  * stream_add_callback's fn is likewise never called when that op fails. */
-typedef gm_status (*gm_op_stream_enqueue_host)(gm_backend_ctx *bctx, gm_backend_stream *stream,
-                                               gm_backend_host_work_fn fn, void *user,
-                                               void (*cleanup)(void *user));
+typedef gm_status gm_op_stream_enqueue_host(gm_backend_ctx *bctx, gm_backend_stream *stream,
+                                            gm_backend_host_work_fn fn, void *user,
+                                            void (*cleanup)(void *user));
 
 /* ---- events (MANDATORY) ---- */
-typedef gm_status (*gm_op_event_create)(gm_backend_ctx *bctx, unsigned timing,
-                                        gm_backend_event **event_p);
-typedef gm_status (*gm_op_event_destroy)(gm_backend_ctx *bctx, gm_backend_event *event);
-typedef gm_status (*gm_op_event_record)(gm_backend_ctx *bctx, gm_backend_event *event,
-                                        gm_backend_stream *stream);
-typedef gm_status (*gm_op_stream_wait_event)(gm_backend_ctx *bctx, gm_backend_stream *stream,
-                                             gm_backend_event *event);
-typedef gm_status (*gm_op_event_query)(gm_backend_ctx *bctx, gm_backend_event *event);
-typedef gm_status (*gm_op_event_synchronize)(gm_backend_ctx *bctx, gm_backend_event *event);
-typedef gm_status (*gm_op_event_elapsed)(gm_backend_ctx *bctx, gm_backend_event *start,
-                                         gm_backend_event *end, float *ms_p);
+typedef gm_status gm_op_event_create(gm_backend_ctx *bctx, unsigned timing,
+                                     gm_backend_event **event_p);
+typedef gm_status gm_op_event_destroy(gm_backend_ctx *bctx, gm_backend_event *event);
+typedef gm_status gm_op_event_record(gm_backend_ctx *bctx, gm_backend_event *event,
+                                     gm_backend_stream *stream);
+typedef gm_status gm_op_stream_wait_event(gm_backend_ctx *bctx, gm_backend_stream *stream,
+                                          gm_backend_event *event);
+typedef gm_status gm_op_event_query(gm_backend_ctx *bctx, gm_backend_event *event);
+typedef gm_status gm_op_event_synchronize(gm_backend_ctx *bctx, gm_backend_event *event);
+typedef gm_status gm_op_event_elapsed(gm_backend_ctx *bctx, gm_backend_event *start,
+                                      gm_backend_event *end, float *ms_p);
 
 /* ---- IPC (OPTIONAL) ---- */
-typedef gm_status (*gm_op_ipc_get_handle)(gm_backend_ctx *bctx, gm_devptr ptr, void *handle,
-                                          size_t handle_bytes);
-typedef gm_status (*gm_op_ipc_open)(gm_backend_ctx *bctx, const void *handle, size_t handle_bytes,
-                                    gm_devptr *ptr_p);
-typedef gm_status (*gm_op_ipc_close)(gm_backend_ctx *bctx, gm_devptr ptr);
+typedef gm_status gm_op_ipc_get_handle(gm_backend_ctx *bctx, gm_devptr ptr, void *handle,
+                                       size_t handle_bytes);
+typedef gm_status gm_op_ipc_open(gm_backend_ctx *bctx, const void *handle, size_t handle_bytes,
+                                 gm_devptr *ptr_p);
+typedef gm_status gm_op_ipc_close(gm_backend_ctx *bctx, gm_devptr ptr);
 
 /* ---- modules and launches (MANDATORY) ---- */
 typedef struct gm_backend_module gm_backend_module; /* a loaded code image */
@@ -185,94 +189,90 @@ typedef struct gm_launch_config {
 } gm_launch_config;
 
 /* Load an image; images are not copied unless the driver does so. */
-typedef gm_status (*gm_op_module_load)(gm_backend_ctx *bctx, gm_image_kind kind, const void *image,
-                                       size_t bytes, gm_backend_module **module_p);
-typedef gm_status (*gm_op_module_unload)(gm_backend_ctx *bctx, gm_backend_module *module);
+typedef gm_status gm_op_module_load(gm_backend_ctx *bctx, gm_image_kind kind, const void *image,
+                                    size_t bytes, gm_backend_module **module_p);
+typedef gm_status gm_op_module_unload(gm_backend_ctx *bctx, gm_backend_module *module);
 /* GM_ERR_NOT_FOUND naming the kernel when absent. */
-typedef gm_status (*gm_op_module_get_kernel)(gm_backend_ctx *bctx, gm_backend_module *module,
-                                             const char *name, gm_backend_kernel **kernel_p);
+typedef gm_status gm_op_module_get_kernel(gm_backend_ctx *bctx, gm_backend_module *module,
+                                          const char *name, gm_backend_kernel **kernel_p);
 /* Device address and size of a global (constant memory) variable. */
-typedef gm_status (*gm_op_module_get_global)(gm_backend_ctx *bctx, gm_backend_module *module,
-                                             const char *name, gm_devptr *ptr_p, size_t *bytes_p);
-typedef gm_status (*gm_op_kernel_attrs)(gm_backend_ctx *bctx, gm_backend_kernel *kernel,
-                                        gm_kernel_attrs *attrs_p);
+typedef gm_status gm_op_module_get_global(gm_backend_ctx *bctx, gm_backend_module *module,
+                                          const char *name, gm_devptr *ptr_p, size_t *bytes_p);
+typedef gm_status gm_op_kernel_attrs(gm_backend_ctx *bctx, gm_backend_kernel *kernel,
+                                     gm_kernel_attrs *attrs_p);
 /* OPTIONAL. Copy `bytes` host bytes to the start of a module global, synchronously and
  * after the work queued on the legacy stream. Absent (the gm__unsupported stub), the core
  * uses module_get_global and copy. */
-typedef gm_status (*gm_op_module_set_global)(gm_backend_ctx *bctx, gm_backend_module *module,
-                                             const char *name, const void *data, size_t bytes);
+typedef gm_status gm_op_module_set_global(gm_backend_ctx *bctx, gm_backend_module *module,
+                                          const char *name, const void *data, size_t bytes);
 /* Launch with cuLaunchKernel's argument convention: args[i] points at argument i's value,
  * arg_sizes[i] is its size; the core has already checked arity and sizes. On `stream`, in
  * its order; with stream NULL synchronous (after the legacy stream's earlier work): the
  * kernel has finished when the op returns, and a failure while it ran is the op's status. */
-typedef gm_status (*gm_op_launch)(gm_backend_ctx *bctx, gm_backend_kernel *kernel,
-                                  const gm_launch_config *config, void **args,
-                                  const size_t *arg_sizes, int nargs, gm_backend_stream *stream);
+typedef gm_status gm_op_launch(gm_backend_ctx *bctx, gm_backend_kernel *kernel,
+                               const gm_launch_config *config, void **args, const size_t *arg_sizes,
+                               int nargs, gm_backend_stream *stream);
 
 typedef struct gm_backend_ops {
     size_t size;          /* sizeof(gm_backend_ops) the backend was built with */
     uint32_t abi_version; /* GM_BACKEND_ABI_VERSION */
     const char *name;
     gm_backend_kind kind;
-    gm_op_init init;
-    gm_op_fini fini;
-    gm_op_device_info device_info;
-    gm_op_mem_info mem_info;
-    gm_op_mem_alloc mem_alloc;
-    gm_op_mem_free mem_free;
-    gm_op_host_alloc host_alloc;
-    gm_op_host_free host_free;
-    gm_op_host_device_pointer host_device_pointer;
-    gm_op_host_register host_register;
-    gm_op_host_unregister host_unregister;
-    gm_op_managed_alloc managed_alloc;
-    gm_op_pointer_kind pointer_kind;
-    gm_op_copy copy;
-    gm_op_copy_strided copy_strided;
-    gm_op_memset memset;
-    gm_op_stream_create stream_create;
-    gm_op_stream_destroy stream_destroy;
-    gm_op_stream_builtin stream_builtin;
-    gm_op_stream_wrap stream_wrap;
-    gm_op_stream_unwrap stream_unwrap;
-    gm_op_stream_native stream_native;
-    gm_op_stream_synchronize stream_synchronize;
-    gm_op_stream_query stream_query;
-    gm_op_stream_add_callback stream_add_callback;
-    gm_op_stream_enqueue_host stream_enqueue_host;
-    gm_op_event_create event_create;
-    gm_op_event_destroy event_destroy;
-    gm_op_event_record event_record;
-    gm_op_stream_wait_event stream_wait_event;
-    gm_op_event_query event_query;
-    gm_op_event_synchronize event_synchronize;
-    gm_op_event_elapsed event_elapsed;
-    gm_op_module_load module_load;
-    gm_op_module_unload module_unload;
-    gm_op_module_get_kernel module_get_kernel;
-    gm_op_module_get_global module_get_global;
-    gm_op_kernel_attrs kernel_attrs;
-    gm_op_launch launch;
-    gm_op_module_set_global module_set_global;
-    gm_op_ipc_get_handle ipc_get_handle;
-    gm_op_ipc_open ipc_open;
-    gm_op_ipc_close ipc_close;
+    gm_op_init *init;
+    gm_op_fini *fini;
+    gm_op_device_info *device_info;
+    gm_op_mem_info *mem_info;
+    gm_op_mem_alloc *mem_alloc;
+    gm_op_mem_free *mem_free;
+    gm_op_host_alloc *host_alloc;
+    gm_op_host_free *host_free;
+    gm_op_host_device_pointer *host_device_pointer;
+    gm_op_host_register *host_register;
+    gm_op_host_unregister *host_unregister;
+    gm_op_managed_alloc *managed_alloc;
+    gm_op_pointer_kind *pointer_kind;
+    gm_op_copy *copy;
+    gm_op_copy_strided *copy_strided;
+    gm_op_memset *memset;
+    gm_op_stream_create *stream_create;
+    gm_op_stream_destroy *stream_destroy;
+    gm_op_stream_builtin *stream_builtin;
+    gm_op_stream_wrap *stream_wrap;
+    gm_op_stream_unwrap *stream_unwrap;
+    gm_op_stream_native *stream_native;
+    gm_op_stream_synchronize *stream_synchronize;
+    gm_op_stream_query *stream_query;
+    gm_op_stream_add_callback *stream_add_callback;
+    gm_op_stream_enqueue_host *stream_enqueue_host;
+    gm_op_event_create *event_create;
+    gm_op_event_destroy *event_destroy;
+    gm_op_event_record *event_record;
+    gm_op_stream_wait_event *stream_wait_event;
+    gm_op_event_query *event_query;
+    gm_op_event_synchronize *event_synchronize;
+    gm_op_event_elapsed *event_elapsed;
+    gm_op_module_load *module_load;
+    gm_op_module_unload *module_unload;
+    gm_op_module_get_kernel *module_get_kernel;
+    gm_op_module_get_global *module_get_global;
+    gm_op_kernel_attrs *kernel_attrs;
+    gm_op_launch *launch;
+    gm_op_module_set_global *module_set_global;
+    gm_op_ipc_get_handle *ipc_get_handle;
+    gm_op_ipc_open *ipc_open;
+    gm_op_ipc_close *ipc_close;
 } gm_backend_ops;
 
 /* Shared stubs for OPTIONAL ops: record "<op> is not supported by <backend>" and return
  * GM_ERR_UNSUPPORTED. */
-gm_status gm__unsupported_managed_alloc(gm_backend_ctx *bctx, size_t bytes, gm_devptr *ptr_p);
-gm_status gm__unsupported_pointer_kind(gm_backend_ctx *bctx, const void *ptr, int *kind_p);
-gm_status gm__unsupported_copy_strided(gm_backend_ctx *bctx, const gm_ndview *dst,
-                                       const gm_ndview *src, gm_backend_stream *stream);
-gm_status gm__unsupported_ipc_get_handle(gm_backend_ctx *bctx, gm_devptr ptr, void *handle,
-                                         size_t handle_bytes);
-gm_status gm__unsupported_ipc_open(gm_backend_ctx *bctx, const void *handle, size_t handle_bytes,
-                                   gm_devptr *ptr_p);
-gm_status gm__unsupported_ipc_close(gm_backend_ctx *bctx, gm_devptr ptr);
+gm_op_managed_alloc gm__unsupported_managed_alloc;
+gm_op_pointer_kind gm__unsupported_pointer_kind;
+gm_op_copy_strided gm__unsupported_copy_strided;
+gm_op_ipc_get_handle gm__unsupported_ipc_get_handle;
+gm_op_ipc_open gm__unsupported_ipc_open;
+gm_op_ipc_close gm__unsupported_ipc_close;
 /* (defined in src/core/module.c) */
-gm_status gm__unsupported_module_set_global(gm_backend_ctx *bctx, gm_backend_module *module,
-                                            const char *name, const void *data, size_t bytes);
+gm_op_module_set_global gm__unsupported_module_set_global;
 
 /* The backends compiled in. gm__host_backend always exists. */
 extern const gm_backend_ops gm__host_backend;

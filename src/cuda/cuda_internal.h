@@ -68,25 +68,22 @@ CUstream gm__cuda_stream_handle(const gm_backend_stream *stream);
 gm_status gm__cuda_finish_sync(gm_backend_ctx *bctx);
 
 /* ---- cuda_memory.c ---- */
-gm_status gm__cuda_mem_alloc(gm_backend_ctx *bctx, size_t bytes, gm_devptr *ptr_p);
-gm_status gm__cuda_mem_free(gm_backend_ctx *bctx, gm_devptr ptr);
-gm_status gm__cuda_host_alloc(gm_backend_ctx *bctx, size_t bytes, unsigned flags, void **ptr_p);
-gm_status gm__cuda_host_free(gm_backend_ctx *bctx, void *ptr);
-gm_status gm__cuda_host_device_pointer(gm_backend_ctx *bctx, void *host, gm_devptr *ptr_p);
-gm_status gm__cuda_host_register(gm_backend_ctx *bctx, void *ptr, size_t bytes, unsigned flags);
-gm_status gm__cuda_host_unregister(gm_backend_ctx *bctx, void *ptr);
-gm_status gm__cuda_managed_alloc(gm_backend_ctx *bctx, size_t bytes, gm_devptr *ptr_p);
-gm_status gm__cuda_pointer_kind(gm_backend_ctx *bctx, const void *ptr, int *kind_p);
-gm_status gm__cuda_ipc_get_handle(gm_backend_ctx *bctx, gm_devptr ptr, void *handle,
-                                  size_t handle_bytes);
-gm_status gm__cuda_ipc_open(gm_backend_ctx *bctx, const void *handle, size_t handle_bytes,
-                            gm_devptr *ptr_p);
-gm_status gm__cuda_ipc_close(gm_backend_ctx *bctx, gm_devptr ptr);
+gm_op_mem_alloc gm__cuda_mem_alloc;
+gm_op_mem_free gm__cuda_mem_free;
+gm_op_host_alloc gm__cuda_host_alloc;
+gm_op_host_free gm__cuda_host_free;
+gm_op_host_device_pointer gm__cuda_host_device_pointer;
+gm_op_host_register gm__cuda_host_register;
+gm_op_host_unregister gm__cuda_host_unregister;
+gm_op_managed_alloc gm__cuda_managed_alloc;
+gm_op_pointer_kind gm__cuda_pointer_kind;
+gm_op_ipc_get_handle gm__cuda_ipc_get_handle;
+gm_op_ipc_open gm__cuda_ipc_open;
+gm_op_ipc_close gm__cuda_ipc_close;
 
 /* ---- cuda_copy.c ---- */
-gm_status gm__cuda_copy(gm_backend_ctx *bctx, const gm_copy_desc *desc, gm_backend_stream *stream);
-gm_status gm__cuda_memset(gm_backend_ctx *bctx, gm_devptr dst, const void *pattern,
-                          size_t pattern_bytes, size_t count, gm_backend_stream *stream);
+gm_op_copy gm__cuda_copy;
+gm_op_memset gm__cuda_memset;
 
 /* ---- cuda_pack.c: copy_strided through the library's copy_strided kernel ---- */
 /* Set up the (unloaded) packing kernel state; called once by init. */
@@ -99,49 +96,34 @@ void gm__cuda_pack_fini(gm_backend_ctx *bctx);
  * host side, more than GM_STRIDED_MAX_DIMS axes after merging, no loadable
  * kernel), so that the core falls back to pitched copies or staging.
  */
-gm_status gm__cuda_copy_strided(gm_backend_ctx *bctx, const gm_ndview *dst, const gm_ndview *src,
-                                gm_backend_stream *stream);
+gm_op_copy_strided gm__cuda_copy_strided;
 
 /* ---- cuda_stream.c ---- */
 void gm__cuda_streams_init(gm_backend_ctx *bctx);
-gm_status gm__cuda_stream_create(gm_backend_ctx *bctx, unsigned flags,
-                                 gm_backend_stream **stream_p);
-gm_status gm__cuda_stream_destroy(gm_backend_ctx *bctx, gm_backend_stream *stream);
-gm_status gm__cuda_stream_builtin(gm_backend_ctx *bctx, gm_builtin_stream which,
-                                  gm_backend_stream **stream_p);
-gm_status gm__cuda_stream_wrap(gm_backend_ctx *bctx, void *native, gm_backend_stream **stream_p);
-void gm__cuda_stream_unwrap(gm_backend_ctx *bctx, gm_backend_stream *stream);
-void *gm__cuda_stream_native(gm_backend_ctx *bctx, gm_backend_stream *stream);
-gm_status gm__cuda_stream_synchronize(gm_backend_ctx *bctx, gm_backend_stream *stream);
-gm_status gm__cuda_stream_query(gm_backend_ctx *bctx, gm_backend_stream *stream);
-gm_status gm__cuda_stream_add_callback(gm_backend_ctx *bctx, gm_backend_stream *stream,
-                                       gm_backend_callback_fn fn, void *user);
-gm_status gm__cuda_stream_enqueue_host(gm_backend_ctx *bctx, gm_backend_stream *stream,
-                                       gm_backend_host_work_fn fn, void *user,
-                                       void (*cleanup)(void *user));
-gm_status gm__cuda_event_create(gm_backend_ctx *bctx, unsigned timing, gm_backend_event **event_p);
-gm_status gm__cuda_event_destroy(gm_backend_ctx *bctx, gm_backend_event *event);
-gm_status gm__cuda_event_record(gm_backend_ctx *bctx, gm_backend_event *event,
-                                gm_backend_stream *stream);
-gm_status gm__cuda_stream_wait_event(gm_backend_ctx *bctx, gm_backend_stream *stream,
-                                     gm_backend_event *event);
-gm_status gm__cuda_event_query(gm_backend_ctx *bctx, gm_backend_event *event);
-gm_status gm__cuda_event_synchronize(gm_backend_ctx *bctx, gm_backend_event *event);
-gm_status gm__cuda_event_elapsed(gm_backend_ctx *bctx, gm_backend_event *start,
-                                 gm_backend_event *end, float *ms_p);
+gm_op_stream_create gm__cuda_stream_create;
+gm_op_stream_destroy gm__cuda_stream_destroy;
+gm_op_stream_builtin gm__cuda_stream_builtin;
+gm_op_stream_wrap gm__cuda_stream_wrap;
+gm_op_stream_unwrap gm__cuda_stream_unwrap;
+gm_op_stream_native gm__cuda_stream_native;
+gm_op_stream_synchronize gm__cuda_stream_synchronize;
+gm_op_stream_query gm__cuda_stream_query;
+gm_op_stream_add_callback gm__cuda_stream_add_callback;
+gm_op_stream_enqueue_host gm__cuda_stream_enqueue_host;
+gm_op_event_create gm__cuda_event_create;
+gm_op_event_destroy gm__cuda_event_destroy;
+gm_op_event_record gm__cuda_event_record;
+gm_op_stream_wait_event gm__cuda_stream_wait_event;
+gm_op_event_query gm__cuda_event_query;
+gm_op_event_synchronize gm__cuda_event_synchronize;
+gm_op_event_elapsed gm__cuda_event_elapsed;
 
 /* ---- cuda_module.c ---- */
-gm_status gm__cuda_module_load(gm_backend_ctx *bctx, gm_image_kind kind, const void *image,
-                               size_t bytes, gm_backend_module **module_p);
-gm_status gm__cuda_module_unload(gm_backend_ctx *bctx, gm_backend_module *module);
-gm_status gm__cuda_module_get_kernel(gm_backend_ctx *bctx, gm_backend_module *module,
-                                     const char *name, gm_backend_kernel **kernel_p);
-gm_status gm__cuda_module_get_global(gm_backend_ctx *bctx, gm_backend_module *module,
-                                     const char *name, gm_devptr *ptr_p, size_t *bytes_p);
-gm_status gm__cuda_kernel_attrs(gm_backend_ctx *bctx, gm_backend_kernel *kernel,
-                                gm_kernel_attrs *attrs_p);
-gm_status gm__cuda_launch(gm_backend_ctx *bctx, gm_backend_kernel *kernel,
-                          const gm_launch_config *config, void **args, const size_t *arg_sizes,
-                          int nargs, gm_backend_stream *stream);
+gm_op_module_load gm__cuda_module_load;
+gm_op_module_unload gm__cuda_module_unload;
+gm_op_module_get_kernel gm__cuda_module_get_kernel;
+gm_op_module_get_global gm__cuda_module_get_global;
+gm_op_kernel_attrs gm__cuda_kernel_attrs;
+gm_op_launch gm__cuda_launch;
 
 #endif /* GPUMEM_SRC_CUDA_CUDA_INTERNAL_H */

@@ -208,30 +208,22 @@ void gm__host_submit(host_ctx *c, gm_backend_stream *stream, host_work *w);
 void gm__host_sync_barrier(host_ctx *c);
 
 /* ---- host_stream.c: the stream and event ops ---- */
-gm_status gm__host_stream_create(gm_backend_ctx *bctx, unsigned flags,
-                                 gm_backend_stream **stream_p);
-gm_status gm__host_stream_destroy(gm_backend_ctx *bctx, gm_backend_stream *stream);
-gm_status gm__host_stream_builtin(gm_backend_ctx *bctx, gm_builtin_stream which,
-                                  gm_backend_stream **stream_p);
-gm_status gm__host_stream_wrap(gm_backend_ctx *bctx, void *native, gm_backend_stream **stream_p);
-void gm__host_stream_unwrap(gm_backend_ctx *bctx, gm_backend_stream *stream);
-void *gm__host_stream_native(gm_backend_ctx *bctx, gm_backend_stream *stream);
-gm_status gm__host_stream_synchronize(gm_backend_ctx *bctx, gm_backend_stream *stream);
-gm_status gm__host_stream_query(gm_backend_ctx *bctx, gm_backend_stream *stream);
-gm_status gm__host_stream_add_callback(gm_backend_ctx *bctx, gm_backend_stream *stream,
-                                       gm_backend_callback_fn fn, void *user);
-gm_status gm__host_stream_enqueue_host(gm_backend_ctx *bctx, gm_backend_stream *stream,
-                                       gm_backend_host_work_fn fn, void *user,
-                                       void (*cleanup)(void *user));
-gm_status gm__host_event_create(gm_backend_ctx *bctx, unsigned timing, gm_backend_event **event_p);
-gm_status gm__host_event_destroy(gm_backend_ctx *bctx, gm_backend_event *event);
-gm_status gm__host_event_record(gm_backend_ctx *bctx, gm_backend_event *event,
-                                gm_backend_stream *stream);
-gm_status gm__host_stream_wait_event(gm_backend_ctx *bctx, gm_backend_stream *stream,
-                                     gm_backend_event *event);
-gm_status gm__host_event_query(gm_backend_ctx *bctx, gm_backend_event *event);
-gm_status gm__host_event_synchronize(gm_backend_ctx *bctx, gm_backend_event *event);
-gm_status gm__host_event_elapsed(gm_backend_ctx *bctx, gm_backend_event *start,
-                                 gm_backend_event *end, float *ms_p);
+gm_op_stream_create gm__host_stream_create;
+gm_op_stream_destroy gm__host_stream_destroy;
+gm_op_stream_builtin gm__host_stream_builtin;
+gm_op_stream_wrap gm__host_stream_wrap;
+gm_op_stream_unwrap gm__host_stream_unwrap;
+gm_op_stream_native gm__host_stream_native;
+gm_op_stream_synchronize gm__host_stream_synchronize;
+gm_op_stream_query gm__host_stream_query;
+gm_op_stream_add_callback gm__host_stream_add_callback;
+gm_op_stream_enqueue_host gm__host_stream_enqueue_host;
+gm_op_event_create gm__host_event_create;
+gm_op_event_destroy gm__host_event_destroy;
+gm_op_event_record gm__host_event_record;
+gm_op_stream_wait_event gm__host_stream_wait_event;
+gm_op_event_query gm__host_event_query;
+gm_op_event_synchronize gm__host_event_synchronize;
+gm_op_event_elapsed gm__host_event_elapsed;
 
 #endif /* GPUMEM_SRC_HOST_HOST_BACKEND_H */

@@ -286,67 +286,49 @@ gm_status gm__hsa_host_for_dma(gm_backend_ctx *bctx, void *host, size_t extent, 
 gm_status gm__hsa_frontier_add(gm_backend_ctx *bctx, gm_backend_stream *stream, gm__hsa_sig *sig);
 
 /* ---- the ops (one per gm_backend_ops slot; documented in backend.h) ---- */
-gm_status gm__hsa_init(const gm_backend_init_args *args, gm_backend_ctx **bctx_p);
-void gm__hsa_fini(gm_backend_ctx *bctx);
-gm_status gm__hsa_device_info(gm_backend_ctx *bctx, gm_device_info *info_p);
-gm_status gm__hsa_mem_info(gm_backend_ctx *bctx, int64_t *free_p, int64_t *total_p);
-gm_status gm__hsa_mem_alloc(gm_backend_ctx *bctx, size_t bytes, gm_devptr *ptr_p);
-gm_status gm__hsa_mem_free(gm_backend_ctx *bctx, gm_devptr ptr);
-gm_status gm__hsa_host_alloc(gm_backend_ctx *bctx, size_t bytes, unsigned flags, void **ptr_p);
-gm_status gm__hsa_host_free(gm_backend_ctx *bctx, void *ptr);
-gm_status gm__hsa_host_device_pointer(gm_backend_ctx *bctx, void *host, gm_devptr *ptr_p);
-gm_status gm__hsa_host_register(gm_backend_ctx *bctx, void *ptr, size_t bytes, unsigned flags);
-gm_status gm__hsa_host_unregister(gm_backend_ctx *bctx, void *ptr);
-gm_status gm__hsa_pointer_kind(gm_backend_ctx *bctx, const void *ptr, int *kind_p);
-gm_status gm__hsa_copy(gm_backend_ctx *bctx, const gm_copy_desc *desc, gm_backend_stream *stream);
-gm_status gm__hsa_copy_strided(gm_backend_ctx *bctx, const gm_ndview *dst, const gm_ndview *src,
-                               gm_backend_stream *stream);
+gm_op_init gm__hsa_init;
+gm_op_fini gm__hsa_fini;
+gm_op_device_info gm__hsa_device_info;
+gm_op_mem_info gm__hsa_mem_info;
+gm_op_mem_alloc gm__hsa_mem_alloc;
+gm_op_mem_free gm__hsa_mem_free;
+gm_op_host_alloc gm__hsa_host_alloc;
+gm_op_host_free gm__hsa_host_free;
+gm_op_host_device_pointer gm__hsa_host_device_pointer;
+gm_op_host_register gm__hsa_host_register;
+gm_op_host_unregister gm__hsa_host_unregister;
+gm_op_pointer_kind gm__hsa_pointer_kind;
+gm_op_copy gm__hsa_copy;
+gm_op_copy_strided gm__hsa_copy_strided;
 /* Unload the packing kernel and destroy pack_lock (fini, after the streams are drained). */
 void gm__hsa_pack_fini(gm_backend_ctx *bctx);
-gm_status gm__hsa_memset(gm_backend_ctx *bctx, gm_devptr dst, const void *pattern,
-                         size_t pattern_bytes, size_t count, gm_backend_stream *stream);
-gm_status gm__hsa_stream_create(gm_backend_ctx *bctx, unsigned flags, gm_backend_stream **stream_p);
-gm_status gm__hsa_stream_destroy(gm_backend_ctx *bctx, gm_backend_stream *stream);
-gm_status gm__hsa_stream_builtin(gm_backend_ctx *bctx, gm_builtin_stream which,
-                                 gm_backend_stream **stream_p);
-gm_status gm__hsa_stream_wrap(gm_backend_ctx *bctx, void *native, gm_backend_stream **stream_p);
-void gm__hsa_stream_unwrap(gm_backend_ctx *bctx, gm_backend_stream *stream);
-void *gm__hsa_stream_native(gm_backend_ctx *bctx, gm_backend_stream *stream);
-gm_status gm__hsa_stream_synchronize(gm_backend_ctx *bctx, gm_backend_stream *stream);
-gm_status gm__hsa_stream_query(gm_backend_ctx *bctx, gm_backend_stream *stream);
-gm_status gm__hsa_stream_add_callback(gm_backend_ctx *bctx, gm_backend_stream *stream,
-                                      gm_backend_callback_fn fn, void *user);
-gm_status gm__hsa_stream_enqueue_host(gm_backend_ctx *bctx, gm_backend_stream *stream,
-                                      gm_backend_host_work_fn fn, void *user,
-                                      void (*cleanup)(void *user));
-gm_status gm__hsa_event_create(gm_backend_ctx *bctx, unsigned timing, gm_backend_event **event_p);
-gm_status gm__hsa_event_destroy(gm_backend_ctx *bctx, gm_backend_event *event);
-gm_status gm__hsa_event_record(gm_backend_ctx *bctx, gm_backend_event *event,
-                               gm_backend_stream *stream);
-gm_status gm__hsa_stream_wait_event(gm_backend_ctx *bctx, gm_backend_stream *stream,
-                                    gm_backend_event *event);
-gm_status gm__hsa_event_query(gm_backend_ctx *bctx, gm_backend_event *event);
-gm_status gm__hsa_event_synchronize(gm_backend_ctx *bctx, gm_backend_event *event);
-gm_status gm__hsa_event_elapsed(gm_backend_ctx *bctx, gm_backend_event *start,
-                                gm_backend_event *end, float *ms_p);
-gm_status gm__hsa_module_load(gm_backend_ctx *bctx, gm_image_kind kind, const void *image,
-                              size_t bytes, gm_backend_module **module_p);
-gm_status gm__hsa_module_unload(gm_backend_ctx *bctx, gm_backend_module *module);
-gm_status gm__hsa_module_get_kernel(gm_backend_ctx *bctx, gm_backend_module *module,
-                                    const char *name, gm_backend_kernel **kernel_p);
-gm_status gm__hsa_module_get_global(gm_backend_ctx *bctx, gm_backend_module *module,
-                                    const char *name, gm_devptr *ptr_p, size_t *bytes_p);
-gm_status gm__hsa_module_set_global(gm_backend_ctx *bctx, gm_backend_module *module,
-                                    const char *name, const void *data, size_t bytes);
-gm_status gm__hsa_kernel_attrs(gm_backend_ctx *bctx, gm_backend_kernel *kernel,
-                               gm_kernel_attrs *attrs_p);
-gm_status gm__hsa_launch(gm_backend_ctx *bctx, gm_backend_kernel *kernel,
-                         const gm_launch_config *config, void **args, const size_t *arg_sizes,
-                         int nargs, gm_backend_stream *stream);
-gm_status gm__hsa_ipc_get_handle(gm_backend_ctx *bctx, gm_devptr ptr, void *handle,
-                                 size_t handle_bytes);
-gm_status gm__hsa_ipc_open(gm_backend_ctx *bctx, const void *handle, size_t handle_bytes,
-                           gm_devptr *ptr_p);
-gm_status gm__hsa_ipc_close(gm_backend_ctx *bctx, gm_devptr ptr);
+gm_op_memset gm__hsa_memset;
+gm_op_stream_create gm__hsa_stream_create;
+gm_op_stream_destroy gm__hsa_stream_destroy;
+gm_op_stream_builtin gm__hsa_stream_builtin;
+gm_op_stream_wrap gm__hsa_stream_wrap;
+gm_op_stream_unwrap gm__hsa_stream_unwrap;
+gm_op_stream_native gm__hsa_stream_native;
+gm_op_stream_synchronize gm__hsa_stream_synchronize;
+gm_op_stream_query gm__hsa_stream_query;
+gm_op_stream_add_callback gm__hsa_stream_add_callback;
+gm_op_stream_enqueue_host gm__hsa_stream_enqueue_host;
+gm_op_event_create gm__hsa_event_create;
+gm_op_event_destroy gm__hsa_event_destroy;
+gm_op_event_record gm__hsa_event_record;
+gm_op_stream_wait_event gm__hsa_stream_wait_event;
+gm_op_event_query gm__hsa_event_query;
+gm_op_event_synchronize gm__hsa_event_synchronize;
+gm_op_event_elapsed gm__hsa_event_elapsed;
+gm_op_module_load gm__hsa_module_load;
+gm_op_module_unload gm__hsa_module_unload;
+gm_op_module_get_kernel gm__hsa_module_get_kernel;
+gm_op_module_get_global gm__hsa_module_get_global;
+gm_op_module_set_global gm__hsa_module_set_global;
+gm_op_kernel_attrs gm__hsa_kernel_attrs;
+gm_op_launch gm__hsa_launch;
+gm_op_ipc_get_handle gm__hsa_ipc_get_handle;
+gm_op_ipc_open gm__hsa_ipc_open;
+gm_op_ipc_close gm__hsa_ipc_close;
 
 #endif /* GPUMEM_SRC_HSA_HSA_INTERNAL_H */
