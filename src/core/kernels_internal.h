@@ -56,4 +56,12 @@ void gm__kernels_context_teardown(gm_context *ctx);
 extern const gm_image_set *const gm__builtin_image_sets[];
 extern const int gm__builtin_image_set_count;
 
+/*
+ * The built-in image set whose host table has the kernel `name` (every
+ * built-in kernel is in one set), and that host-compiled kernel to
+ * *kernel_p (may be NULL); NULL when no built-in set has it. For backends
+ * that launch a built-in kernel themselves and for the driver test doubles.
+ */
+const gm_image_set *gm__builtin_set_with_kernel(const char *name, const gm_host_kernel **kernel_p);
+
 #endif /* GPUMEM_SRC_CORE_KERNELS_INTERNAL_H */

@@ -445,6 +445,20 @@ static const gm_host_kernel *table_kernel(const gm_host_table *t, const char *na
     return NULL;
 }
 
+const gm_image_set *gm__builtin_set_with_kernel(const char *name, const gm_host_kernel **kernel_p)
+{
+    for (int s = 0; s < gm__builtin_image_set_count; s++) {
+        const gm_host_kernel *k = table_kernel(gm__builtin_image_sets[s]->host, name);
+
+        if (k != NULL) {
+            if (kernel_p != NULL)
+                *kernel_p = k;
+            return gm__builtin_image_sets[s];
+        }
+    }
+    return NULL;
+}
+
 /* Fill the kernel's signature from the host table of its source, else from the driver. */
 static void kernel_signature_from(gm_kernel *k, const gm_host_table *signatures)
 {

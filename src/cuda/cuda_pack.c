@@ -27,7 +27,6 @@
  * back for that copy only.
  */
 #include <stdint.h>
-#include <string.h>
 
 #include "cuda_internal.h"
 #include "kernels_internal.h"
@@ -68,19 +67,9 @@ void gm__cuda_pack_fini(gm_backend_ctx *bctx)
 /* The built-in image set holding the packing kernel with a CUDA image, or NULL. */
 static const gm_image_set *pack_image_set(void)
 {
-    for (int s = 0; s < gm__builtin_image_set_count; s++) {
-        const gm_image_set *set = gm__builtin_image_sets[s];
+    const gm_image_set *set = gm__builtin_set_with_kernel(PACK_KERNEL, NULL);
 
-        if (set->cuda == NULL || set->cuda_bytes == 0 || set->host == NULL)
-            continue;
-        for (int32_t i = 0; i < set->host->nkernels; i++) {
-            const gm_host_kernel *k = set->host->kernels[i];
-
-            if (k != NULL && strcmp(k->name, PACK_KERNEL) == 0)
-                return set;
-        }
-    }
-    return NULL;
+    return set != NULL && set->cuda != NULL && set->cuda_bytes > 0 ? set : NULL;
 }
 
 /* Load the module and find the kernel (pack_lock held). */

@@ -42,17 +42,11 @@ static bool arch_is_ours(const gm_backend_ctx *bctx, const char *arch)
 /* The built-in code object holding the packing kernel for this GPU, or NULL. */
 static const gm_amdgpu_image *pack_image(const gm_backend_ctx *bctx)
 {
-    for (int s = 0; s < gm__builtin_image_set_count; s++) {
-        const gm_image_set *set = gm__builtin_image_sets[s];
-        bool has_kernel = false;
+    const gm_image_set *set = gm__builtin_set_with_kernel(PACK_KERNEL, NULL);
 
-        for (int32_t i = 0; set->host != NULL && i < set->host->nkernels; i++)
-            has_kernel = has_kernel || (set->host->kernels[i] != NULL &&
-                                        strcmp(set->host->kernels[i]->name, PACK_KERNEL) == 0);
-        for (int32_t i = 0; has_kernel && set->amdgpu != NULL && i < set->amdgpu_count; i++) {
-            if (set->amdgpu[i].data != NULL && arch_is_ours(bctx, set->amdgpu[i].arch))
-                return &set->amdgpu[i];
-        }
+    for (int32_t i = 0; set != NULL && set->amdgpu != NULL && i < set->amdgpu_count; i++) {
+        if (set->amdgpu[i].data != NULL && arch_is_ours(bctx, set->amdgpu[i].arch))
+            return &set->amdgpu[i];
     }
     return NULL;
 }

@@ -1890,20 +1890,6 @@ static CUresult load_fatbin(const unsigned char *image, struct CUmod_st *m, char
 
 /* ------------------------------------------- binding to the simulator */
 
-/* The library's host-compiled kernel `name` (built-in image sets), or NULL. */
-static const gm_host_kernel *host_kernel(const char *name)
-{
-    for (int s = 0; s < gm__builtin_image_set_count; s++) {
-        const gm_host_table *t = gm__builtin_image_sets[s]->host;
-
-        for (int32_t i = 0; t != NULL && i < t->nkernels; i++) {
-            if (t->kernels[i] != NULL && strcmp(t->kernels[i]->name, name) == 0)
-                return t->kernels[i];
-        }
-    }
-    return NULL;
-}
-
 /* The library's host constant array `name`, or NULL. */
 static const gm_host_global *host_global(const char *name)
 {
@@ -1921,7 +1907,9 @@ static const gm_host_global *host_global(const char *name)
 /* Bind a kernel to the simulator's kernel of its name; the signatures must agree. */
 static CUresult bind_kernel(struct CUfunc_st *f)
 {
-    const gm_host_kernel *hk = host_kernel(f->name);
+    const gm_host_kernel *hk = NULL;
+
+    (void)gm__builtin_set_with_kernel(f->name, &hk); /* the library's host-compiled kernel */
 
     if (hk == NULL)
         return CUDA_SUCCESS; /* not one of the library's kernels */

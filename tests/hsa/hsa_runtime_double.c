@@ -1726,29 +1726,6 @@ static char *load_segments(const unsigned char *img, size_t size, const Elf64_Eh
     return base;
 }
 
-/*
- * The simulator's host-compiled kernel called `name` (len bytes) among
- * gpumem's built-in kernels (its kernel registry), with its table; NULL
- * when there is none.
- */
-static const gm_host_kernel *builtin_host_kernel(const char *name, size_t len,
-                                                 const gm_host_table **table_p)
-{
-    for (int i = 0; i < gm__builtin_image_set_count; i++) {
-        const gm_host_table *t = gm__builtin_image_sets[i]->host;
-
-        for (int32_t j = 0; t != NULL && j < t->nkernels; j++) {
-            const gm_host_kernel *k = t->kernels[j];
-
-            if (k != NULL && strlen(k->name) == len && strncmp(k->name, name, len) == 0) {
-                *table_p = t;
-                return k;
-            }
-        }
-    }
-    return NULL;
-}
-
 /* Add a symbol from .dynsym of the code object loaded at seg. Lock held. */
 static void add_symbol(dexec *e, const dsegment *seg, const char *name, const Elf64_Sym *sym,
                        hsa_agent_t agent)
@@ -1756,6 +1733,8 @@ static void add_symbol(dexec *e, const dsegment *seg, const char *name, const El
     dsymbol *s = calloc(1, sizeof(*s));
     size_t len = strlen(name);
     char *base = seg->base;
+    char kernel[sizeof(s->name)];
+    const gm_image_set *set = NULL;
 
     if (s == NULL)
         return;
@@ -1770,7 +1749,10 @@ static void add_symbol(dexec *e, const dsegment *seg, const char *name, const El
         memcpy(&s->private_size, base + sym->st_value + 4, 4); /* private_segment_fixed_size */
         memcpy(&s->kernarg, base + sym->st_value + 8, 4);      /* kernarg_size */
         s->meta = gm__hsa_codeobj_find(&seg->meta, name);
-        s->host = builtin_host_kernel(name, len - 3, &s->host_table);
+        /* The simulator's host-compiled kernel of the same name, without ".kd". */
+        snprintf(kernel, sizeof(kernel), "%.*s", (int)(len - 3), name);
+        set = gm__builtin_set_with_kernel(kernel, &s->host);
+        s->host_table = set != NULL ? set->host : NULL;
     }
     s->next = e->symbols;
     e->symbols = s;
