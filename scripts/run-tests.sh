@@ -9,7 +9,7 @@
 #   4. clang -Dwerror=true: full suite
 #   5. gcc ASan+UBSan: full suite; then the CUDA and HSA backends' suites (their
 #      driver doubles, fault sweeps included) under ASan+UBSan when their headers exist
-#   6. clang TSan: the host runtime and kernel suites (streams, queue, stress,
+#   6. clang TSan: the core (its lock), host runtime and kernel suites (streams, queue, stress,
 #      simulator), and with the HSA headers the HSA and conformance suites too
 #   7. clang-format check of every C source
 #   8. libFuzzer smoke runs on the descriptor code and the copy engine (clang)
@@ -97,7 +97,7 @@ fi
 # streams, signal chains and queue waits run under TSan against the double's
 # packet-processor and DMA threads too.
 step "6. TSan (concurrency suites)"
-tsan_suites="--suite host --suite kernels"
+tsan_suites="--suite core --suite host --suite kernels"
 tsan_opts=$no_images
 if [ -f /usr/include/hsa/hsa.h ]; then
     tsan_suites="$tsan_suites --suite hsa --suite conformance"

@@ -180,13 +180,13 @@ static gm_status block_publish(gm_context *ctx, const char *fn, gm_memory_kind m
     gm__dealloc_entry *spare = NULL;
     array_block *block = NULL;
 
-    pthread_mutex_lock(&ctx->queue.lock);
+    gm__lock_take(&ctx->queue.lock);
     spare = gm__dealloc_pool_take_locked(&ctx->queue);
     if (spare != NULL) {
         block = GM__CONTAINER_OF(spare, array_block, entry);
         block_list(ctx, block, memory, mem);
     }
-    pthread_mutex_unlock(&ctx->queue.lock);
+    gm__lock_give(&ctx->queue.lock);
     if (block == NULL)
         block = gm__calloc(1, sizeof(*block));
     if (block == NULL) {
@@ -196,9 +196,9 @@ static gm_status block_publish(gm_context *ctx, const char *fn, gm_memory_kind m
         return gm__error(GM_ERR_NO_MEMORY, "%s: out of host memory", fn);
     }
     if (spare == NULL) {
-        pthread_mutex_lock(&ctx->queue.lock);
+        gm__lock_take(&ctx->queue.lock);
         block_list(ctx, block, memory, mem);
-        pthread_mutex_unlock(&ctx->queue.lock);
+        gm__lock_give(&ctx->queue.lock);
     }
     block->entry = *mem; /* private until the buffer's last reference goes */
     block->entry.pooled = true;
@@ -257,10 +257,22 @@ static void buffer_last(gm__buffer *buffer)
         gm__dealloc_pool_put(ctx, block);
 }
 
+/*
+ * Drop one reference; true when it was the last. A count of 1 is the
+ * caller's own reference, which nobody else can copy or drop meanwhile, so
+ * the atomic read-modify-write is skipped then (the count is not written:
+ * the object is finished or reinitialized by the caller).
+ */
+static bool ref_drop_last(_Atomic int64_t *refcount)
+{
+    return atomic_load_explicit(refcount, memory_order_acquire) == 1 ||
+           atomic_fetch_sub_explicit(refcount, 1, memory_order_acq_rel) == 1;
+}
+
 /* Drop a reference to a buffer that no listed array of the caller holds. */
 static void buffer_unref(gm__buffer *buffer)
 {
-    if (atomic_fetch_sub(&buffer->refcount, 1) == 1)
+    if (ref_drop_last(&buffer->refcount))
         buffer_last(buffer);
 }
 
@@ -278,12 +290,12 @@ static void array_drop(gm_array *array)
     bool queue = entry != NULL && gm__dealloc_would_queue(entry);
     bool in_block = array->in_block, alone = buffer->block == NULL, last = false, due = false;
 
-    pthread_mutex_lock(&ctx->queue.lock);
+    gm__lock_take(&ctx->queue.lock);
     gm__list_remove(&array->link);
-    last = atomic_fetch_sub(&buffer->refcount, 1) == 1;
+    last = ref_drop_last(&buffer->refcount);
     if (last && queue)
         due = gm__dealloc_push_locked(&ctx->queue, entry);
-    pthread_mutex_unlock(&ctx->queue.lock);
+    gm__lock_give(&ctx->queue.lock);
     if (due)
         gm__dealloc_flush_due(ctx);
     if (last && queue && alone)
@@ -306,9 +318,9 @@ static gm_status array_wrap(gm_context *ctx, const char *fn, gm__buffer *buffer,
     array->buffer = buffer;
     array->view = *view;
     atomic_init(&array->refcount, 1);
-    pthread_mutex_lock(&ctx->queue.lock);
+    gm__lock_take(&ctx->queue.lock);
     gm__list_push(&ctx->arrays, &array->link);
-    pthread_mutex_unlock(&ctx->queue.lock);
+    gm__lock_give(&ctx->queue.lock);
     *array_p = array;
     return GM_OK;
 }
@@ -556,7 +568,7 @@ void gm_array_release(gm_array **array_p)
         return;
     array = *array_p;
     *array_p = NULL;
-    if (atomic_fetch_sub(&array->refcount, 1) != 1)
+    if (!ref_drop_last(&array->refcount))
         return;
     array_drop(array);
 }

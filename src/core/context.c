@@ -22,39 +22,6 @@
 #define GM__DEFAULT_MAX_PENDING_RATIO  0.2
 #define GM__DEFAULT_MAX_PENDING_PINNED ((int64_t)256 * 1024 * 1024)
 
-/* ------------------------------------------------------------------ lists */
-
-/* An empty list: the sentinel points at itself. */
-void gm__list_init(gm__link *head)
-{
-    head->prev = head;
-    head->next = head;
-}
-
-/* Append `link` at the tail of the list `head`. */
-void gm__list_push(gm__link *head, gm__link *link)
-{
-    link->prev = head->prev;
-    link->next = head;
-    head->prev->next = link;
-    head->prev = link;
-}
-
-/* Unlink `link`; it then forms an empty list of its own. */
-void gm__list_remove(gm__link *link)
-{
-    link->prev->next = link->next;
-    link->next->prev = link->prev;
-    link->prev = link;
-    link->next = link;
-}
-
-/* Whether the list holds no element. */
-bool gm__list_empty(const gm__link *head)
-{
-    return head->next == head;
-}
-
 /* ---------------------------------------------------------------- options */
 
 /* Parse a whole decimal integer; false if `text` is not one. */

@@ -82,12 +82,9 @@ gm_status gm__dealloc_queue_init(gm__dealloc_queue *queue, int64_t max_count,
 {
     memset(queue, 0, sizeof(*queue));
     atomic_init(&queue->defer_depth, 0);
-    if (pthread_mutex_init(&queue->lock, NULL) != 0)
-        return gm__error(GM_ERR_NO_MEMORY, "gm_context_create: cannot create the queue lock");
-    if (pthread_mutex_init(&queue->flush_lock, NULL) != 0) {
-        pthread_mutex_destroy(&queue->lock);
+    gm__lock_init(&queue->lock);
+    if (pthread_mutex_init(&queue->flush_lock, NULL) != 0)
         return gm__error(GM_ERR_NO_MEMORY, "gm_context_create: cannot create the flush lock");
-    }
     queue->max_count = max_count;
     queue->max_device_bytes = max_device_bytes;
     queue->max_pinned_bytes = max_pinned_bytes;
@@ -148,9 +145,9 @@ void gm__dealloc_pool_put(gm_context *ctx, gm__dealloc_entry *entry)
 {
     bool kept = false;
 
-    pthread_mutex_lock(&ctx->queue.lock);
+    gm__lock_take(&ctx->queue.lock);
     kept = pool_push(&ctx->queue, entry);
-    pthread_mutex_unlock(&ctx->queue.lock);
+    gm__lock_give(&ctx->queue.lock);
     if (!kept)
         entry_free(entry);
 }
@@ -201,9 +198,9 @@ static bool push(gm__dealloc_queue *q, gm__dealloc_entry *entry)
 {
     bool due = false;
 
-    pthread_mutex_lock(&q->lock);
+    gm__lock_take(&q->lock);
     due = gm__dealloc_push_locked(q, entry);
-    pthread_mutex_unlock(&q->lock);
+    gm__lock_give(&q->lock);
     return due;
 }
 
@@ -317,11 +314,11 @@ static void requeue(gm__dealloc_queue *q, gm__dealloc_entry *rest)
  * result->rest, requeue the rest, pool what fits; return the entries to free.
  */
 static gm__dealloc_entry *settle(gm__dealloc_queue *q, gm__dealloc_entry *batch,
-                                 const batch_result *result)
+                                 const batch_result *result, bool *empty_p)
 {
     gm__dealloc_entry *to_free = NULL;
 
-    pthread_mutex_lock(&q->lock);
+    gm__lock_take(&q->lock);
     while (batch != result->rest) {
         gm__dealloc_entry *next = batch->next;
 
@@ -335,7 +332,8 @@ static gm__dealloc_entry *settle(gm__dealloc_queue *q, gm__dealloc_entry *batch,
     q->freed += result->freed;
     if (result->rest != NULL)
         requeue(q, result->rest);
-    pthread_mutex_unlock(&q->lock);
+    *empty_p = q->head == NULL;
+    gm__lock_give(&q->lock);
     return to_free;
 }
 
@@ -353,16 +351,17 @@ static gm_status drain(gm_context *ctx, const char *fn, drain_mode mode)
     for (;;) {
         gm__dealloc_entry *batch = NULL, *to_free = NULL;
         batch_result result;
+        bool empty = false;
 
-        pthread_mutex_lock(&q->lock);
+        gm__lock_take(&q->lock);
         batch = detach(q, mode);
         q->flushes += batch != NULL && !counted ? 1 : 0;
-        pthread_mutex_unlock(&q->lock);
+        gm__lock_give(&q->lock);
         if (batch == NULL)
             break;
         counted = true;
         result = release_batch(ctx, fn, mode, batch);
-        to_free = settle(q, batch, &result);
+        to_free = settle(q, batch, &result, &empty);
         while (to_free != NULL) {
             gm__dealloc_entry *next = to_free->next;
 
@@ -370,7 +369,7 @@ static gm_status drain(gm_context *ctx, const char *fn, drain_mode mode)
             to_free = next;
         }
         status = status != GM_OK ? status : result.status;
-        if (result.rest != NULL)
+        if (result.rest != NULL || empty)
             break;
     }
     return status;
@@ -465,7 +464,6 @@ void gm__dealloc_queue_teardown(gm_context *ctx)
     }
     q->pool_count = 0;
     pthread_mutex_destroy(&q->flush_lock);
-    pthread_mutex_destroy(&q->lock);
 }
 
 /* ------------------------------------------------ allocation with retry */
@@ -572,10 +570,10 @@ static bool defer_step(gm__dealloc_queue *q, int64_t step)
 {
     bool due = false;
 
-    pthread_mutex_lock(&q->lock);
+    gm__lock_take(&q->lock);
     q->defer_depth += step;
     due = q->defer_depth == 0 && over_bounds(q);
-    pthread_mutex_unlock(&q->lock);
+    gm__lock_give(&q->lock);
     return due;
 }
 
@@ -605,14 +603,14 @@ gm_status gm_defer_cleanup_end(gm_context *ctx)
 
     if (status != GM_OK)
         return status;
-    pthread_mutex_lock(&ctx->queue.lock);
+    gm__lock_take(&ctx->queue.lock);
     if (ctx->queue.defer_depth == 0) {
         status = gm__error(GM_ERR_STATE, "%s: no defer_cleanup scope is open", fn);
     } else {
         ctx->queue.defer_depth--;
         due = ctx->queue.defer_depth == 0 && over_bounds(&ctx->queue);
     }
-    pthread_mutex_unlock(&ctx->queue.lock);
+    gm__lock_give(&ctx->queue.lock);
     if (status != GM_OK)
         return status;
     if (due)
@@ -645,7 +643,7 @@ gm_status gm_deallocations_stats(gm_context *ctx, gm_dealloc_stats *stats_p)
     if (stats_p == NULL)
         return gm__error(GM_ERR_NULL_POINTER, "%s: stats_p is NULL", fn);
     q = &ctx->queue;
-    pthread_mutex_lock(&q->lock);
+    gm__lock_take(&q->lock);
     stats_p->pending_count = q->count;
     stats_p->pending_device_bytes = q->device_bytes;
     stats_p->pending_pinned_bytes = q->pinned_bytes;
@@ -653,6 +651,6 @@ gm_status gm_deallocations_stats(gm_context *ctx, gm_dealloc_stats *stats_p)
     stats_p->peak_pending_bytes = q->peak_bytes;
     stats_p->freed_count = q->freed;
     stats_p->defer_depth = q->defer_depth;
-    pthread_mutex_unlock(&q->lock);
+    gm__lock_give(&q->lock);
     return GM_OK;
 }

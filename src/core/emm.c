@@ -7,9 +7,12 @@
  * The runtime never calls the backend's allocation ops itself: array.c,
  * dealloc.c and hostmem.c go through the gm__mm_* calls here, which call the
  * context's resolved table; the built-in table delegates to the base, whose
- * functions are the backend ops. Optional slots a plugin leaves NULL are
- * filled with the built-in functions (host memory, pinning, IPC) or with
- * no-ops (initialize, reset, defer_cleanup), so every call site is uniform.
+ * functions are the backend ops. When a context's device slots are the
+ * built-in ones, gm__mm_memalloc / gm__mm_free call the backend op directly
+ * (the same result: those slots only forward to it, and the backend's
+ * message stays the detail), sparing four calls on every allocation. Optional slots a plugin leaves
+ * NULL are filled with the built-in functions (host memory, pinning, IPC) or with no-ops
+ * (initialize, reset, defer_cleanup), so every call site is uniform.
  *
  * Error messages: a base function that fails has recorded the backend's
  * detail; a thread-local flag notes that, so a manager failure without such
@@ -316,6 +319,7 @@ static void resolve(gm__mm *mm, const gm_memory_manager *given)
     mm->given = given;
     mm->defer_device = (given->flags & GM_MEMORY_MANAGER_DEFERRED_FREE) != 0;
     mm->defer_host = mm->defer_device || given->memhostalloc == NULL;
+    mm->direct_device = t->memalloc == builtin_memalloc && t->memfree == builtin_memfree;
     if (t->initialize == NULL)
         t->initialize = nothing_to_do;
     if (t->reset == NULL)
@@ -474,9 +478,13 @@ gm_status gm__mm_memalloc(gm_context *ctx, size_t bytes, gm_devptr *ptr_p, void 
     void *owner = NULL;
     gm_status status = GM_OK;
 
-    tls_base_failed = false;
-    status = finish(ctx, "memalloc",
-                    ctx->mm.table.memalloc(&ctx->mm.base, ctx->mm.user, bytes, &ptr, &owner));
+    if (ctx->mm.direct_device) { /* the built-in slots would only forward to the backend */
+        status = ctx->ops->mem_alloc(ctx->bctx, bytes, &ptr);
+    } else {
+        tls_base_failed = false;
+        status = finish(ctx, "memalloc",
+                        ctx->mm.table.memalloc(&ctx->mm.base, ctx->mm.user, bytes, &ptr, &owner));
+    }
     if (status == GM_OK && ptr == 0)
         status = gm__error(GM_ERR_INTERNAL,
                            "memory manager '%s': memalloc of %zu bytes returned GM_OK and no "
@@ -543,6 +551,8 @@ gm_status gm__mm_free(gm_context *ctx, const gm__dealloc_entry *entry)
     const gm_memory_manager *t = &ctx->mm.table;
     size_t bytes = (size_t)entry->bytes;
 
+    if (entry->kind == GM__DEALLOC_DEVICE && ctx->mm.direct_device)
+        return ctx->ops->mem_free(ctx->bctx, entry->device);
     tls_base_failed = false;
     switch (entry->kind) {
     case GM__DEALLOC_DEVICE:

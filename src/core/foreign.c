@@ -91,7 +91,7 @@ static gm_memory_kind registry_kind(gm_context *ctx, const void *ptr)
     uintptr_t p = (uintptr_t)ptr;
     gm_memory_kind kind = GM_MEMORY_HOST;
 
-    pthread_mutex_lock(&ctx->queue.lock);
+    gm__lock_take(&ctx->queue.lock);
     for (gm__link *l = ctx->arrays.next; l != &ctx->arrays; l = l->next) {
         const gm__buffer *b = GM__CONTAINER_OF(l, gm_array, link)->buffer;
 
@@ -100,7 +100,7 @@ static gm_memory_kind registry_kind(gm_context *ctx, const void *ptr)
             break;
         }
     }
-    pthread_mutex_unlock(&ctx->queue.lock);
+    gm__lock_give(&ctx->queue.lock);
     return kind;
 }
 

@@ -23,6 +23,7 @@
 
 #include "backend.h"
 #include "core.h"
+#include "lock.h"
 
 /* ------------------------------------------------------------- lists */
 
@@ -34,10 +35,36 @@ typedef struct gm__link {
 
 #define GM__CONTAINER_OF(ptr, type, member) ((type *)(void *)((char *)(ptr)-offsetof(type, member)))
 
-void gm__list_init(gm__link *head);
-void gm__list_push(gm__link *head, gm__link *link);
-void gm__list_remove(gm__link *link);
-bool gm__list_empty(const gm__link *head);
+/* An empty list. */
+static inline void gm__list_init(gm__link *head)
+{
+    head->prev = head;
+    head->next = head;
+}
+
+/* Append `link` at the tail of the list `head`. */
+static inline void gm__list_push(gm__link *head, gm__link *link)
+{
+    link->prev = head->prev;
+    link->next = head;
+    head->prev->next = link;
+    head->prev = link;
+}
+
+/* Unlink `link`; it then forms an empty list of its own. */
+static inline void gm__list_remove(gm__link *link)
+{
+    link->prev->next = link->next;
+    link->next->prev = link->prev;
+    link->prev = link;
+    link->next = link;
+}
+
+/* Whether the list holds no element. */
+static inline bool gm__list_empty(const gm__link *head)
+{
+    return head->next == head;
+}
 
 /* ------------------------------------------------- deallocation queue */
 
@@ -83,7 +110,7 @@ typedef struct gm__dealloc_entry {
 } gm__dealloc_entry;
 
 typedef struct gm__dealloc_queue {
-    pthread_mutex_t lock;       /* everything below */
+    gm__lock lock;              /* everything below (never held across a call out) */
     pthread_mutex_t flush_lock; /* held by the one thread flushing */
     gm__dealloc_entry *head;
     gm__dealloc_entry *tail;
@@ -181,6 +208,7 @@ typedef struct gm__mm {
     void *plugin;                   /* dlopen handle of a GM_MEMORY_MANAGER plugin, or NULL */
     bool defer_device;              /* memfree goes through the queue */
     bool defer_host;                /* memhostfree goes through the queue */
+    bool direct_device;             /* memalloc / memfree are the built-in ones: call the backend */
     bool initialized;               /* initialize succeeded: reset is due */
 } gm__mm;
 
