@@ -8,7 +8,8 @@
  *     (GM_HOST_DEVICE_MEMORY, default half the physical RAM), so running out
  *     of device memory can be tested. A device address is the host address.
  *     Freed device memory is kept for reuse by size class (host_cache.c):
- *     not charged, not in the registry, bounded by GM_HOST_DEVICE_CACHE.
+ *     not charged, bounded by GM_HOST_DEVICE_CACHE, and left in the registry
+ *     as a cached region that every lookup treats as absent (freed memory).
  *   - Pinned memory (host_alloc) is page-aligned, page-rounded and mlock'ed,
  *     charged against GM_HOST_PINNED_MEMORY (default device memory / 4).
  *     When mlock fails (RLIMIT_MEMLOCK) or GM_HOST_MLOCK=0, the allocation
@@ -22,10 +23,11 @@
  *     registered or allocated here fails with GM_ERR_STATE (CUDA's
  *     CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED). Unregistering is immediate
  *     and keeps pages shared with another locked range locked.
- *   - Every allocation and registration is in a sorted registry (binary
- *     search under mem_lock), which answers pointer_kind and checks that the
- *     device side of every copy and memset lies inside memory of this
- *     context (any kind: the simulator's address space is unified).
+ *   - Every allocation and registration is in a registry ordered by address
+ *     (a treap, host_registry.c; under mem_lock), which answers pointer_kind
+ *     and checks that the device side of every copy and memset lies inside
+ *     memory of this context (any kind: the simulator's address space is
+ *     unified).
  *
  * Copies run through the strided host copy engine (src/core/hostcopy.c).
  * With a stream they are queued on its worker; without one they run on the
@@ -252,21 +254,25 @@ static void release_region(const host_region *r)
         free((void *)r->base);
 }
 
-/* Drain and join every stream, free every allocation still registered. */
+/* Drain and join every stream, free every allocation still registered and every cached block. */
 static void host_fini(gm_backend_ctx *bctx)
 {
     host_ctx *c = gm__host_ctx(bctx);
+    size_t live = 0;
 
     if (c == NULL)
         return;
     gm__host_streams_fini(c);
-    if (c->registry.count > 0)
+    live = c->registry.count;
+    for (int k = 0; k < GM_HOST_CACHE_CLASSES; k++)
+        live -= (size_t)c->cache.counts[k];
+    if (live > 0)
         gm__log(GM_LOG_DEBUG, "host backend fini: releasing %zu allocations and registrations",
-                c->registry.count);
+                live);
+    /* Cached blocks are regions too: this frees each of them once, with the live ones. */
     for (host_region *r = gm__host_registry_first(&c->registry); r != NULL;
          r = gm__host_registry_next(r))
         release_region(r);
-    gm__host_cache_free(gm__host_cache_drop(&c->cache));
     gm__host_registry_free(&c->registry);
     pthread_mutex_destroy(&c->mem_lock);
     gm__free(c);
@@ -315,34 +321,72 @@ static gm_status host_mem_info(gm_backend_ctx *bctx, int64_t *free_p, int64_t *t
 
 /* ----------------------------------------------------------- registry */
 
-/* The region containing [addr, addr + bytes) (bytes may be 0), or NULL (mem_lock held). */
+/*
+ * The live region containing [addr, addr + bytes) (bytes may be 0), or NULL
+ * (mem_lock held). When the floor is a cached region, no live region can
+ * contain addr: one below it would overlap it (see host_region).
+ */
 static host_region *region_find(host_ctx *c, uintptr_t addr, size_t bytes)
 {
     host_region *r = gm__host_registry_floor(&c->registry, addr);
 
-    if (r == NULL || addr - r->base >= r->bytes || bytes > r->bytes - (addr - r->base))
+    if (r == NULL || !gm__host_region_live(r) || addr - r->base >= r->bytes ||
+        bytes > r->bytes - (addr - r->base))
         return NULL;
     return r;
 }
 
-/* The region that starts exactly at addr, or NULL (mem_lock held). */
+/* The live region that starts exactly at addr, or NULL (mem_lock held). */
 static host_region *region_at(host_ctx *c, uintptr_t addr)
 {
-    host_region *r = gm__host_registry_floor(&c->registry, addr);
+    host_region *r = gm__host_registry_find(&c->registry, addr);
 
-    return r != NULL && r->base == addr ? r : NULL;
+    return r != NULL && gm__host_region_live(r) ? r : NULL;
 }
 
-/* Whether [base, base + bytes) overlaps a region (mem_lock held). */
-static bool region_overlaps(host_ctx *c, uintptr_t base, size_t bytes)
+/* Whether a region is device-kind and its block, [base, base + capacity), reaches past addr. */
+static bool block_reaches(const host_region *r, uintptr_t addr)
+{
+    return (r->kind == GM_MEMORY_DEVICE || r->kind == GM_MEMORY_MANAGED) &&
+           r->base + r->capacity > addr;
+}
+
+/*
+ * Make room for a registration of [base, base + bytes) (mem_lock held):
+ * false, changing nothing, when it overlaps a live region. Otherwise the
+ * cached blocks it meets (the caller registers freed device memory) are
+ * evicted onto *evicted_p, to be freed, and a live device region whose
+ * block's tail it meets is marked tail_shared, so that its block is freed
+ * instead of cached: either way no cached block ever overlaps another region.
+ */
+static bool register_room(host_ctx *c, uintptr_t base, size_t bytes, void **evicted_p)
 {
     host_region *below = gm__host_registry_floor(&c->registry, base);
-    host_region *above = NULL;
+    host_region *first = NULL;
+    uintptr_t end = base + bytes; /* check_register rules out overflow */
 
-    if (below != NULL && below->base + below->bytes > base)
-        return true;
-    above = below != NULL ? gm__host_registry_next(below) : gm__host_registry_first(&c->registry);
-    return above != NULL && above->base - base < bytes;
+    if (below != NULL && below->base < base) {
+        if (gm__host_region_live(below) && below->base + below->bytes > base)
+            return false;
+        first = gm__host_registry_next(below);
+    } else {
+        first = below != NULL ? below : gm__host_registry_first(&c->registry);
+        below = NULL;
+    }
+    for (host_region *r = first; r != NULL && r->base < end; r = gm__host_registry_next(r))
+        if (gm__host_region_live(r))
+            return false;
+    if (below != NULL && block_reaches(below, base)) {
+        if (gm__host_region_live(below))
+            below->tail_shared = true;
+        else
+            gm__host_cache_evict(&c->cache, &c->registry, below, evicted_p);
+    }
+    for (host_region *r = first, *next = NULL; r != NULL && r->base < end; r = next) {
+        next = gm__host_registry_next(r);
+        gm__host_cache_evict(&c->cache, &c->registry, r, evicted_p);
+    }
+    return true;
 }
 
 /* Insert r in order (mem_lock held). */
@@ -397,7 +441,8 @@ static bool lock_pages(const host_ctx *c, uintptr_t base, size_t bytes, const ch
  * held). The walks stop on the regions' own ranges, which every kind has
  * (device regions have no lock range): regions do not overlap, so once one
  * ends at or before the page, so do all before it, and once one starts past
- * the page, so do all after it.
+ * the page, so do all after it. Cached regions obey the same order and are
+ * never locked, so the walks pass over them as over live device regions.
  */
 static bool page_locked_by_other(host_region *self, uintptr_t page)
 {
@@ -486,19 +531,37 @@ static int64_t *used_counter(host_ctx *c, int kind)
     return is_device_kind(kind) ? &c->device_used : &c->pinned_used;
 }
 
+/*
+ * Whether a region inserted at r's place overlaps a neighbour: only when the
+ * caller registered memory it did not own (since handed out by the C library
+ * as r's block), but such a block must not be cached (mem_lock held).
+ */
+static bool block_shared(host_region *r)
+{
+    host_region *prev = gm__host_registry_prev(r);
+    host_region *next = gm__host_registry_next(r);
+
+    return (prev != NULL && prev->base + prev->bytes > r->base) ||
+           (next != NULL && next->base - r->base < r->capacity);
+}
+
 /* Register an allocated region, undoing the allocation if the registry is full. */
 static gm_status add_allocation(host_ctx *c, const host_region *r, const char *fn)
 {
-    gm_status status = GM_OK;
+    host_region *at = NULL;
 
     pthread_mutex_lock(&c->mem_lock);
-    status = region_insert(c, r, fn);
-    if (status != GM_OK)
+    at = gm__host_registry_insert(&c->registry, r);
+    if (at == NULL)
         *used_counter(c, r->kind) -= (int64_t)r->charged;
+    else if (is_device_kind(r->kind))
+        at->tail_shared = block_shared(at);
     pthread_mutex_unlock(&c->mem_lock);
-    if (status != GM_OK)
+    if (at == NULL) {
         release_region(r);
-    return status;
+        return gm__error(GM_ERR_NO_MEMORY, "%s: out of memory for the registry", fn);
+    }
+    return GM_OK;
 }
 
 /* The cache class of a device allocation and the capacity to allocate (-1: uncached). */
@@ -510,52 +573,44 @@ static int device_class(const host_ctx *c, size_t charged, size_t *capacity_p)
     return gm__host_cache_class(charged, capacity_p);
 }
 
-/*
- * Register r on a cached block of its class (mem_lock held); false when there
- * is none. A cached block the user has since registered (a dangling device
- * pointer) goes to *discard_p, to be freed.
- */
-static bool reuse_cached(host_ctx *c, host_region *r, int klass, void **discard_p, const char *fn)
-{
-    void *block = gm__host_cache_take(&c->cache, klass, r->charged, r->capacity);
-
-    if (block == NULL)
-        return false;
-    r->base = (uintptr_t)block;
-    if (region_overlaps(c, r->base, r->capacity)) {
-        *discard_p = block;
-        return false;
-    }
-    if (region_insert(c, r, fn) != GM_OK) {
-        (void)gm__host_cache_keep(&c->cache, klass, block, r->capacity);
-        return false;
-    }
-    return true;
-}
+/* A device allocation's sizes and class (what device_alloc works out before taking mem_lock). */
+typedef struct device_request {
+    size_t bytes;
+    size_t charged;
+    size_t capacity;
+    int klass;
+    int kind;
+} device_request;
 
 /*
  * Charge a device allocation and, when the cache has a block of its class,
- * register r on it: one mem_lock for the common case. *reused_p tells
- * whether r is now allocated and registered.
+ * make that block's region live for it: one mem_lock, no registry insertion,
+ * for the common case. *base_p is the block's address, or stays 0 when there
+ * was none; a cached block found written after mem_free goes to *bad_p.
  */
-static gm_status charge_or_reuse(host_ctx *c, host_region *r, int klass, bool *reused_p,
-                                 const char *fn)
+static gm_status charge_or_reuse(host_ctx *c, const device_request *q, uintptr_t *base_p,
+                                 void **bad_p, const char *fn)
 {
-    void *discard = NULL;
+    host_region *r = NULL;
     int64_t in_use = 0;
     bool fits = false;
 
     pthread_mutex_lock(&c->mem_lock);
     in_use = c->device_used;
-    fits = r->charged <= (size_t)INT64_MAX && (int64_t)r->charged <= c->device_total - in_use;
+    fits = q->charged <= (size_t)INT64_MAX && (int64_t)q->charged <= c->device_total - in_use;
     if (fits) {
-        c->device_used += (int64_t)r->charged;
-        *reused_p = reuse_cached(c, r, klass, &discard, fn);
+        c->device_used += (int64_t)q->charged;
+        r = gm__host_cache_take(&c->cache, &c->registry, q->klass, q->bytes, bad_p);
+        if (r != NULL) {
+            r->bytes = q->bytes;
+            r->charged = q->charged;
+            r->kind = q->kind;
+            *base_p = r->base;
+        }
     }
     pthread_mutex_unlock(&c->mem_lock);
-    free(discard);
     if (!fits)
-        return charge_error(c, &c->device_used, c->device_total, in_use, r->charged,
+        return charge_error(c, &c->device_used, c->device_total, in_use, q->charged,
                             GM_ERR_OUT_OF_DEVICE_MEMORY, fn);
     return GM_OK;
 }
@@ -569,7 +624,7 @@ static void *fresh_block(host_ctx *c, size_t capacity)
     if (posix_memalign(&p, GM_HOST_DEVICE_ALIGNMENT, capacity) == 0)
         return p;
     pthread_mutex_lock(&c->mem_lock);
-    dropped = gm__host_cache_drop(&c->cache);
+    dropped = gm__host_cache_drop(&c->cache, &c->registry);
     pthread_mutex_unlock(&c->mem_lock);
     if (dropped == NULL)
         return NULL;
@@ -577,41 +632,59 @@ static void *fresh_block(host_ctx *c, size_t capacity)
     return posix_memalign(&p, GM_HOST_DEVICE_ALIGNMENT, capacity) == 0 ? p : NULL;
 }
 
+/* A device allocation the cache could not serve (charged already): a new block, registered. */
+static gm_status fresh_allocation(host_ctx *c, const device_request *q, gm_devptr *ptr_p,
+                                  const char *fn)
+{
+    host_region r = {0};
+    void *p = fresh_block(c, q->capacity);
+    gm_status status = GM_OK;
+
+    if (p == NULL) {
+        uncharge(c, &c->device_used, q->charged);
+        return gm__error(GM_ERR_OUT_OF_DEVICE_MEMORY,
+                         "%s: host memory for %zu bytes of "
+                         "simulated device memory is exhausted",
+                         fn, q->bytes);
+    }
+    r.base = (uintptr_t)p;
+    r.bytes = q->bytes;
+    r.charged = q->charged;
+    r.capacity = q->capacity;
+    r.kind = q->kind;
+    r.klass = (int16_t)q->klass;
+    status = add_allocation(c, &r, fn);
+    if (status == GM_OK)
+        *ptr_p = (gm_devptr)r.base;
+    return status;
+}
+
 /* Device or managed memory: charged, 256-byte aligned, registered; cached blocks first. */
 static gm_status device_alloc(host_ctx *c, size_t bytes, int kind, gm_devptr *ptr_p, const char *fn)
 {
-    host_region r = {0};
-    bool reused = false;
-    int klass = -1;
-    void *p = NULL;
+    device_request q;
+    uintptr_t base = 0;
+    void *bad = NULL;
     gm_status status = GM_OK;
 
     if (ptr_p == NULL)
         return gm__error(GM_ERR_NULL_POINTER, "%s: ptr_p is NULL", fn);
     if (bytes == 0)
         return gm__error(GM_ERR_INVALID_ARG, "%s: cannot allocate 0 bytes", fn);
-    if (!round_up(bytes, GM_HOST_DEVICE_ALIGNMENT, &r.charged))
+    if (!round_up(bytes, GM_HOST_DEVICE_ALIGNMENT, &q.charged))
         return gm__error(GM_ERR_OUT_OF_DEVICE_MEMORY, "%s: %zu bytes is too large", fn, bytes);
-    r.bytes = bytes;
-    r.kind = kind;
-    klass = device_class(c, r.charged, &r.capacity);
-    status = charge_or_reuse(c, &r, klass, &reused, fn);
-    if (status != GM_OK || reused)
-        goto done;
-    p = fresh_block(c, r.capacity);
-    if (p == NULL) {
-        uncharge(c, &c->device_used, r.charged);
-        return gm__error(GM_ERR_OUT_OF_DEVICE_MEMORY,
-                         "%s: host memory for %zu bytes of "
-                         "simulated device memory is exhausted",
-                         fn, bytes);
-    }
-    r.base = (uintptr_t)p;
-    status = add_allocation(c, &r, fn);
-done:
-    if (status == GM_OK)
-        *ptr_p = (gm_devptr)r.base;
-    return status;
+    q.bytes = bytes;
+    q.kind = kind;
+    q.klass = device_class(c, q.charged, &q.capacity);
+    status = charge_or_reuse(c, &q, &base, &bad, fn);
+    if (bad != NULL)
+        gm__host_cache_discard(bad, q.capacity);
+    if (status != GM_OK)
+        return status;
+    if (base == 0)
+        return fresh_allocation(c, &q, ptr_p, fn);
+    *ptr_p = (gm_devptr)base;
+    return GM_OK;
 }
 
 /* Allocate simulated device memory. */
@@ -626,43 +699,43 @@ static gm_status host_managed_alloc(gm_backend_ctx *bctx, size_t bytes, gm_devpt
     return device_alloc(gm__host_ctx(bctx), bytes, GM_MEMORY_MANAGED, ptr_p, "managed_alloc");
 }
 
-/* Keep a freed device-kind region's block in the cache (mem_lock held); false if it does not fit.
+/*
+ * Free the live allocation starting at ptr if it is device-kind (or not):
+ * a device block the cache has room for just becomes a cached region (one
+ * lookup, no registry change); any other is removed from the registry and
+ * released after mem_lock (release_region's work: only its lock range is
+ * kept, since the node may be reused at once).
  */
-static bool cache_region(host_ctx *c, const host_region *r)
-{
-    size_t capacity = 0;
-    int klass = -1;
-
-    if (!is_device_kind(r->kind))
-        return false;
-    klass = device_class(c, r->charged, &capacity);
-    return capacity == r->capacity &&
-           gm__host_cache_keep(&c->cache, klass, (void *)r->base, r->capacity);
-}
-
-/* Remove the allocation starting at ptr if it is device-kind (or not); cache or release it. */
 static gm_status free_region(host_ctx *c, uintptr_t ptr, bool device, const char *fn)
 {
-    host_region r = {0};
     host_region *at = NULL;
-    bool found = false, cached = false;
+    uintptr_t lock_base = 0;
+    size_t lock_bytes = 0;
+    bool found = false, cached = false, locked = false;
 
     pthread_mutex_lock(&c->mem_lock);
     at = region_at(c, ptr);
     found = at != NULL && !at->registered && is_device_kind(at->kind) == device;
     if (found) {
-        r = *at;
-        gm__host_registry_remove(&c->registry, at);
-        *used_counter(c, r.kind) -= (int64_t)r.charged;
-        cached = cache_region(c, &r);
+        *used_counter(c, at->kind) -= (int64_t)at->charged;
+        cached = device && !at->tail_shared && gm__host_cache_keep(&c->cache, at);
+        if (!cached) {
+            locked = at->locked;
+            lock_base = at->lock_base;
+            lock_bytes = at->lock_bytes;
+            gm__host_registry_remove(&c->registry, at);
+        }
     }
     pthread_mutex_unlock(&c->mem_lock);
     if (!found)
         return gm__error(GM_ERR_INVALID_ARG,
                          "%s: %p is not the start of a live %s allocation of this context", fn,
                          (void *)ptr, device ? "device" : "pinned host");
-    if (!cached)
-        release_region(&r);
+    if (!cached) {
+        if (locked)
+            (void)munlock((void *)lock_base, lock_bytes);
+        free((void *)ptr);
+    }
     return GM_OK;
 }
 
@@ -700,6 +773,7 @@ static gm_status host_host_alloc(gm_backend_ctx *bctx, size_t bytes, unsigned fl
     r.bytes = bytes;
     r.lock_bytes = r.charged;
     r.kind = (flags & GM_HOST_MAPPED) != 0 ? GM_MEMORY_MAPPED : GM_MEMORY_PINNED;
+    r.klass = -1;
     r.locked = lock_pages(c, r.lock_base, r.lock_bytes, fn);
     status = add_allocation(c, &r, fn);
     if (status == GM_OK)
@@ -757,6 +831,7 @@ static gm_status host_host_register(gm_backend_ctx *bctx, void *ptr, size_t byte
     host_ctx *c = gm__host_ctx(bctx);
     size_t ps = page_size();
     host_region r = {0};
+    void *evicted = NULL;
     gm_status status = check_register(ptr, bytes, flags);
 
     if (status != GM_OK)
@@ -765,10 +840,11 @@ static gm_status host_host_register(gm_backend_ctx *bctx, void *ptr, size_t byte
     r.bytes = bytes;
     r.registered = true;
     r.kind = (flags & GM_HOST_MAPPED) != 0 ? GM_MEMORY_MAPPED : GM_MEMORY_PINNED;
+    r.klass = -1;
     r.lock_base = r.base & ~(uintptr_t)(ps - 1);
     r.lock_bytes = ((r.base + bytes + ps - 1) & ~(uintptr_t)(ps - 1)) - r.lock_base;
     pthread_mutex_lock(&c->mem_lock);
-    if (region_overlaps(c, r.base, bytes)) {
+    if (!register_room(c, r.base, bytes, &evicted)) {
         status = gm__error(GM_ERR_STATE,
                            "host_register: [%p, %p) overlaps memory already "
                            "registered or allocated by this context",
@@ -780,6 +856,7 @@ static gm_status host_host_register(gm_backend_ctx *bctx, void *ptr, size_t byte
             (void)munlock((void *)r.lock_base, r.lock_bytes);
     }
     pthread_mutex_unlock(&c->mem_lock);
+    gm__host_cache_free(evicted);
     return status;
 }
 

@@ -45,18 +45,46 @@
 #define GM_HOST_CACHE_MAX_BLOCK ((size_t)1 << GM_HOST_CACHE_MAX_SHIFT)
 #define GM_HOST_CACHE_CLASSES   72
 
-/* One allocation or registration of the context, keyed by its address range. */
+/* A region's state: in use, or a freed device block kept in the cache (host_cache.c). */
+enum { HOST_REGION_LIVE = 0, HOST_REGION_CACHED = 1 };
+
+/*
+ * One allocation or registration of the context, keyed by its address range.
+ *
+ * A cached region is freed device memory that the cache keeps for reuse: it
+ * stays in the registry (so that reusing it flips its state back, with no
+ * removal and insertion) but every user of the registry treats it as if it
+ * were not there: it is not memory of the context for pointer_kind, the copy
+ * checks, mem_free, host_register or the page-lock walks. Two invariants make
+ * that cheap: the ranges [base, base + bytes) of all regions, cached or not,
+ * never overlap; and nothing else overlaps a cached region's whole block,
+ * [base, base + capacity) (host_register evicts the cached blocks its range
+ * meets, and a block whose tail may hold a registration, tail_shared, is
+ * never cached). So a lookup that lands on a cached region has found no
+ * memory of the context.
+ */
 typedef struct host_region {
-    uintptr_t base;  /* first byte the user sees */
-    size_t bytes;    /* bytes the user sees (> 0) */
-    size_t charged;  /* bytes counted against the device or pinned capacity */
-    size_t capacity; /* bytes allocated (device kinds: the cache class's size) */
-    int kind;        /* gm_memory_kind: DEVICE, MANAGED, PINNED or MAPPED */
-    bool registered; /* host_register'ed user memory (else allocated here) */
-    bool locked;     /* mlock succeeded on [lock_base, lock_base + lock_bytes) */
+    uintptr_t base;   /* first byte the user sees */
+    size_t bytes;     /* bytes the user sees (> 0); cached: those of its last user */
+    size_t charged;   /* bytes counted against the device or pinned capacity */
+    size_t capacity;  /* bytes allocated (device kinds: the cache class's size) */
+    int kind;         /* gm_memory_kind: DEVICE, MANAGED, PINNED or MAPPED */
+    int16_t klass;    /* device kinds: the cache class of capacity, -1 when uncached */
+    uint8_t state;    /* HOST_REGION_LIVE or HOST_REGION_CACHED */
+    bool registered;  /* host_register'ed user memory (else allocated here) */
+    bool locked;      /* mlock succeeded on [lock_base, lock_base + lock_bytes) */
+    bool tail_shared; /* live device region: another region may lie in [base, base + capacity) */
     uintptr_t lock_base;
     size_t lock_bytes;
+    /* Cached: the neighbours in its class's list, most recently freed first. */
+    struct host_region *cache_next, *cache_prev;
 } host_region;
+
+/* Whether a region is memory of the context (not a cached block). */
+static inline bool gm__host_region_live(const host_region *r)
+{
+    return r->state == HOST_REGION_LIVE;
+}
 
 /* A registry node (host_registry.c): its region first, then the treap links. */
 typedef struct host_node {
@@ -65,14 +93,22 @@ typedef struct host_node {
     uint32_t priority;
 } host_node;
 
-/* The context's regions by base address (host_registry.c; mem_lock). */
+/*
+ * The context's regions, cached ones included (host_registry.c; mem_lock):
+ * a treap by base address for ordered lookups, and a hash index of the same
+ * nodes by base for exact ones (gm__host_registry_find).
+ */
 typedef struct host_registry {
     host_node *root;
     host_node *spare; /* nodes of removed regions, linked through right */
-    size_t count;
+    size_t count;     /* regions in the tree, cached ones included */
     uint32_t seed;
+    unsigned bits;     /* the index has 2^bits slots (0: none yet) */
+    host_node **slots; /* the index: open addressing, linear probing, at most half full */
 } host_registry;
 
+/* The region with base == addr, or NULL. */
+host_region *gm__host_registry_find(const host_registry *reg, uintptr_t addr);
 /* The first region with base >= addr, or NULL. */
 host_region *gm__host_registry_lower_bound(const host_registry *reg, uintptr_t addr);
 /* The last region with base <= addr, or NULL. */
@@ -94,12 +130,15 @@ typedef struct host_event host_event;
 typedef struct host_work host_work;
 typedef struct host_fence host_fence;
 
-/* Freed device memory kept for reuse, per size class (host_cache.c; mem_lock). */
+/*
+ * Freed device memory kept for reuse, per size class (host_cache.c; mem_lock):
+ * lists of cached regions, linked through the regions themselves.
+ */
 typedef struct host_cache {
-    void *bins[GM_HOST_CACHE_CLASSES];     /* lists linked through the blocks themselves */
-    int64_t counts[GM_HOST_CACHE_CLASSES]; /* blocks in each list */
-    int64_t bytes;                         /* capacity of the blocks held */
-    int64_t limit;                         /* most bytes held (GM_HOST_DEVICE_CACHE) */
+    host_region *bins[GM_HOST_CACHE_CLASSES]; /* most recently freed first */
+    int64_t counts[GM_HOST_CACHE_CLASSES];    /* regions in each list */
+    int64_t bytes;                            /* capacity of the blocks held */
+    int64_t limit;                            /* most bytes held (GM_HOST_DEVICE_CACHE) */
 } host_cache;
 
 /* A per-thread default stream: the thread's key and its stream. */
@@ -179,14 +218,36 @@ bool gm__host_is_locked(gm_backend_ctx *bctx, const void *ptr);
  */
 int gm__host_cache_class(size_t charged, size_t *capacity_p);
 
-/* A cached block of `klass` with its first `bytes` usable, or NULL. */
-void *gm__host_cache_take(host_cache *cache, int klass, size_t bytes, size_t capacity);
+/*
+ * Keep a live device-kind region's block (r->klass >= 0, r in the registry):
+ * r becomes cached and goes first in its class's list. False (r unchanged)
+ * when the cache has no room for it.
+ */
+bool gm__host_cache_keep(host_cache *cache, host_region *r);
 
-/* Keep a freed block; false when it is not cacheable or the cache is full. */
-bool gm__host_cache_keep(host_cache *cache, int klass, void *ptr, size_t capacity);
+/*
+ * The most recently cached region of `klass`, off its list and live again
+ * (the caller sets its size and kind), its first `bytes` usable; NULL when
+ * there is none. A region whose block was written since it was cached is
+ * removed from `reg` instead and its block goes to *bad_p, for
+ * gm__host_cache_discard.
+ */
+host_region *gm__host_cache_take(host_cache *cache, host_registry *reg, int klass, size_t bytes,
+                                 void **bad_p);
 
-/* Empty the cache into a list for gm__host_cache_free (which needs no lock). */
-void *gm__host_cache_drop(host_cache *cache);
+/* Report a block from gm__host_cache_take's *bad_p and free it (no lock needed). */
+void gm__host_cache_discard(void *block, size_t capacity);
+
+/*
+ * Take a cached region out of the cache and the registry; its block is
+ * pushed on *list_p (a list for gm__host_cache_free).
+ */
+void gm__host_cache_evict(host_cache *cache, host_registry *reg, host_region *r, void **list_p);
+
+/* Evict every cached region (out-of-memory retry) into a list for gm__host_cache_free. */
+void *gm__host_cache_drop(host_cache *cache, host_registry *reg);
+
+/* Free a list of blocks from gm__host_cache_evict / gm__host_cache_drop (no lock needed). */
 void gm__host_cache_free(void *list);
 
 /* ---- host_stream.c: queue machinery used by host_backend.c ---- */

@@ -8,14 +8,23 @@
  * driver's allocator never shows (cudaMalloc hands out device pages that
  * are already there).
  *
+ * A cached block keeps its region in the registry, marked HOST_REGION_CACHED
+ * (see host_backend.h): freeing it flips the state and pushes the region on
+ * its class's list, reusing it pops the region and flips the state back, so
+ * the steady state (allocate, free, allocate again) neither removes nor
+ * inserts a registry node.
+ *
  * What the cache does not change:
  *   - capacity accounting: a cached block is not charged, so mem_info
  *     reports it as free and it can never cause an out-of-memory error;
- *   - the registry: a cached block is not in it, so pointer_kind and the
- *     copy checks treat it as freed memory; under AddressSanitizer it is
- *     poisoned, so a stray access is still reported as one;
- *   - host memory pressure: when posix_memalign fails, the caller releases
- *     the whole cache and tries once more.
+ *   - what is memory of the context: every registry user skips cached
+ *     regions, so pointer_kind and the copy checks treat a cached block as
+ *     freed memory, mem_free of it is a double free and host_register may
+ *     claim its range (the block is then evicted: freed, never handed out
+ *     again); under AddressSanitizer it is poisoned, so a stray access is
+ *     still reported as one;
+ *   - host memory pressure: when posix_memalign fails, the caller evicts
+ *     the whole cache (gm__host_cache_drop) and tries once more.
  *
  * Size classes: blocks are allocated with the capacity of their class, a
  * multiple of 256 bytes up to 4 KiB, then four classes per power of two
@@ -23,11 +32,18 @@
  * blocks are never cached. The total capacity kept is bounded by
  * GM_HOST_DEVICE_CACHE (bytes; 0 turns the cache off).
  *
- * A cached block's first two words link it into its class's list: the next
- * block and that address xor a check value, so a write into freed device
- * memory is detected instead of followed: the written block is freed and
- * the rest of its class's list abandoned (leaked, never touched again).
- * Every function here runs with the context's mem_lock held.
+ * The class lists link through the registry regions (cache_next and
+ * cache_prev), not through the blocks: a write into freed device memory
+ * cannot corrupt a list, a region can be unlinked from the middle of its
+ * list (host_register evicting it) in constant time, and teardown frees each
+ * block once by walking the registry. The block's first two words still
+ * hold check values (its region's address and its own, each xor a
+ * constant), written when it is cached and verified when it is reused, so a
+ * write into freed device memory is detected and logged: that block is
+ * freed and never handed out; the rest of its class is unaffected. Under
+ * AddressSanitizer the rest of the block is poisoned.
+ * Every function here except gm__host_cache_discard and gm__host_cache_free
+ * runs with the context's mem_lock held.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -51,20 +67,25 @@
 #define SMALL_LIMIT   ((size_t)SMALL_CLASSES * GM_HOST_DEVICE_ALIGNMENT)
 #define SMALL_SHIFT   12 /* log2(SMALL_LIMIT) */
 
-/* Xor'ed into a cached block's check word. */
-#define LINK_CHECK ((uintptr_t)0x9e3779b97f4a7c15ull)
+/* Xor'ed into a cached block's check words. */
+#define CHECK_REGION ((uintptr_t)0x9e3779b97f4a7c15ull)
+#define CHECK_BLOCK  ((uintptr_t)0xc2b2ae3d27d4eb4full)
 
 _Static_assert(SMALL_LIMIT == (size_t)1 << SMALL_SHIFT, "SMALL_SHIFT must match SMALL_LIMIT");
 _Static_assert(GM_HOST_CACHE_CLASSES == SMALL_CLASSES + 4 * (GM_HOST_CACHE_MAX_SHIFT - SMALL_SHIFT),
                "GM_HOST_CACHE_CLASSES must match the class layout");
+_Static_assert(GM_HOST_CACHE_CLASSES <= INT16_MAX, "a region's klass must hold every class");
 
-/* The link words at the start of a cached block. */
+/*
+ * The words at the start of a cached block: check values while it is cached,
+ * the link of a list for gm__host_cache_free once it is evicted.
+ */
 typedef struct cached_block {
-    struct cached_block *next;
-    uintptr_t check; /* (uintptr_t)next ^ LINK_CHECK */
+    uintptr_t region; /* (uintptr_t)its region ^ CHECK_REGION; evicted: the next block */
+    uintptr_t self;   /* (uintptr_t)the block ^ CHECK_BLOCK */
 } cached_block;
 
-/* Mark a block's bytes inaccessible (ASan builds), except the link words. */
+/* Mark a block's bytes inaccessible (ASan builds), except the check words. */
 static void poison(void *block, size_t capacity)
 {
 #if defined(GM__HOST_CACHE_ASAN)
@@ -111,90 +132,104 @@ int gm__host_cache_class(size_t charged, size_t *capacity_p)
     return SMALL_CLASSES + 4 * (shift - SMALL_SHIFT) + (int)(capacity / step) - 5;
 }
 
-/* A class's list head was written after mem_free: free that block, forget the rest. */
-static void abandon_class(host_cache *cache, int klass, size_t capacity)
+/* Whether a cached block's check words are those gm__host_cache_keep wrote. */
+static bool block_intact(const host_region *r)
 {
-    void *block = cache->bins[klass];
+    const cached_block *block = (const cached_block *)r->base;
 
-    gm__log(GM_LOG_ERROR,
-            "host backend: freed device memory at %p was written after mem_free; abandoning "
-            "%lld cached %zu-byte blocks",
-            block, (long long)cache->counts[klass], capacity);
-    cache->bytes -= cache->counts[klass] * (int64_t)capacity;
-    cache->counts[klass] = 0;
-    cache->bins[klass] = NULL;
-    free(block);
+    return block->region == ((uintptr_t)r ^ CHECK_REGION) && block->self == (r->base ^ CHECK_BLOCK);
 }
 
-/* Take a block of `klass` whose first `bytes` become usable, or NULL if there is none. */
-void *gm__host_cache_take(host_cache *cache, int klass, size_t bytes, size_t capacity)
+/* Take a cached region off its class's list (it stays cached and in the registry). */
+static void unlink_region(host_cache *cache, host_region *r)
 {
-    cached_block *block = NULL;
-
-    if (klass < 0 || cache->bins[klass] == NULL)
-        return NULL;
-    block = cache->bins[klass];
-    if (block->check != ((uintptr_t)block->next ^ LINK_CHECK)) {
-        abandon_class(cache, klass, capacity);
-        return NULL;
-    }
-    cache->bins[klass] = block->next;
-    cache->counts[klass]--;
-    cache->bytes -= (int64_t)capacity;
-    unpoison(block, bytes);
-    return block;
+    if (r->cache_prev != NULL)
+        r->cache_prev->cache_next = r->cache_next;
+    else
+        cache->bins[r->klass] = r->cache_next;
+    if (r->cache_next != NULL)
+        r->cache_next->cache_prev = r->cache_prev;
+    r->cache_next = r->cache_prev = NULL;
+    cache->counts[r->klass]--;
+    cache->bytes -= (int64_t)r->capacity;
 }
 
-/* Keep a freed block of `klass` for reuse; false (the caller frees it) when it does not fit. */
-bool gm__host_cache_keep(host_cache *cache, int klass, void *ptr, size_t capacity)
+bool gm__host_cache_keep(host_cache *cache, host_region *r)
 {
-    cached_block *block = ptr;
+    cached_block *block = (cached_block *)r->base;
+    host_region *head = NULL;
 
-    if (klass < 0 || (int64_t)capacity > cache->limit - cache->bytes)
+    if (r->klass < 0 || (int64_t)r->capacity > cache->limit - cache->bytes)
         return false;
-    block->next = cache->bins[klass];
-    block->check = (uintptr_t)block->next ^ LINK_CHECK;
-    poison(block, capacity);
-    cache->bins[klass] = block;
-    cache->counts[klass]++;
-    cache->bytes += (int64_t)capacity;
+    head = cache->bins[r->klass];
+    r->cache_next = head;
+    r->cache_prev = NULL;
+    if (head != NULL)
+        head->cache_prev = r;
+    cache->bins[r->klass] = r;
+    cache->counts[r->klass]++;
+    cache->bytes += (int64_t)r->capacity;
+    r->state = HOST_REGION_CACHED;
+    block->region = (uintptr_t)r ^ CHECK_REGION;
+    block->self = r->base ^ CHECK_BLOCK;
+    poison(block, r->capacity);
     return true;
 }
 
-/* Move a class's blocks onto `all`; a corrupted link ends the walk (those blocks leak). */
-static cached_block *drop_class(cached_block *block, cached_block *all)
+host_region *gm__host_cache_take(host_cache *cache, host_registry *reg, int klass, size_t bytes,
+                                 void **bad_p)
 {
-    while (block != NULL && block->check == ((uintptr_t)block->next ^ LINK_CHECK)) {
-        cached_block *next = block->next;
+    host_region *r = NULL;
 
-        block->next = all;
-        all = block;
-        block = next;
+    if (klass < 0 || cache->bins[klass] == NULL)
+        return NULL;
+    r = cache->bins[klass];
+    unlink_region(cache, r);
+    if (!block_intact(r)) {
+        *bad_p = (void *)r->base;
+        gm__host_registry_remove(reg, r);
+        return NULL;
     }
-    return all;
+    r->state = HOST_REGION_LIVE;
+    unpoison((void *)r->base, bytes);
+    return r;
 }
 
-/* Unlink every cached block into one list (the caller frees it with gm__host_cache_free). */
-void *gm__host_cache_drop(host_cache *cache)
+void gm__host_cache_discard(void *block, size_t capacity)
 {
-    cached_block *all = NULL;
-
-    for (int k = 0; k < GM_HOST_CACHE_CLASSES; k++) {
-        all = drop_class(cache->bins[k], all);
-        cache->bins[k] = NULL;
-        cache->counts[k] = 0;
-    }
-    cache->bytes = 0;
-    return all;
+    gm__log(GM_LOG_ERROR,
+            "host backend: freed device memory at %p was written after mem_free; discarding "
+            "that cached %zu-byte block",
+            block, capacity);
+    free(block);
 }
 
-/* Give a list from gm__host_cache_drop back to the C library (no lock needed). */
+void gm__host_cache_evict(host_cache *cache, host_registry *reg, host_region *r, void **list_p)
+{
+    cached_block *block = (cached_block *)r->base;
+
+    unlink_region(cache, r);
+    gm__host_registry_remove(reg, r);
+    block->region = (uintptr_t)*list_p; /* the check words are never poisoned */
+    *list_p = block;
+}
+
+void *gm__host_cache_drop(host_cache *cache, host_registry *reg)
+{
+    void *list = NULL;
+
+    for (int k = 0; k < GM_HOST_CACHE_CLASSES; k++)
+        while (cache->bins[k] != NULL)
+            gm__host_cache_evict(cache, reg, cache->bins[k], &list);
+    return list;
+}
+
 void gm__host_cache_free(void *list)
 {
     cached_block *block = list;
 
     while (block != NULL) {
-        cached_block *next = block->next;
+        cached_block *next = (cached_block *)block->region;
 
         free(block);
         block = next;

@@ -7,10 +7,19 @@
  * pays no more per allocation than one holding ten; the sorted array this
  * replaced moved every later region on each insert and removal.
  *
- * Nodes of removed regions are kept on a spare list and reused, so the
- * steady state (allocate, release, flush, allocate again) calls no
- * allocator; they are freed with the registry. Every function here runs
- * with the context's mem_lock held.
+ * Exact lookups (mem_free, host_unregister: the region that starts at an
+ * address) go through a hash index of the same nodes instead: one probe in
+ * the common case rather than a walk down the tree. It is an open-addressed
+ * table of node pointers keyed by base (Fibonacci hashing, linear probing,
+ * at most half full, deletion by backward shift), grown with the tree and
+ * never shrunk.
+ *
+ * Freed device blocks that the cache keeps stay in the tree as cached
+ * regions (host_cache.c), so the steady state (allocate, release, allocate
+ * again) flips a region's state instead of removing and inserting a node;
+ * this file does not look at the state. Nodes of removed regions are kept
+ * on a spare list and reused; they are freed with the registry. Every
+ * function here runs with the context's mem_lock held.
  */
 #include <stdint.h>
 
@@ -64,6 +73,77 @@ static void rotate_up(host_registry *reg, host_node *c)
     c->parent = p->parent;
     p->parent = c;
     *top = c;
+}
+
+/* The index's home slot for a base (the top `bits` bits of a Fibonacci product). */
+static size_t home_slot(unsigned bits, uintptr_t base)
+{
+    return (size_t)(((uint64_t)base * 0x9e3779b97f4a7c15ull) >> (64 - bits));
+}
+
+/* Put n in the first free slot from its home (there is one: the index is at most half full). */
+static void index_put(host_node **slots, unsigned bits, host_node *n)
+{
+    size_t mask = ((size_t)1 << bits) - 1;
+    size_t i = home_slot(bits, n->region.base);
+
+    while (slots[i] != NULL)
+        i = (i + 1) & mask;
+    slots[i] = n;
+}
+
+/* Make room in the index for one more node (doubling it); false when out of memory. */
+static bool index_reserve(host_registry *reg)
+{
+    unsigned bits = reg->bits != 0 ? reg->bits + 1 : 4;
+    host_node **slots = NULL;
+
+    if (reg->bits != 0 && (reg->count + 1) * 2 <= (size_t)1 << reg->bits)
+        return true;
+    slots = gm__malloc(sizeof *slots << bits);
+    if (slots == NULL)
+        return false;
+    for (size_t i = 0; i < (size_t)1 << bits; i++)
+        slots[i] = NULL;
+    for (size_t i = 0; reg->bits != 0 && i < (size_t)1 << reg->bits; i++)
+        if (reg->slots[i] != NULL)
+            index_put(slots, bits, reg->slots[i]);
+    gm__free(reg->slots);
+    reg->slots = slots;
+    reg->bits = bits;
+    return true;
+}
+
+/* Take n out of the index, moving later entries of its probe run back into the gap. */
+static void index_remove(host_registry *reg, const host_node *n)
+{
+    size_t mask = ((size_t)1 << reg->bits) - 1;
+    size_t gap = home_slot(reg->bits, n->region.base);
+
+    while (reg->slots[gap] != n)
+        gap = (gap + 1) & mask;
+    for (size_t j = (gap + 1) & mask; reg->slots[j] != NULL; j = (j + 1) & mask) {
+        size_t home = home_slot(reg->bits, reg->slots[j]->region.base);
+
+        /* The entry at j may move to the gap unless its home lies cyclically in (gap, j]. */
+        if (((j - home) & mask) >= ((j - gap) & mask)) {
+            reg->slots[gap] = reg->slots[j];
+            gap = j;
+        }
+    }
+    reg->slots[gap] = NULL;
+}
+
+host_region *gm__host_registry_find(const host_registry *reg, uintptr_t addr)
+{
+    size_t mask = ((size_t)1 << reg->bits) - 1;
+
+    if (reg->bits == 0)
+        return NULL;
+    for (size_t i = home_slot(reg->bits, addr); reg->slots[i] != NULL; i = (i + 1) & mask)
+        if (reg->slots[i]->region.base == addr)
+            return &reg->slots[i]->region;
+    return NULL;
 }
 
 host_region *gm__host_registry_lower_bound(const host_registry *reg, uintptr_t addr)
@@ -139,6 +219,8 @@ host_region *gm__host_registry_insert(host_registry *reg, const host_region *r)
 {
     host_node *n = reg->spare, *p = NULL, **at = &reg->root;
 
+    if (!index_reserve(reg))
+        return NULL;
     if (n != NULL)
         reg->spare = n->right;
     else
@@ -156,6 +238,7 @@ host_region *gm__host_registry_insert(host_registry *reg, const host_region *r)
     *at = n;
     while (n->parent != NULL && n->parent->priority < n->priority)
         rotate_up(reg, n);
+    index_put(reg->slots, reg->bits, n);
     reg->count++;
     return &n->region;
 }
@@ -164,6 +247,7 @@ void gm__host_registry_remove(host_registry *reg, host_region *r)
 {
     host_node *n = node_of(r);
 
+    index_remove(reg, n);
     /* Rotate n down (its higher-priority child up) until it has at most one child. */
     while (n->left != NULL && n->right != NULL)
         rotate_up(reg, n->left->priority > n->right->priority ? n->left : n->right);
@@ -208,6 +292,9 @@ void gm__host_registry_free(host_registry *reg)
         gm__free(reg->spare);
         reg->spare = next;
     }
+    gm__free(reg->slots);
+    reg->slots = NULL;
+    reg->bits = 0;
     reg->root = NULL;
     reg->count = 0;
 }

@@ -1,10 +1,11 @@
 /*
  * The host backend's registry of regions (src/host/host_registry.c, a
- * treap): random inserts and removals checked, step by step, against a
- * plain sorted array (lower bound, floor, first, in-order walk both ways,
- * count), node reuse through the spare list and freeing under the leak
- * checker; then the backend with thousands of live allocations at once,
- * where every pointer query must still find the right allocation.
+ * treap with a hash index): random inserts and removals checked, step by
+ * step, against a plain sorted array (exact find, lower bound, floor, first,
+ * in-order walk both ways, count), node reuse through the spare list and
+ * freeing under the leak checker; then the backend with thousands of live
+ * allocations at once, where every pointer query must still find the right
+ * allocation.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -59,7 +60,8 @@ static void check_same(host_registry *reg, const ref_set *s)
     for (; r != NULL; r = gm__host_registry_next(r), i++) {
         assert_true(i < s->n);
         assert_true(r->base == s->base[i]);
-        assert_true(r->bytes == (size_t)(s->base[i] / 16)); /* what insert stored */
+        assert_ptr_equal(gm__host_registry_find(reg, r->base), r); /* the index has it */
+        assert_true(r->bytes == (size_t)(s->base[i] / 16));        /* what insert stored */
     }
     assert_int_equal(i, s->n);
     if (s->n > 0) {
@@ -97,12 +99,18 @@ static void check_shape(const host_registry *reg)
     assert_true(depth <= bound);
 }
 
-/* lower_bound and floor of one probe against the reference. */
+/* find, lower_bound and floor of one probe against the reference. */
 static void check_probe(host_registry *reg, const ref_set *s, uintptr_t probe)
 {
     host_region *lb = gm__host_registry_lower_bound(reg, probe);
     host_region *fl = gm__host_registry_floor(reg, probe);
+    host_region *at = gm__host_registry_find(reg, probe);
     int i = 0;
+
+    if (ref_find(s, probe) >= 0)
+        assert_true(at != NULL && at->base == probe);
+    else
+        assert_null(at);
 
     while (i < s->n && s->base[i] < probe)
         i++;
@@ -211,6 +219,57 @@ static void test_registry_sorted_inserts(void **state)
     test_free(s);
 }
 
+/*
+ * The hash index under clustering: bases that are multiples of large powers
+ * of two, dense runs and removals from the middle of probe runs, checked
+ * against the reference after each step; then emptied (the index is empty
+ * but kept) and refilled.
+ */
+static void test_registry_index_clusters(void **state)
+{
+    host_registry reg = {0};
+    ref_set *s = test_calloc(1, sizeof *s);
+    uint64_t x = 0x6a09e667f3bcc909ull;
+
+    (void)state;
+    for (int step = 0; step < STEPS; step++) {
+        uintptr_t b = 0;
+        int at = 0;
+
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        b = (uintptr_t)((x % 64) + 1) << (8 + (x >> 32) % 16); /* few distinct high bits */
+        if ((x >> 60) == 0)
+            b = (uintptr_t)(x % 512 + 1) * 16; /* a dense run */
+        at = ref_find(s, b);
+        if (at >= 0) {
+            gm__host_registry_remove(&reg, gm__host_registry_find(&reg, b));
+            ref_remove(s, at);
+        } else if (s->n < KEYS) {
+            host_region r = {0};
+
+            r.base = b;
+            r.bytes = b / 16;
+            assert_non_null(gm__host_registry_insert(&reg, &r));
+            ref_insert(s, b);
+        }
+        check_probe(&reg, s, b);
+        if (step % 499 == 0)
+            check_same(&reg, s);
+    }
+    check_same(&reg, s);
+    while (s->n > 0) {
+        gm__host_registry_remove(&reg, gm__host_registry_find(&reg, s->base[s->n - 1]));
+        ref_remove(s, s->n - 1);
+    }
+    check_same(&reg, s);
+    for (uintptr_t b = 0; b < 64 * 256; b += 256)
+        assert_null(gm__host_registry_find(&reg, b));
+    gm__host_registry_free(&reg);
+    test_free(s);
+}
+
 /* Thousands of live device allocations: every pointer query still right, frees in any order. */
 static void test_backend_many_live_allocations(void **state)
 {
@@ -270,6 +329,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_registry_matches_sorted_array),
         cmocka_unit_test(test_registry_sorted_inserts),
+        cmocka_unit_test(test_registry_index_clusters),
         cmocka_unit_test(test_backend_many_live_allocations),
     };
 

@@ -1,0 +1,741 @@
+/*
+ * The host backend's cache of freed device memory and the registry together
+ * (src/host/host_cache.c, host_registry.c, host_backend.c): a cached block
+ * stays in the registry as a cached region, and every user of the registry
+ * must treat it as freed memory. Checked through the ops (pointer_kind, copy
+ * and memset checks, mem_free / host_free / host_unregister /
+ * host_device_pointer of it, host_register over it and over a live block's
+ * tail), through the cache's own operations (reuse makes the region live
+ * again, an out-of-memory retry drops the cached regions from the registry)
+ * and by a randomized run of allocations, frees, reuses and registrations
+ * against a reference, with the registry's and the cache's invariants
+ * checked after every step: regions in address order with disjoint ranges,
+ * the hash index finding every region, each cached region on its class's
+ * list and nothing overlapping its whole block, the cache's counts and bytes.
+ */
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "gm_test.h"
+
+#include "backend.h"
+#include "../../src/host/host_backend.h"
+
+#define OPS (&gm__host_backend)
+
+/* A sanitizer's allocator: it aborts on a request it cannot serve instead of returning NULL. */
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define SANITIZER_ALLOCATOR 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer) || \
+    __has_feature(memory_sanitizer) || __has_feature(hwaddress_sanitizer)
+#define SANITIZER_ALLOCATOR 1
+#endif
+#endif
+
+/* ------------------------------------------------------------ helpers */
+
+/* A context with default settings (the environment variables unset). */
+static gm_backend_ctx *ctx_new(void)
+{
+    gm_backend_init_args args = {0, 0};
+    gm_backend_ctx *c = NULL;
+
+    assert_ok(OPS->init(&args, &c));
+    assert_non_null(c);
+    return c;
+}
+
+/* The kind pointer_kind reports for addr. */
+static int kind_of(gm_backend_ctx *c, uintptr_t addr)
+{
+    int kind = -1;
+
+    assert_ok(OPS->pointer_kind(c, (const void *)addr, &kind));
+    return kind;
+}
+
+/* The region the registry holds at exactly base (live or cached), or NULL. */
+static host_region *region_at(gm_backend_ctx *c, uintptr_t base)
+{
+    host_ctx *hc = gm__host_ctx(c);
+    host_region *r = NULL;
+
+    pthread_mutex_lock(&hc->mem_lock);
+    r = gm__host_registry_find(&hc->registry, base);
+    pthread_mutex_unlock(&hc->mem_lock);
+    return r;
+}
+
+/* Cached regions in the cache's lists. */
+static int64_t cached_count(gm_backend_ctx *c)
+{
+    host_ctx *hc = gm__host_ctx(c);
+    int64_t n = 0;
+
+    for (int k = 0; k < GM_HOST_CACHE_CLASSES; k++)
+        n += hc->cache.counts[k];
+    return n;
+}
+
+/*
+ * The registry's and the cache's invariants: regions in address order with
+ * disjoint [base, base + bytes); the hash index finds each; a cached region
+ * is an unregistered, unlocked device-kind region of a class whose list
+ * holds it, and nothing overlaps its whole block; each list is consistent
+ * both ways; the cache's counts and bytes are its lists'. Returns the number
+ * of live regions.
+ */
+static size_t check_consistent(gm_backend_ctx *c)
+{
+    host_ctx *hc = gm__host_ctx(c);
+    host_registry *reg = &hc->registry;
+    host_region *prev = NULL;
+    size_t n = 0, cached = 0;
+    int64_t bytes = 0;
+
+    pthread_mutex_lock(&hc->mem_lock);
+    for (host_region *r = gm__host_registry_first(reg); r != NULL;
+         r = gm__host_registry_next(r), n++) {
+        assert_ptr_equal(gm__host_registry_find(reg, r->base), r);
+        assert_true(r->bytes > 0);
+        if (prev != NULL) {
+            assert_true(prev->base + prev->bytes <= r->base);
+            if (!gm__host_region_live(prev))
+                assert_true(prev->base + prev->capacity <= r->base);
+        }
+        if (!gm__host_region_live(r)) {
+            assert_int_equal(r->state, HOST_REGION_CACHED);
+            assert_true(r->kind == GM_MEMORY_DEVICE || r->kind == GM_MEMORY_MANAGED);
+            assert_false(r->registered);
+            assert_false(r->locked);
+            assert_true(r->klass >= 0 && r->klass < GM_HOST_CACHE_CLASSES);
+            assert_true(r->bytes <= r->capacity);
+            cached++;
+        }
+        prev = r;
+    }
+    assert_int_equal(n, reg->count);
+    for (int k = 0; k < GM_HOST_CACHE_CLASSES; k++) {
+        int64_t in_list = 0;
+        host_region *back = NULL;
+
+        for (host_region *r = hc->cache.bins[k]; r != NULL; back = r, r = r->cache_next) {
+            assert_ptr_equal(r->cache_prev, back);
+            assert_int_equal(r->state, HOST_REGION_CACHED);
+            assert_int_equal(r->klass, k);
+            assert_ptr_equal(gm__host_registry_find(reg, r->base), r);
+            bytes += (int64_t)r->capacity;
+            in_list++;
+        }
+        assert_int_equal(in_list, hc->cache.counts[k]);
+    }
+    assert_int_equal(bytes, hc->cache.bytes);
+    assert_true(bytes <= hc->cache.limit);
+    assert_int_equal((int64_t)cached, cached_count(c));
+    pthread_mutex_unlock(&hc->mem_lock);
+    return n - cached;
+}
+
+/* A 1-D byte copy descriptor. */
+static gm_copy_desc byte_copy(gm_copy_side dside, gm_devptr dst, gm_copy_side sside, gm_devptr src,
+                              size_t bytes)
+{
+    gm_copy_desc d = {dside, sside, dst, src, bytes, 1, 1, bytes, 1, bytes, 1};
+
+    return d;
+}
+
+/* -------------------------------------------------- cached = freed memory */
+
+/*
+ * A freed, cached block is in the registry (cached), yet every op treats it
+ * as freed memory; reused, it is live again, for its new size and kind.
+ */
+static void test_cached_block_is_freed_memory(void **state)
+{
+    gm_backend_ctx *c = ctx_new();
+    unsigned char host[64] = {0}, byte = 7;
+    int64_t shape[1] = {64};
+    gm_devptr a = 0, b = 0, dp = 0;
+    gm_copy_desc d;
+    gm_ndview dv, hv;
+    int64_t free_b = 0, total = 0;
+    host_region *r = NULL;
+
+    (void)state;
+    assert_ok(OPS->mem_alloc(c, 3000, &a));
+    assert_ok(OPS->mem_free(c, a));
+    r = region_at(c, a);
+    assert_non_null(r); /* kept in the registry... */
+    assert_int_equal(r->state, HOST_REGION_CACHED);
+    assert_int_equal(cached_count(c), 1);
+    /* ...but it is not memory of the context. */
+    assert_int_equal(kind_of(c, a), GM_MEMORY_HOST);
+    assert_int_equal(kind_of(c, a + 100), GM_MEMORY_HOST);
+    assert_int_equal(kind_of(c, a + 2999), GM_MEMORY_HOST);
+    assert_false(gm__host_is_locked(c, (const void *)(uintptr_t)a));
+    d = byte_copy(GM_COPY_DEVICE, a, GM_COPY_HOST, (gm_devptr)(uintptr_t)host, 64);
+    assert_status(OPS->copy(c, &d, NULL), GM_ERR_INVALID_ARG);
+    d = byte_copy(GM_COPY_HOST, (gm_devptr)(uintptr_t)host, GM_COPY_DEVICE, a + 64, 64);
+    assert_status(OPS->copy(c, &d, NULL), GM_ERR_INVALID_ARG);
+    assert_status(OPS->memset(c, a, &byte, 1, 16, NULL), GM_ERR_INVALID_ARG);
+    assert_ok(gm_ndview_init((void *)(uintptr_t)a, GM_UINT8, 1, shape, NULL, GM_ORDER_C, &dv));
+    dv.memory = GM_MEMORY_DEVICE;
+    dv.device_id = 0;
+    assert_ok(gm_ndview_init(host, GM_UINT8, 1, shape, NULL, GM_ORDER_C, &hv));
+    assert_status(OPS->copy_strided(c, &dv, &hv, NULL), GM_ERR_INVALID_ARG);
+    assert_status(OPS->mem_free(c, a), GM_ERR_INVALID_ARG); /* a double free */
+    assert_message_contains("not the start of a live device allocation");
+    assert_status(OPS->host_free(c, (void *)(uintptr_t)a), GM_ERR_INVALID_ARG);
+    assert_status(OPS->host_unregister(c, (void *)(uintptr_t)a), GM_ERR_INVALID_ARG);
+    assert_status(OPS->host_device_pointer(c, (void *)(uintptr_t)a, &dp), GM_ERR_INVALID_ARG);
+    assert_ok(OPS->mem_info(c, &free_b, &total));
+    assert_int_equal(free_b, total);
+    assert_int_equal(check_consistent(c), 0);
+
+    /* Reused (3000 and 2900 both take 3072 bytes): live again, as managed memory now. */
+    assert_ok(OPS->managed_alloc(c, 2900, &b));
+    assert_int_equal(b, a);
+    assert_ptr_equal(region_at(c, b), r); /* the same region, flipped back */
+    assert_int_equal(r->state, HOST_REGION_LIVE);
+    assert_int_equal(r->bytes, 2900);
+    assert_int_equal(cached_count(c), 0);
+    assert_int_equal(kind_of(c, b + 2899), GM_MEMORY_MANAGED);
+    assert_int_not_equal(kind_of(c, b + 2900), GM_MEMORY_MANAGED);
+    assert_ok(OPS->memset(c, b, &byte, 1, 2900, NULL));
+    d = byte_copy(GM_COPY_HOST, (gm_devptr)(uintptr_t)host, GM_COPY_DEVICE, b + 64, 64);
+    assert_ok(OPS->copy(c, &d, NULL));
+    assert_int_equal(host[63], 7);
+    assert_status(OPS->host_free(c, (void *)(uintptr_t)b), GM_ERR_INVALID_ARG);
+    assert_ok(OPS->mem_info(c, &free_b, &total));
+    assert_int_equal(free_b, total - 3072);
+    assert_int_equal(check_consistent(c), 1);
+    assert_ok(OPS->mem_free(c, b));
+    assert_int_equal(check_consistent(c), 0);
+    OPS->fini(c); /* frees the cached block once (ASan would see a second free) */
+}
+
+/*
+ * host_register over freed device memory (a dangling device pointer) works
+ * as if the block were not there, and evicts it from the cache and the
+ * registry; a registration in the tail of a live block (past its bytes,
+ * inside its capacity) keeps that block out of the cache when it is freed.
+ */
+static void test_register_over_cached_block(void **state)
+{
+    gm_backend_ctx *c = ctx_new();
+    host_ctx *hc = gm__host_ctx(c);
+    gm_devptr a = 0, b = 0, t = 0;
+
+    (void)state;
+    /* Inside a cached block, not at its start. */
+    assert_ok(OPS->mem_alloc(c, 8192, &a));
+    assert_ok(OPS->mem_alloc(c, 8192, &b));
+    assert_ok(OPS->mem_free(c, a));
+    assert_ok(OPS->mem_free(c, b));
+    assert_int_equal(cached_count(c), 2);
+    assert_ok(OPS->host_register(c, (void *)(uintptr_t)(a + 512), 1024, 0));
+    assert_int_equal(kind_of(c, a + 512), GM_MEMORY_PINNED);
+    assert_int_equal(kind_of(c, a + 1535), GM_MEMORY_PINNED);
+    assert_int_equal(kind_of(c, a), GM_MEMORY_HOST);
+    assert_null(region_at(c, a)); /* evicted */
+    assert_int_equal(cached_count(c), 1);
+    assert_non_null(region_at(c, b)); /* the other block is still cached */
+    assert_int_equal(check_consistent(c), 1);
+    /* Registering it again overlaps the live registration, not a cached block. */
+    assert_status(OPS->host_register(c, (void *)(uintptr_t)(a + 1000), 100, 0), GM_ERR_STATE);
+    assert_ok(OPS->host_unregister(c, (void *)(uintptr_t)(a + 512)));
+    assert_int_equal(check_consistent(c), 0);
+
+    /* At the start of a cached block, and past its end (a whole range of blocks). */
+    assert_ok(OPS->host_register(c, (void *)(uintptr_t)b, 8192 + 4096, GM_HOST_MAPPED));
+    assert_int_equal(kind_of(c, b), GM_MEMORY_MAPPED);
+    assert_int_equal(cached_count(c), 0);
+    assert_int_equal(hc->cache.bytes, 0);
+    assert_int_equal(check_consistent(c), 1);
+    assert_ok(OPS->host_unregister(c, (void *)(uintptr_t)b));
+
+    /*
+     * The tail of a block: 4100 bytes charge 4352, in a class of 5120-byte
+     * blocks. A registration past the first 4100 bytes is allowed (it is not
+     * what the user sees), but that block then never goes to the cache.
+     */
+    assert_ok(OPS->mem_alloc(c, 4100, &t));
+    assert_true(region_at(c, t)->capacity > 4352);
+    assert_ok(OPS->host_register(c, (void *)(uintptr_t)(t + 4352), 256, 0));
+    assert_int_equal(kind_of(c, t + 4352), GM_MEMORY_PINNED);
+    assert_int_equal(kind_of(c, t + 4099), GM_MEMORY_DEVICE);
+    assert_int_equal(check_consistent(c), 2);
+    assert_ok(OPS->mem_free(c, t));
+    assert_null(region_at(c, t)); /* released, not cached */
+    assert_int_equal(cached_count(c), 0);
+    assert_int_equal(kind_of(c, t + 4352), GM_MEMORY_PINNED);
+    assert_int_equal(check_consistent(c), 1);
+    assert_ok(OPS->host_unregister(c, (void *)(uintptr_t)(t + 4352)));
+
+    /* The tail of a cached block: evicted like the rest of it. */
+    assert_ok(OPS->mem_alloc(c, 4100, &t));
+    assert_ok(OPS->mem_free(c, t));
+    assert_int_equal(cached_count(c), 1);
+    assert_ok(OPS->host_register(c, (void *)(uintptr_t)(t + 4352), 256, 0));
+    assert_int_equal(cached_count(c), 0);
+    assert_null(region_at(c, t));
+    assert_int_equal(check_consistent(c), 1);
+    assert_ok(OPS->host_unregister(c, (void *)(uintptr_t)(t + 4352)));
+    assert_int_equal(check_consistent(c), 0);
+    OPS->fini(c);
+}
+
+/* Locked memory of this process in kB (VmLck), or -1. */
+static long vmlck_kb(void)
+{
+    char line[256];
+    long kb = -1;
+    FILE *f = fopen("/proc/self/status", "r");
+
+    if (f == NULL)
+        return -1;
+    while (fgets(line, sizeof line, f) != NULL) {
+        if (sscanf(line, "VmLck: %ld kB", &kb) == 1)
+            break;
+    }
+    fclose(f);
+    return kb;
+}
+
+/*
+ * A registration left over freed memory (a user error: here freed device
+ * memory, evicted and given back to the C library) that a new block then
+ * lands on: the block works, but is released, not cached, when freed, since
+ * a cached block must overlap nothing. Skipped when the C library puts the
+ * new block elsewhere every time: the blocks are large enough for glibc to
+ * mmap them (past its largest mmap threshold), so that the kernel hands the
+ * unmapped range out again; ASan's allocator keeps freed memory apart.
+ */
+static void test_block_under_stale_registration_not_cached(void **state)
+{
+    enum { BIG = 48 << 20 }; /* a cache class of its own: 48 MiB */
+    gm_backend_ctx *c = ctx_new();
+    bool hit = false;
+
+    (void)state;
+    for (int attempt = 0; attempt < 16 && !hit; attempt++) {
+        gm_devptr a = 0, b = 0;
+        uintptr_t reg = 0;
+
+        assert_ok(OPS->mem_alloc(c, BIG, &a));
+        assert_ok(OPS->mem_free(c, a));
+        reg = (uintptr_t)a + 64;
+        assert_ok(OPS->host_register(c, (void *)reg, 128, 0)); /* evicts a's block */
+        assert_ok(OPS->mem_alloc(c, BIG, &b));
+        hit = b <= reg && reg - b < BIG;
+        if (hit) {
+            assert_int_equal(kind_of(c, b), GM_MEMORY_DEVICE);
+            assert_ok(OPS->mem_free(c, b));
+            assert_null(region_at(c, b)); /* released */
+            assert_int_equal(cached_count(c), 0);
+        }
+        assert_ok(OPS->host_unregister(c, (void *)reg));
+        if (!hit)
+            assert_ok(OPS->mem_free(c, b));
+        assert_int_equal(check_consistent(c), 0);
+    }
+    OPS->fini(c);
+    if (!hit)
+        skip();
+}
+
+/*
+ * Two registrations share a page with a cached block between them:
+ * unregistering one keeps the page locked for the other, as if the cached
+ * block were not there (the walk for another locker passes over it).
+ */
+static void test_page_lock_walk_skips_cached(void **state)
+{
+    gm_backend_ctx *c = ctx_new();
+    uintptr_t ps = (uintptr_t)sysconf(_SC_PAGESIZE);
+    gm_devptr d[64] = {0};
+    uintptr_t dev = 0, page = 0;
+    long base = 0;
+    int n = 0;
+
+    (void)state;
+    /* A 256-byte device block with room in its page on both sides, then freed: cached. */
+    for (n = 0; n < 64 && dev == 0; n++) {
+        uintptr_t off = 0;
+
+        assert_ok(OPS->mem_alloc(c, 256, &d[n]));
+        off = (uintptr_t)d[n] & (ps - 1);
+        if (off >= 256 && off + 512 <= ps)
+            dev = (uintptr_t)d[n];
+    }
+    if (dev == 0) {
+        OPS->fini(c);
+        skip();
+    }
+    for (int i = 0; i < n; i++) /* the others go first: they may share the page */
+        if ((uintptr_t)d[i] != dev)
+            assert_ok(OPS->mem_free(c, d[i]));
+    assert_ok(OPS->mem_free(c, dev));
+    page = dev & ~(ps - 1);
+    base = vmlck_kb();
+    /* Either side of the cached block (other cached blocks in the page are evicted). */
+    assert_ok(OPS->host_register(c, (void *)page, (size_t)(dev - page), 0));
+    assert_ok(OPS->host_register(c, (void *)(dev + 256), (size_t)(page + ps - dev - 256), 0));
+    assert_int_equal(region_at(c, dev)->state, HOST_REGION_CACHED);
+    assert_int_equal(kind_of(c, dev), GM_MEMORY_HOST);
+    assert_int_equal(check_consistent(c), 2);
+    if (!gm__host_is_locked(c, (void *)page) || base < 0 || vmlck_kb() == base) {
+        OPS->fini(c); /* not locked, no VmLck, or mlock is a no-op (ASan intercepts it) */
+        skip();
+    }
+    assert_int_equal(vmlck_kb() - base, (long)(ps / 1024));
+    assert_ok(OPS->host_unregister(c, (void *)(dev + 256)));
+    assert_int_equal(vmlck_kb() - base, (long)(ps / 1024)); /* still locked for the first */
+    assert_ok(OPS->host_unregister(c, (void *)page));
+    assert_int_equal(vmlck_kb() - base, 0);
+    assert_int_equal(check_consistent(c), 0);
+    OPS->fini(c);
+}
+
+/* gm__host_cache_drop (the out-of-memory retry) takes every cached region out of the registry. */
+static void test_cache_drop_removes_regions(void **state)
+{
+    enum { N = 40 };
+    gm_backend_ctx *c = ctx_new();
+    host_ctx *hc = gm__host_ctx(c);
+    gm_devptr p[N] = {0}, live = 0, q = 0;
+    void *list = NULL;
+
+    (void)state;
+    assert_ok(OPS->mem_alloc(c, 700, &live));
+    for (int i = 0; i < N; i++)
+        assert_ok(OPS->mem_alloc(c, (size_t)(256 + 977 * i), &p[i]));
+    for (int i = 0; i < N; i++)
+        assert_ok(OPS->mem_free(c, p[i]));
+    assert_int_equal(cached_count(c), N);
+    assert_int_equal(hc->registry.count, N + 1);
+    pthread_mutex_lock(&hc->mem_lock);
+    list = gm__host_cache_drop(&hc->cache, &hc->registry);
+    pthread_mutex_unlock(&hc->mem_lock);
+    assert_non_null(list);
+    gm__host_cache_free(list); /* ASan: each block freed once, here and not at fini */
+    assert_int_equal(cached_count(c), 0);
+    assert_int_equal(hc->cache.bytes, 0);
+    assert_int_equal(hc->registry.count, 1);
+    assert_int_equal(check_consistent(c), 1);
+    for (int i = 0; i < N; i++) {
+        assert_null(region_at(c, p[i]));
+        assert_int_equal(kind_of(c, p[i]), GM_MEMORY_HOST);
+    }
+    assert_int_equal(kind_of(c, live + 699), GM_MEMORY_DEVICE);
+    /* The cache works on afterwards. */
+    assert_ok(OPS->mem_alloc(c, 4096, &q));
+    assert_ok(OPS->mem_free(c, q));
+    assert_int_equal(cached_count(c), 1);
+    assert_ok(OPS->mem_free(c, live));
+    assert_int_equal(check_consistent(c), 0);
+    OPS->fini(c);
+}
+
+/*
+ * The real out-of-memory retry: with a huge simulated device, an allocation
+ * the C library cannot serve drops the cache (its regions leave the
+ * registry) and fails with the same error as before. Not under a sanitizer,
+ * whose allocator aborts on such a request instead of returning NULL.
+ */
+static void test_host_oom_drops_cached_regions(void **state)
+{
+#if defined(SANITIZER_ALLOCATOR)
+    (void)state;
+    skip();
+#else
+    gm_backend_ctx *c = NULL;
+    gm_devptr p[4] = {0}, x = 0;
+    int64_t free_b = 0, total = 0;
+
+    (void)state;
+    setenv(GM_HOST_DEVICE_MEMORY_ENV, "1048576T", 1); /* 2^60 bytes */
+    c = ctx_new();
+    unsetenv(GM_HOST_DEVICE_MEMORY_ENV);
+    for (int i = 0; i < 4; i++)
+        assert_ok(OPS->mem_alloc(c, 1000, &p[i]));
+    for (int i = 0; i < 4; i++)
+        assert_ok(OPS->mem_free(c, p[i]));
+    assert_int_equal(cached_count(c), 4);
+    assert_status(OPS->mem_alloc(c, (size_t)1 << 58, &x), GM_ERR_OUT_OF_DEVICE_MEMORY);
+    assert_message_contains("exhausted");
+    assert_int_equal(cached_count(c), 0);
+    assert_int_equal(gm__host_ctx(c)->registry.count, 0);
+    for (int i = 0; i < 4; i++)
+        assert_null(region_at(c, p[i]));
+    assert_ok(OPS->mem_info(c, &free_b, &total));
+    assert_int_equal(free_b, total);
+    assert_int_equal(check_consistent(c), 0);
+    OPS->fini(c);
+#endif
+}
+
+/* A write into a cached block's first words: logged, that block discarded, the rest intact. */
+static char error_seen[512];
+
+static void capture_error(gm_log_level level, const char *message, void *user)
+{
+    (void)user;
+    if (level == GM_LOG_ERROR)
+        snprintf(error_seen, sizeof error_seen, "%s", message);
+}
+
+static void test_write_after_free_discards_one_block(void **state)
+{
+    gm_backend_ctx *c = ctx_new();
+    gm_devptr a = 0, b = 0, x = 0, y = 0, z = 0;
+
+    (void)state;
+    assert_ok(OPS->mem_alloc(c, 2048, &a));
+    assert_ok(OPS->mem_alloc(c, 2048, &b));
+    assert_ok(OPS->mem_free(c, a));
+    assert_ok(OPS->mem_free(c, b)); /* b is taken first */
+    gm_set_log_hook(capture_error, NULL);
+    error_seen[0] = '\0';
+    memset((void *)(uintptr_t)b, 0, 8); /* the first check word */
+    assert_ok(OPS->mem_alloc(c, 2048, &x));
+    gm_set_log_hook(NULL, NULL);
+    assert_non_null(strstr(error_seen, "written after mem_free"));
+    /* b left the cache and the registry (x is a new block, which may be b's memory again). */
+    assert_int_equal(region_at(c, x)->state, HOST_REGION_LIVE);
+    if (x != b)
+        assert_null(region_at(c, b));
+    assert_int_equal(cached_count(c), 1);
+    assert_ok(OPS->mem_alloc(c, 2048, &y)); /* a, still intact in the cache */
+    assert_int_equal(y, a);
+    assert_int_equal(check_consistent(c), 2);
+    assert_ok(OPS->mem_alloc(c, 2048, &z));
+    assert_ok(OPS->mem_free(c, x));
+    assert_ok(OPS->mem_free(c, y));
+    assert_ok(OPS->mem_free(c, z));
+    OPS->fini(c);
+}
+
+/* ---------------------------------------------- a randomized consistency run */
+
+enum { SLOTS = 48, STEPS = 6000, ARENA = 64 * 1024 };
+
+/* One thing the run holds: a device / managed / pinned allocation or a registration. */
+typedef struct held {
+    uintptr_t base;
+    size_t bytes;
+    int kind; /* GM_MEMORY_*; 0: empty slot */
+    bool registered;
+} held;
+
+typedef struct run {
+    gm_backend_ctx *c;
+    held h[SLOTS];
+    uintptr_t dead[256]; /* addresses of freed device blocks (maybe reused since) */
+    int ndead;
+    unsigned char *arena; /* user memory for registrations */
+    uint64_t x;
+} run;
+
+static uint64_t rnd(run *r)
+{
+    r->x ^= r->x << 13;
+    r->x ^= r->x >> 7;
+    r->x ^= r->x << 17;
+    return r->x;
+}
+
+/* The kind the reference gives addr: the held range containing it, else host. */
+static int ref_kind(const run *r, uintptr_t addr)
+{
+    for (int i = 0; i < SLOTS; i++)
+        if (r->h[i].kind != 0 && addr - r->h[i].base < r->h[i].bytes)
+            return r->h[i].kind;
+    return GM_MEMORY_HOST;
+}
+
+/* Whether [base, base + bytes) meets a held range. */
+static bool ref_overlaps(const run *r, uintptr_t base, size_t bytes)
+{
+    for (int i = 0; i < SLOTS; i++)
+        if (r->h[i].kind != 0 && r->h[i].base < base + bytes && base < r->h[i].base + r->h[i].bytes)
+            return true;
+    return false;
+}
+
+/* Every held range and every dead address as the reference says; the invariants. */
+static void check_run(run *r)
+{
+    size_t held_n = 0;
+    int64_t charged = 0, free_b = 0, total = 0;
+
+    for (int i = 0; i < SLOTS; i++) {
+        const held *h = &r->h[i];
+
+        if (h->kind == 0)
+            continue;
+        held_n++;
+        assert_int_equal(kind_of(r->c, h->base), h->kind);
+        assert_int_equal(kind_of(r->c, h->base + h->bytes - 1), h->kind);
+        if (h->kind == GM_MEMORY_DEVICE || h->kind == GM_MEMORY_MANAGED)
+            charged += (int64_t)((h->bytes + 255) & ~(size_t)255);
+    }
+    for (int i = 0; i < r->ndead; i++) {
+        assert_int_equal(kind_of(r->c, r->dead[i]), ref_kind(r, r->dead[i]));
+        assert_int_equal(kind_of(r->c, r->dead[i] + 17), ref_kind(r, r->dead[i] + 17));
+    }
+    assert_int_equal(check_consistent(r->c), held_n);
+    assert_ok(OPS->mem_info(r->c, &free_b, &total));
+    assert_int_equal(total - free_b, charged);
+}
+
+/* Remember a freed device block's address (the oldest forgotten when full). */
+static void add_dead(run *r, uintptr_t base)
+{
+    if (r->ndead == (int)(sizeof r->dead / sizeof r->dead[0]))
+        memmove(r->dead, r->dead + 1, sizeof r->dead - sizeof r->dead[0]);
+    else
+        r->ndead++;
+    r->dead[r->ndead - 1] = base;
+}
+
+/* Allocate into empty slot i: device, managed or pinned, sizes in a few classes. */
+static void step_alloc(run *r, int i)
+{
+    static const size_t sizes[] = {1, 200, 256, 1000, 3000, 4096, 4100, 9000, 70000};
+    uint64_t v = rnd(r);
+    size_t bytes = sizes[v % (sizeof sizes / sizeof sizes[0])] + (size_t)((v >> 8) % 3);
+    gm_devptr p = 0;
+    void *hp = NULL;
+    held *h = &r->h[i];
+
+    switch ((v >> 16) % 8) {
+    case 0:
+        assert_ok(OPS->host_alloc(r->c, bytes, 0, &hp));
+        h->base = (uintptr_t)hp;
+        h->kind = GM_MEMORY_PINNED;
+        break;
+    case 1:
+        assert_ok(OPS->managed_alloc(r->c, bytes, &p));
+        h->base = (uintptr_t)p;
+        h->kind = GM_MEMORY_MANAGED;
+        break;
+    default:
+        assert_ok(OPS->mem_alloc(r->c, bytes, &p));
+        h->base = (uintptr_t)p;
+        h->kind = GM_MEMORY_DEVICE;
+        break;
+    }
+    h->bytes = bytes;
+    h->registered = false;
+    assert_int_equal(region_at(r->c, h->base)->state, HOST_REGION_LIVE);
+}
+
+/* Free slot i's allocation or registration, checking the double free is refused. */
+static void step_free(run *r, int i)
+{
+    held *h = &r->h[i];
+
+    if (h->registered) {
+        assert_ok(OPS->host_unregister(r->c, (void *)h->base));
+        assert_status(OPS->host_unregister(r->c, (void *)h->base), GM_ERR_INVALID_ARG);
+    } else if (h->kind == GM_MEMORY_PINNED) {
+        assert_ok(OPS->host_free(r->c, (void *)h->base));
+        assert_status(OPS->host_free(r->c, (void *)h->base), GM_ERR_INVALID_ARG);
+    } else {
+        assert_ok(OPS->mem_free(r->c, (gm_devptr)h->base));
+        assert_status(OPS->mem_free(r->c, (gm_devptr)h->base), GM_ERR_INVALID_ARG);
+        add_dead(r, h->base);
+    }
+    h->kind = 0;
+}
+
+/*
+ * Register into empty slot i: user memory of the arena, or (briefly, since
+ * the block is then freed) a range over a freed device block or a live
+ * block's tail; the outcome must be what the reference's overlaps say.
+ */
+static void step_register(run *r, int i)
+{
+    uint64_t v = rnd(r);
+    uintptr_t base = 0;
+    size_t bytes = 1 + (size_t)((v >> 8) % 3000);
+    bool brief = false;
+    held *h = &r->h[i];
+    gm_status expect = GM_OK, got = GM_OK;
+
+    if ((v & 3) != 0 || r->ndead == 0) {
+        base = (uintptr_t)r->arena + (uintptr_t)((v >> 24) % (ARENA - 3000));
+    } else {
+        base = r->dead[(v >> 24) % (uint64_t)r->ndead] + (uintptr_t)((v >> 40) % 512);
+        brief = true;
+    }
+    expect = ref_overlaps(r, base, bytes) ? GM_ERR_STATE : GM_OK;
+    got = OPS->host_register(r->c, (void *)base, bytes, (v >> 4) & 1 ? GM_HOST_MAPPED : 0);
+    assert_status(got, expect);
+    if (got != GM_OK)
+        return;
+    h->base = base;
+    h->bytes = bytes;
+    h->kind = (v >> 4) & 1 ? GM_MEMORY_MAPPED : GM_MEMORY_PINNED;
+    h->registered = true;
+    check_run(r);
+    if (brief) /* its block may be freed memory now: let nothing be allocated over it */
+        step_free(r, i);
+}
+
+static void test_random_alloc_free_register(void **state)
+{
+    run *r = test_calloc(1, sizeof *r);
+
+    (void)state;
+    r->c = ctx_new();
+    r->x = 0x2545f4914f6cdd1dull;
+    r->arena = malloc(ARENA);
+    assert_non_null(r->arena);
+    for (int step = 0; step < STEPS; step++) {
+        uint64_t v = rnd(r);
+        int i = (int)(v % SLOTS);
+
+        if (r->h[i].kind != 0)
+            step_free(r, i);
+        else if ((v >> 32) % 5 == 0)
+            step_register(r, i);
+        else
+            step_alloc(r, i);
+        if (step % 7 == 0)
+            check_run(r);
+    }
+    check_run(r);
+    assert_true(cached_count(r->c) > 0);
+    /* Free half, fini frees the rest (live and cached alike, each once). */
+    for (int i = 0; i < SLOTS; i += 2)
+        if (r->h[i].kind != 0)
+            step_free(r, i);
+    check_run(r);
+    OPS->fini(r->c);
+    free(r->arena);
+    test_free(r);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_cached_block_is_freed_memory),
+        cmocka_unit_test(test_register_over_cached_block),
+        cmocka_unit_test(test_block_under_stale_registration_not_cached),
+        cmocka_unit_test(test_page_lock_walk_skips_cached),
+        cmocka_unit_test(test_cache_drop_removes_regions),
+        cmocka_unit_test(test_host_oom_drops_cached_regions),
+        cmocka_unit_test(test_write_after_free_discards_one_block),
+        cmocka_unit_test(test_random_alloc_free_register),
+    };
+
+    return cmocka_run_group_tests(tests, gm_test_use_cmocka_allocator, gm_test_restore_allocator);
+}
