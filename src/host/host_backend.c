@@ -228,18 +228,13 @@ static gm_status host_init(const gm_backend_init_args *args, gm_backend_ctx **bc
     status = read_settings(c);
     if (status != GM_OK)
         goto free_ctx;
-    if (pthread_mutex_init(&c->mem_lock, NULL) != 0) {
-        status = gm__error(GM_ERR_INTERNAL, "init: pthread_mutex_init failed");
-        goto free_ctx;
-    }
+    gm__lock_init(&c->mem_lock);
     status = gm__host_streams_init(c);
     if (status != GM_OK)
-        goto destroy_mem_lock;
+        goto free_ctx;
     *bctx_p = (gm_backend_ctx *)(void *)c;
     return GM_OK;
 
-destroy_mem_lock:
-    pthread_mutex_destroy(&c->mem_lock);
 free_ctx:
     gm__free(c);
     return status;
@@ -274,7 +269,6 @@ static void host_fini(gm_backend_ctx *bctx)
          r = gm__host_registry_next(r))
         release_region(r);
     gm__host_registry_free(&c->registry);
-    pthread_mutex_destroy(&c->mem_lock);
     gm__free(c);
 }
 
@@ -312,10 +306,10 @@ static gm_status host_mem_info(gm_backend_ctx *bctx, int64_t *free_p, int64_t *t
     if (free_p == NULL || total_p == NULL)
         return gm__error(GM_ERR_NULL_POINTER, "mem_info: %s is NULL",
                          free_p == NULL ? "free_p" : "total_p");
-    pthread_mutex_lock(&c->mem_lock);
+    gm__lock_take(&c->mem_lock);
     *free_p = c->device_total - c->device_used;
     *total_p = c->device_total;
-    pthread_mutex_unlock(&c->mem_lock);
+    gm__lock_give(&c->mem_lock);
     return GM_OK;
 }
 
@@ -405,10 +399,10 @@ bool gm__host_is_locked(gm_backend_ctx *bctx, const void *ptr)
 
     if (c == NULL)
         return false;
-    pthread_mutex_lock(&c->mem_lock);
+    gm__lock_take(&c->mem_lock);
     r = region_find(c, (uintptr_t)ptr, 0);
     locked = r != NULL && r->locked;
-    pthread_mutex_unlock(&c->mem_lock);
+    gm__lock_give(&c->mem_lock);
     return locked;
 }
 
@@ -499,13 +493,13 @@ static gm_status charge(host_ctx *c, int64_t *used, int64_t total, size_t bytes,
     gm_status status = GM_OK;
     int64_t in_use = 0;
 
-    pthread_mutex_lock(&c->mem_lock);
+    gm__lock_take(&c->mem_lock);
     in_use = *used;
     if (bytes > (size_t)INT64_MAX || (int64_t)bytes > total - in_use)
         status = oom;
     else
         *used += (int64_t)bytes;
-    pthread_mutex_unlock(&c->mem_lock);
+    gm__lock_give(&c->mem_lock);
     if (status != GM_OK)
         return charge_error(c, used, total, in_use, bytes, status, fn);
     return GM_OK;
@@ -514,9 +508,9 @@ static gm_status charge(host_ctx *c, int64_t *used, int64_t total, size_t bytes,
 /* Give back a charge. */
 static void uncharge(host_ctx *c, int64_t *used, size_t bytes)
 {
-    pthread_mutex_lock(&c->mem_lock);
+    gm__lock_take(&c->mem_lock);
     *used -= (int64_t)bytes;
-    pthread_mutex_unlock(&c->mem_lock);
+    gm__lock_give(&c->mem_lock);
 }
 
 /* Whether a region kind is charged against the device capacity. */
@@ -550,13 +544,13 @@ static gm_status add_allocation(host_ctx *c, const host_region *r, const char *f
 {
     host_region *at = NULL;
 
-    pthread_mutex_lock(&c->mem_lock);
+    gm__lock_take(&c->mem_lock);
     at = gm__host_registry_insert(&c->registry, r);
     if (at == NULL)
         *used_counter(c, r->kind) -= (int64_t)r->charged;
     else if (is_device_kind(r->kind))
         at->tail_shared = block_shared(at);
-    pthread_mutex_unlock(&c->mem_lock);
+    gm__lock_give(&c->mem_lock);
     if (at == NULL) {
         release_region(r);
         return gm__error(GM_ERR_NO_MEMORY, "%s: out of memory for the registry", fn);
@@ -595,7 +589,7 @@ static gm_status charge_or_reuse(host_ctx *c, const device_request *q, uintptr_t
     int64_t in_use = 0;
     bool fits = false;
 
-    pthread_mutex_lock(&c->mem_lock);
+    gm__lock_take(&c->mem_lock);
     in_use = c->device_used;
     fits = q->charged <= (size_t)INT64_MAX && (int64_t)q->charged <= c->device_total - in_use;
     if (fits) {
@@ -608,7 +602,7 @@ static gm_status charge_or_reuse(host_ctx *c, const device_request *q, uintptr_t
             *base_p = r->base;
         }
     }
-    pthread_mutex_unlock(&c->mem_lock);
+    gm__lock_give(&c->mem_lock);
     if (!fits)
         return charge_error(c, &c->device_used, c->device_total, in_use, q->charged,
                             GM_ERR_OUT_OF_DEVICE_MEMORY, fn);
@@ -623,9 +617,9 @@ static void *fresh_block(host_ctx *c, size_t capacity)
 
     if (posix_memalign(&p, GM_HOST_DEVICE_ALIGNMENT, capacity) == 0)
         return p;
-    pthread_mutex_lock(&c->mem_lock);
+    gm__lock_take(&c->mem_lock);
     dropped = gm__host_cache_drop(&c->cache, &c->registry);
-    pthread_mutex_unlock(&c->mem_lock);
+    gm__lock_give(&c->mem_lock);
     if (dropped == NULL)
         return NULL;
     gm__host_cache_free(dropped);
@@ -713,7 +707,7 @@ static gm_status free_region(host_ctx *c, uintptr_t ptr, bool device, const char
     size_t lock_bytes = 0;
     bool found = false, cached = false, locked = false;
 
-    pthread_mutex_lock(&c->mem_lock);
+    gm__lock_take(&c->mem_lock);
     at = region_at(c, ptr);
     found = at != NULL && !at->registered && is_device_kind(at->kind) == device;
     if (found) {
@@ -726,7 +720,7 @@ static gm_status free_region(host_ctx *c, uintptr_t ptr, bool device, const char
             gm__host_registry_remove(&c->registry, at);
         }
     }
-    pthread_mutex_unlock(&c->mem_lock);
+    gm__lock_give(&c->mem_lock);
     if (!found)
         return gm__error(GM_ERR_INVALID_ARG,
                          "%s: %p is not the start of a live %s allocation of this context", fn,
@@ -797,10 +791,10 @@ static gm_status host_host_device_pointer(gm_backend_ctx *bctx, void *host, gm_d
     if (host == NULL || ptr_p == NULL)
         return gm__error(GM_ERR_NULL_POINTER, "host_device_pointer: %s is NULL",
                          host == NULL ? "host" : "ptr_p");
-    pthread_mutex_lock(&c->mem_lock);
+    gm__lock_take(&c->mem_lock);
     r = region_find(c, (uintptr_t)host, 0);
     ok = r != NULL && (r->kind == GM_MEMORY_PINNED || r->kind == GM_MEMORY_MAPPED);
-    pthread_mutex_unlock(&c->mem_lock);
+    gm__lock_give(&c->mem_lock);
     if (!ok)
         return gm__error(GM_ERR_INVALID_ARG,
                          "host_device_pointer: %p is not pinned or mapped "
@@ -843,7 +837,7 @@ static gm_status host_host_register(gm_backend_ctx *bctx, void *ptr, size_t byte
     r.klass = -1;
     r.lock_base = r.base & ~(uintptr_t)(ps - 1);
     r.lock_bytes = ((r.base + bytes + ps - 1) & ~(uintptr_t)(ps - 1)) - r.lock_base;
-    pthread_mutex_lock(&c->mem_lock);
+    gm__lock_take(&c->mem_lock);
     if (!register_room(c, r.base, bytes, &evicted)) {
         status = gm__error(GM_ERR_STATE,
                            "host_register: [%p, %p) overlaps memory already "
@@ -855,7 +849,7 @@ static gm_status host_host_register(gm_backend_ctx *bctx, void *ptr, size_t byte
         if (status != GM_OK && r.locked)
             (void)munlock((void *)r.lock_base, r.lock_bytes);
     }
-    pthread_mutex_unlock(&c->mem_lock);
+    gm__lock_give(&c->mem_lock);
     gm__host_cache_free(evicted);
     return status;
 }
@@ -867,14 +861,14 @@ static gm_status host_host_unregister(gm_backend_ctx *bctx, void *ptr)
     host_region *at = NULL;
     bool found = false;
 
-    pthread_mutex_lock(&c->mem_lock);
+    gm__lock_take(&c->mem_lock);
     at = region_at(c, (uintptr_t)ptr);
     found = at != NULL && at->registered;
     if (found) {
         unlock_region_pages(at);
         gm__host_registry_remove(&c->registry, at);
     }
-    pthread_mutex_unlock(&c->mem_lock);
+    gm__lock_give(&c->mem_lock);
     if (!found)
         return gm__error(GM_ERR_INVALID_ARG,
                          "host_unregister: %p is not the start of a "
@@ -891,10 +885,10 @@ static gm_status host_pointer_kind(gm_backend_ctx *bctx, const void *ptr, int *k
 
     if (kind_p == NULL)
         return gm__error(GM_ERR_NULL_POINTER, "pointer_kind: kind_p is NULL");
-    pthread_mutex_lock(&c->mem_lock);
+    gm__lock_take(&c->mem_lock);
     r = region_find(c, (uintptr_t)ptr, 0);
     *kind_p = r != NULL ? r->kind : GM_MEMORY_HOST;
-    pthread_mutex_unlock(&c->mem_lock);
+    gm__lock_give(&c->mem_lock);
     return GM_OK;
 }
 
@@ -908,9 +902,9 @@ static gm_status check_device_range(host_ctx *c, uintptr_t addr, size_t bytes, c
 
     if (bytes == 0)
         return GM_OK;
-    pthread_mutex_lock(&c->mem_lock);
+    gm__lock_take(&c->mem_lock);
     ok = region_find(c, addr, bytes) != NULL;
-    pthread_mutex_unlock(&c->mem_lock);
+    gm__lock_give(&c->mem_lock);
     if (!ok)
         return gm__error(GM_ERR_INVALID_ARG,
                          "%s: %s range [%p, +%zu) is not inside device, "

@@ -4,8 +4,9 @@
  * reuse) and host_stream.c (streams, events). Not installed; tests include
  * it to reach gm__host_is_locked().
  *
- * Locks: a context has two mutexes that are never held together.
- *   mem_lock  the allocation registry, the capacity accounting and the
+ * Locks: a context has two locks that are never held together.
+ *   mem_lock  (a gm__lock, lock.h: short sections, no waits under it) the
+ *             allocation registry, the capacity accounting and the
  *             device-memory cache;
  *   lock      every stream, work queue, event and fence of the context, with
  *             one condition variable, `progress`, broadcast whenever a work
@@ -24,6 +25,7 @@
 #include <stdint.h>
 
 #include "backend.h"
+#include "lock.h"
 
 /* Simulated device memory in bytes ("64M"; K, M, G, T suffixes, powers of 1024).
  * Default: half the physical RAM. */
@@ -154,7 +156,7 @@ typedef struct host_ctx {
     bool use_mlock;
     char cpu_name[128];
 
-    pthread_mutex_t mem_lock;
+    gm__lock mem_lock;
     host_registry registry; /* allocations and registrations, non-overlapping */
     int64_t device_total;
     int64_t device_used;

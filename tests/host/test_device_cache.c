@@ -65,9 +65,9 @@ static host_region *region_at(gm_backend_ctx *c, uintptr_t base)
     host_ctx *hc = gm__host_ctx(c);
     host_region *r = NULL;
 
-    pthread_mutex_lock(&hc->mem_lock);
+    gm__lock_take(&hc->mem_lock);
     r = gm__host_registry_find(&hc->registry, base);
-    pthread_mutex_unlock(&hc->mem_lock);
+    gm__lock_give(&hc->mem_lock);
     return r;
 }
 
@@ -98,7 +98,7 @@ static size_t check_consistent(gm_backend_ctx *c)
     size_t n = 0, cached = 0;
     int64_t bytes = 0;
 
-    pthread_mutex_lock(&hc->mem_lock);
+    gm__lock_take(&hc->mem_lock);
     for (host_region *r = gm__host_registry_first(reg); r != NULL;
          r = gm__host_registry_next(r), n++) {
         assert_ptr_equal(gm__host_registry_find(reg, r->base), r);
@@ -137,7 +137,7 @@ static size_t check_consistent(gm_backend_ctx *c)
     assert_int_equal(bytes, hc->cache.bytes);
     assert_true(bytes <= hc->cache.limit);
     assert_int_equal((int64_t)cached, cached_count(c));
-    pthread_mutex_unlock(&hc->mem_lock);
+    gm__lock_give(&hc->mem_lock);
     return n - cached;
 }
 
@@ -420,9 +420,9 @@ static void test_cache_drop_removes_regions(void **state)
         assert_ok(OPS->mem_free(c, p[i]));
     assert_int_equal(cached_count(c), N);
     assert_int_equal(hc->registry.count, N + 1);
-    pthread_mutex_lock(&hc->mem_lock);
+    gm__lock_take(&hc->mem_lock);
     list = gm__host_cache_drop(&hc->cache, &hc->registry);
-    pthread_mutex_unlock(&hc->mem_lock);
+    gm__lock_give(&hc->mem_lock);
     assert_non_null(list);
     gm__host_cache_free(list); /* ASan: each block freed once, here and not at fini */
     assert_int_equal(cached_count(c), 0);
