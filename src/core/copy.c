@@ -19,6 +19,14 @@
  *      few pieces, and the rearrangement runs on the host with
  *      gm__host_copy_strided.
  *
+ * The common case is recognised before any plan is made: both descriptors
+ * valid (one pass over each, which also gives its byte extent), alike in
+ * dtype and shape, and each one dense byte range with the same element order
+ * (equal strides, the elements tiling the range, e.g. both C-contiguous).
+ * Such a copy is the one 1-D ops->copy that its plan would be, or host to
+ * host without a stream the one memcpy the host engine would do; checks,
+ * errors and stream semantics are those of the general path.
+ *
  * Temporaries and the descriptors of the host step live in one gm__malloc'd
  * block (a "job"). Without a stream everything is synchronous and the job is
  * freed before returning. With a stream the host step runs in stream order
@@ -562,6 +570,74 @@ static gm_status check_pair(const char *fn, const gm_context *ctx, const gm_ndvi
     return status;
 }
 
+/* What pair_quick learns about a copy whose checks pass. */
+typedef struct quick_pair {
+    int64_t dst_lo, src_lo; /* lowest byte of each side, relative to its data */
+    int64_t bytes;          /* dense: the bytes of each side's range; else 0 */
+    bool empty;             /* no elements */
+} quick_pair;
+
+/*
+ * Bytes of a valid nonempty view whose elements tile one byte range walking
+ * its axes in F order, each axis of either sign (extents of 1 ignored); 0
+ * when they do not. (pair_quick sees C order in its own pass.)
+ */
+static int64_t f_dense_bytes(const gm_ndview *v, int64_t itemsize)
+{
+    int64_t expect = itemsize;
+
+    for (int i = 0; i < v->ndim; i++) {
+        if (v->shape[i] == 1)
+            continue;
+        if (v->strides[i] != expect && v->strides[i] != -expect)
+            return 0;
+        expect *= v->shape[i]; /* no overflow: the view's byte size fits */
+    }
+    return expect;
+}
+
+/*
+ * check_pair's descriptor, dtype and shape checks for the common valid case:
+ * the dtypes compared, each descriptor validated in one pass that gives its
+ * byte extent (gm__extent_quick), then one pass over the axes of both. True
+ * only when the checks would all pass (check_pair would go on to
+ * check_device); false on any doubt, and check_pair decides and explains.
+ * q->bytes is set when both sides cover one dense byte range with the same
+ * element order (equal strides on every axis of extent > 1, the elements
+ * tiling the range): the copy is then one 1-D copy of q->bytes from the
+ * lowest byte of src to that of dst, the single piece plan_build would make
+ * of it.
+ */
+static bool pair_quick(const gm_ndview *dst, const gm_ndview *src, quick_pair *q)
+{
+    int64_t itemsize = 0, dst_hi = 0, src_hi = 0, dense = 0;
+    bool same_strides = true;
+
+    if (dst->ndim != src->ndim || !gm__dtype_same(dst->dtype, src->dtype))
+        return false;
+    itemsize = dense = gm__dtype_bytes(dst->dtype); /* 0 when invalid: no extent */
+    if (!gm__extent_quick(dst, itemsize, &q->dst_lo, &dst_hi) ||
+        !gm__extent_quick(src, itemsize, &q->src_lo, &src_hi))
+        return false;
+    q->empty = dst_hi == q->dst_lo; /* a nonempty view spans at least one item */
+    q->bytes = 0;
+    /* Innermost axis first: the same pass sees C-order density (dense > 0). */
+    for (int i = dst->ndim - 1; i >= 0; i--) {
+        int64_t n = dst->shape[i], stride = dst->strides[i];
+
+        if (n != src->shape[i])
+            return false;
+        if (n > 1) {
+            same_strides = same_strides && stride == src->strides[i];
+            /* no overflow: gm__extent_quick bounded the nonzero extents' bytes */
+            dense = stride == dense || stride == -dense ? dense * n : 0;
+        }
+    }
+    if (!q->empty && same_strides)
+        q->bytes = dense > 0 || dst->ndim < 2 ? dense : f_dense_bytes(dst, itemsize);
+    return true;
+}
+
 /* ------------------------------------------------------------- entries */
 
 /* A device copy that the host engine cannot do: choose a strategy (see the file comment). */
@@ -584,22 +660,66 @@ static gm_status copy_device(gm_context *ctx, const char *fn, const gm_ndview *d
     return copy_staged(ctx, fn, dst, src, bs);
 }
 
-/* Check both sides, then copy host-to-host or through the device strategies. */
+/*
+ * Both sides one dense byte range in the same element order (pair_quick):
+ * the single 1-D ops->copy that copy_device's plan would issue, or, host to
+ * host without a stream, the memcpy gm__host_copy_strided would do.
+ */
+static gm_status copy_dense(gm_context *ctx, const char *fn, const gm_ndview *dst,
+                            const gm_ndview *src, const quick_pair *q, gm_backend_stream *bs)
+{
+    gm_copy_desc desc;
+
+    if (side_of(dst) == GM_COPY_HOST && side_of(src) == GM_COPY_HOST) {
+        /* A stream needs a job, and missing data the engine's error: its usual path. */
+        if (bs != NULL || dst->data == NULL || src->data == NULL)
+            return copy_host(ctx, fn, dst, src, bs);
+        memcpy((char *)dst->data + q->dst_lo, (const char *)src->data + q->src_lo,
+               (size_t)q->bytes);
+        return GM_OK;
+    }
+    memset(&desc, 0, sizeof(desc));
+    desc.dst_side = side_of(dst);
+    desc.src_side = side_of(src);
+    desc.dst = (gm_devptr)((uintptr_t)dst->data + (uintptr_t)q->dst_lo);
+    desc.src = (gm_devptr)((uintptr_t)src->data + (uintptr_t)q->src_lo);
+    desc.width_bytes = desc.dst_pitch = desc.src_pitch = (size_t)q->bytes;
+    desc.height = desc.depth = desc.dst_height = desc.src_height = 1;
+    return ctx->ops->copy(ctx->bctx, &desc, bs);
+}
+
+/*
+ * Check both sides, then copy host-to-host or through the device strategies.
+ * The common case (both descriptors valid and alike, each one dense byte
+ * range) is checked in one pass per side and issued as one copy.
+ */
 gm_status gm__copy(const char *fn, gm_context *ctx, const gm_ndview *dst, const gm_ndview *src,
                    gm_stream *stream)
 {
-    gm_backend_stream *bs = NULL;
+    gm_backend_stream *bs = NULL; /* what gm__stream_backend gives for no stream */
+    quick_pair q;
     gm_status status = gm__check_context(fn, ctx);
 
-    if (status == GM_OK)
+    if (status == GM_OK && stream != NULL)
         status = gm__stream_backend(fn, ctx, stream, &bs);
     if (status == GM_OK && (dst == NULL || src == NULL))
         status = gm__error(GM_ERR_NULL_POINTER, "%s: %s is NULL", fn,
                            dst == NULL ? "destination" : "source");
-    if (status == GM_OK)
-        status = check_pair(fn, ctx, dst, src);
-    if (status != GM_OK || gm_ndview_size(dst) == 0)
+    if (status != GM_OK)
         return status;
+    if (pair_quick(dst, src, &q)) {
+        status = check_device(fn, ctx, dst, "destination");
+        if (status == GM_OK)
+            status = check_device(fn, ctx, src, "source");
+        if (status != GM_OK || q.empty)
+            return status;
+        if (q.bytes > 0)
+            return copy_dense(ctx, fn, dst, src, &q, bs);
+    } else {
+        status = check_pair(fn, ctx, dst, src);
+        if (status != GM_OK || gm_ndview_size(dst) == 0)
+            return status;
+    }
     if (side_of(dst) == GM_COPY_HOST && side_of(src) == GM_COPY_HOST)
         return copy_host(ctx, fn, dst, src, bs);
     return copy_device(ctx, fn, dst, src, bs);

@@ -157,45 +157,6 @@ gm_status gm__validate(const char *fn, const gm_ndview *v)
     return gm__validate_extent(fn, v, &lo, &hi);
 }
 
-/*
- * Every check of gm__validate_extent in one pass, for the common valid case:
- * true (with the extent) only when the full checks would pass with the same
- * extent; false on any doubt, and the full checks then decide and explain.
- * (The element count cannot overflow when the byte count of the nonzero
- * extents does not, the itemsize being >= 1.)
- */
-static bool extent_quick(const gm_ndview *v, int64_t *lo_p, int64_t *hi_p)
-{
-    int64_t k = gm__dtype_bytes(v->dtype);
-    int64_t nbytes = k, lo = v->offset, hi = v->offset;
-    bool empty = false;
-
-    if (k == 0 || v->ndim < 0 || v->ndim > GM_MAX_DIMS)
-        return false;
-    for (int i = 0; i < v->ndim; i++) {
-        int64_t n = v->shape[i], reach = 0;
-
-        if (n < 0)
-            return false;
-        if (n == 0) {
-            empty = true;
-            continue;
-        }
-        if (gm__mul_overflow(nbytes, n, &nbytes) ||
-            gm__mul_overflow(n - 1, v->strides[i], &reach) ||
-            (reach < 0 ? gm__add_overflow(lo, reach, &lo) : gm__add_overflow(hi, reach, &hi)))
-            return false;
-    }
-    if (empty) {
-        lo = hi = v->offset;
-    } else if (gm__add_overflow(hi, k, &hi)) {
-        return false;
-    }
-    *lo_p = lo;
-    *hi_p = hi;
-    return true;
-}
-
 /* gm__validate, then the byte extent of view_extent (outputs set only on success). */
 gm_status gm__validate_extent(const char *fn, const gm_ndview *v, int64_t *lo_p, int64_t *hi_p)
 {
@@ -205,7 +166,7 @@ gm_status gm__validate_extent(const char *fn, const gm_ndview *v, int64_t *lo_p,
 
     if (v == NULL)
         return gm__error(GM_ERR_NULL_POINTER, "%s: view is NULL", fn);
-    if (extent_quick(v, lo_p, hi_p))
+    if (gm__extent_quick(v, gm__dtype_bytes(v->dtype), lo_p, hi_p))
         return GM_OK;
     status = gm__check_ndim(fn, v->ndim);
     if (status != GM_OK)

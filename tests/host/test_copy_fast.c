@@ -1,0 +1,708 @@
+/*
+ * Tests for the copy engine's fast path (src/core/copy.c, gm__copy): a copy
+ * whose two descriptors are valid, alike in dtype and shape, and each one
+ * dense byte range with the same element order is checked in one pass per
+ * side and issued as one 1-D ops->copy (host to host: one memcpy). Every
+ * test here holds for the general path too (they pass against the engine
+ * without the fast path): results equal to an element-by-element copy for
+ * dense, offset, reversed, extent-1, 0-d, empty, strided, broadcast and
+ * mismatched-order layouts in every direction (a seeded randomized sweep
+ * and named cases), exactly one 1-D copy for dense pairs, the same statuses
+ * and messages for every error, and asynchronous copies on a stream.
+ */
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "rt_helpers.h"
+
+#define BIG     (INT64_MAX / 4)
+#define MAXD    4
+#define N_CASES 3000
+
+/* -------------------------------------------------------- recorded copies */
+
+static gm_op_copy *next_copy; /* the fault table's copy (counts, injects failures) */
+static int64_t rec_calls;
+static gm_copy_desc rec_desc; /* the last call's */
+static bool rec_stream;       /* whether the last call had a stream */
+
+static gm_status rec_copy(gm_backend_ctx *b, const gm_copy_desc *d, gm_backend_stream *st)
+{
+    rec_calls++;
+    rec_desc = *d;
+    rec_stream = st != NULL;
+    return next_copy(b, d, st);
+}
+
+static int group_setup(void **state)
+{
+    setenv("GM_HOST_DEVICE_MEMORY", "256M", 1);
+    return gm_test_use_cmocka_allocator(state);
+}
+
+static int test_setup(void **state)
+{
+    (void)state;
+    rt_fault_reset();
+    next_copy = rt_fault_ops()->copy;
+    rt_fault_ops()->copy = rec_copy;
+    rec_calls = 0;
+    return 0;
+}
+
+/* A context on the fault table (with the recording copy) and big queue bounds. */
+static gm_context *fault_ctx(void)
+{
+    gm_context_options o = rt_options(1000, 10.0, BIG);
+    gm_context *ctx = NULL;
+
+    assert_ok(rt_fault_context(&o, &ctx));
+    return ctx;
+}
+
+/* ------------------------------------------------------------- reference */
+
+/* Address of element number e (C order over the shape) of a view. */
+static unsigned char *elem(const gm_ndview *v, int64_t e)
+{
+    int64_t off = v->offset;
+
+    for (int i = v->ndim - 1; i >= 0; i--) {
+        off += (e % v->shape[i]) * v->strides[i];
+        e /= v->shape[i];
+    }
+    return (unsigned char *)v->data + off;
+}
+
+/* Address of the lowest byte of a nonempty view's elements. */
+static uintptr_t lowest(const gm_ndview *v)
+{
+    int64_t off = v->offset;
+
+    for (int i = 0; i < v->ndim; i++) {
+        if (v->strides[i] < 0)
+            off += (v->shape[i] - 1) * v->strides[i];
+    }
+    return (uintptr_t)v->data + (uintptr_t)off;
+}
+
+/* A buffer a view lives in: host memory, or a device array (host-addressable here). */
+typedef struct region {
+    unsigned char *base;
+    size_t bytes;
+    gm_array *array; /* device: the allocation */
+} region;
+
+/* A region of `bytes` bytes (at least 1) on the device or the host. */
+static region region_new(gm_context *ctx, bool device, int64_t bytes)
+{
+    region r = {NULL, (size_t)(bytes > 0 ? bytes : 1), NULL};
+    int64_t n = (int64_t)r.bytes;
+
+    if (device) {
+        assert_ok(gm_device_array(ctx, 1, &n, GM_UINT8, GM_ORDER_C, &r.array));
+        r.base = gm_array_view(r.array)->data;
+    } else {
+        r.base = malloc(r.bytes);
+        assert_non_null(r.base);
+    }
+    return r;
+}
+
+static void region_free(region *r)
+{
+    if (r->array != NULL)
+        gm_array_release(&r->array);
+    else
+        free(r->base);
+    r->base = NULL;
+}
+
+/* A view of `r` with the given layout (memory kind and device from the region). */
+static gm_ndview view_in(const region *r, gm_dtype dtype, int ndim, const int64_t *shape,
+                         const int64_t *strides, int64_t offset)
+{
+    gm_ndview v;
+
+    memset(&v, 0, sizeof(v));
+    if (r->array != NULL) {
+        v = *gm_array_view(r->array);
+    } else {
+        v.memory = GM_MEMORY_HOST;
+        v.device_id = -1;
+    }
+    v.data = r->base;
+    v.dtype = dtype;
+    v.ndim = ndim;
+    v.offset = offset;
+    for (int i = 0; i < ndim; i++) {
+        v.shape[i] = shape[i];
+        v.strides[i] = strides[i];
+    }
+    return v;
+}
+
+/*
+ * gm_copy(dst <- src) against an element-by-element copy: the source region
+ * patterned, the destination region cleared, and afterwards every byte of
+ * the destination region what the reference says (nothing outside the
+ * destination's elements written). Returns the ops->copy calls it made.
+ */
+static int64_t run_case(gm_context *ctx, const gm_ndview *dst, const region *dr,
+                        const gm_ndview *src, const region *sr, gm_stream *st)
+{
+    int64_t k = gm_ndview_itemsize(dst), size = gm_ndview_size(dst), before = rec_calls;
+    unsigned char *want = malloc(dr->bytes);
+
+    assert_non_null(want);
+    for (size_t i = 0; i < sr->bytes; i++)
+        sr->base[i] = (unsigned char)(i * 7 + 1);
+    memset(dr->base, 0xEE, dr->bytes);
+    memcpy(want, dr->base, dr->bytes);
+    for (int64_t e = 0; e < size; e++)
+        memcpy(want + (elem(dst, e) - dr->base), elem(src, e), (size_t)k);
+    assert_ok(gm_copy(ctx, dst, src, st));
+    if (st != NULL)
+        assert_ok(gm_stream_synchronize(st));
+    assert_memory_equal(dr->base, want, dr->bytes);
+    free(want);
+    return rec_calls - before;
+}
+
+/* The last ops->copy was the single 1-D copy of a dense pair. */
+static void assert_one_1d_copy(const gm_ndview *dst, const gm_ndview *src, int64_t calls)
+{
+    size_t bytes = (size_t)gm_ndview_nbytes(dst);
+
+    assert_int_equal(calls, 1);
+    assert_int_equal(rec_desc.dst, lowest(dst));
+    assert_int_equal(rec_desc.src, lowest(src));
+    assert_int_equal(rec_desc.width_bytes, bytes);
+    assert_int_equal(rec_desc.height, 1);
+    assert_int_equal(rec_desc.depth, 1);
+    assert_int_equal(rec_desc.dst_pitch, bytes);
+    assert_int_equal(rec_desc.src_pitch, bytes);
+    assert_int_equal(rec_desc.dst_height, 1);
+    assert_int_equal(rec_desc.src_height, 1);
+    assert_int_equal(rec_desc.dst_side, dst->memory == GM_MEMORY_DEVICE ? 1 : 0);
+    assert_int_equal(rec_desc.src_side, src->memory == GM_MEMORY_DEVICE ? 1 : 0);
+}
+
+/* ------------------------------------------------------- random layouts */
+
+static uint64_t rng = 0x9E3779B97F4A7C15u;
+
+static int64_t pick(int64_t n)
+{
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return (int64_t)(rng % (uint64_t)n);
+}
+
+/* A layout of `shape` for items of k bytes and the bytes of buffer it needs. */
+typedef struct layout {
+    int64_t strides[MAXD];
+    int64_t offset;
+    int64_t bytes;
+} layout;
+
+/*
+ * Axes packed in a random order, some reversed, extent-1 axes with any
+ * stride; with `gaps` some axes spaced out, and with `zeros` (a source) some
+ * broadcast. Dense (one byte range) when neither.
+ */
+static void random_layout(int ndim, const int64_t *shape, int64_t k, bool gaps, bool zeros,
+                          layout *l)
+{
+    int order[MAXD];
+    int64_t stride = k, lo = 0, hi = k;
+
+    for (int i = 0; i < ndim; i++)
+        order[i] = i;
+    for (int i = ndim - 1; i > 0; i--) {
+        int j = (int)pick(i + 1), t = order[i];
+
+        order[i] = order[j];
+        order[j] = t;
+    }
+    for (int j = 0; j < ndim; j++) {
+        int i = order[j];
+        int64_t n = shape[i];
+
+        l->strides[i] = stride;
+        if (n == 1)
+            l->strides[i] = (pick(9) - 4) * (pick(2) == 0 ? k : 1);
+        else if (zeros && pick(4) == 0)
+            l->strides[i] = 0;
+        else if (pick(3) == 0)
+            l->strides[i] = -stride;
+        stride *= (n > 1 ? n : 1) * (gaps && pick(3) == 0 ? 2 : 1);
+    }
+    for (int i = 0; i < ndim; i++) {
+        if (shape[i] == 0) {
+            lo = 0;
+            hi = 0;
+            break;
+        }
+        if (l->strides[i] < 0)
+            lo += (shape[i] - 1) * l->strides[i];
+        else
+            hi += (shape[i] - 1) * l->strides[i];
+    }
+    l->offset = -lo + pick(3) * (pick(2) == 0 ? k : 1);
+    l->bytes = l->offset + hi + pick(5);
+}
+
+/*
+ * Random pairs in every direction, a quarter on a stream: half the sources
+ * with the destination's strides (dense pairs when the destination is
+ * dense: one 1-D copy, or none host to host), the rest any layout.
+ */
+static void test_random_pairs(void **state)
+{
+    const gm_dtype dtypes[] = {
+        GM_UINT8, GM_INT16, GM_FLOAT32, GM_FLOAT64, GM_COMPLEX128, {GM_DTYPE_FLOAT, 32, 3},
+    };
+    gm_context *ctx = fault_ctx();
+    gm_stream *st = NULL;
+    int64_t dense_pairs = 0, one_copy = 0;
+
+    (void)state;
+    assert_ok(gm_stream_create(ctx, 0, &st));
+    for (int c = 0; c < N_CASES; c++) {
+        int ndim = (int)pick(MAXD + 1);
+        gm_dtype dtype = dtypes[pick(sizeof dtypes / sizeof dtypes[0])];
+        int64_t k = (int64_t)gm_dtype_itemsize(dtype), shape[MAXD], size = 1, calls = 0;
+        bool dst_gaps = pick(3) == 0, same = pick(2) == 0;
+        bool dst_dev = pick(2) == 0, src_dev = pick(2) == 0;
+        layout dl, sl;
+        region dr, sr;
+        gm_ndview dst, src;
+
+        for (int i = 0; i < ndim; i++) {
+            shape[i] = pick(16) == 0 ? 0 : 1 + pick(4);
+            size *= shape[i];
+        }
+        random_layout(ndim, shape, k, dst_gaps, false, &dl);
+        random_layout(ndim, shape, k, pick(2) == 0, true, &sl);
+        if (same) {
+            memcpy(sl.strides, dl.strides, sizeof(sl.strides));
+            sl.offset = dl.offset + pick(3);
+            sl.bytes = dl.bytes + pick(3) + (sl.offset - dl.offset);
+        }
+        dr = region_new(ctx, dst_dev, dl.bytes);
+        sr = region_new(ctx, src_dev, sl.bytes);
+        dst = view_in(&dr, dtype, ndim, shape, dl.strides, dl.offset);
+        src = view_in(&sr, dtype, ndim, shape, sl.strides, sl.offset);
+        calls = run_case(ctx, &dst, &dr, &src, &sr, pick(4) == 0 ? st : NULL);
+        if (size == 0) {
+            assert_int_equal(calls, 0);
+        } else if (same && !dst_gaps) {
+            dense_pairs++;
+            if (dst_dev || src_dev) {
+                assert_one_1d_copy(&dst, &src, calls);
+                one_copy++;
+            } else {
+                assert_int_equal(calls, 0);
+            }
+        }
+        region_free(&dr);
+        region_free(&sr);
+    }
+    assert_true(dense_pairs > N_CASES / 5 && one_copy > N_CASES / 10);
+    gm_stream_destroy(&st);
+    gm_context_destroy(&ctx);
+}
+
+/* --------------------------------------------------------- named layouts */
+
+/* One named pair: a layout per side over its own region. */
+typedef struct pair_case {
+    const char *name;
+    gm_dtype dtype;
+    int ndim;
+    int64_t shape[MAXD];
+    int64_t dst_strides[MAXD], src_strides[MAXD];
+    int64_t dst_offset, src_offset;
+    int64_t dst_bytes, src_bytes;
+    bool dense; /* one 1-D copy when a side is on the device */
+} pair_case;
+
+/* Every named pair in all four directions, without and with a stream. */
+static void test_named_pairs(void **state)
+{
+    const pair_case cases[] = {
+        {"1-D uint8 dense", GM_UINT8, 1, {4096}, {1}, {1}, 0, 0, 4096, 4096, true},
+        {"1-D offsets", GM_FLOAT64, 1, {100}, {8}, {8}, 24, 8, 832, 816, true},
+        {"1-D reversed both", GM_INT32, 1, {50}, {-4}, {-4}, 196, 200, 200, 204, true},
+        {"0-d", GM_FLOAT64, 0, {0}, {0}, {0}, 8, 0, 16, 8, true},
+        {"2-D C", GM_INT16, 2, {3, 5}, {10, 2}, {10, 2}, 0, 2, 30, 32, true},
+        {"2-D F", GM_INT16, 2, {3, 5}, {2, 6}, {2, 6}, 0, 0, 30, 30, true},
+        {"3-D C, extent-1 axis with odd strides",
+         GM_FLOAT32,
+         3,
+         {4, 1, 6},
+         {24, 7, 4},
+         {24, -99, 4},
+         0,
+         0,
+         96,
+         96,
+         true},
+        {"2-D reversed rows both", GM_UINT8, 2, {4, 8}, {-8, 1}, {-8, 1}, 24, 24, 32, 32, true},
+        {"3-D permuted alike",
+         GM_FLOAT32,
+         3,
+         {2, 3, 4},
+         {4, 32, 8},
+         {4, 32, 8},
+         0,
+         0,
+         96,
+         96,
+         true},
+        {"one item of 12 bytes",
+         {GM_DTYPE_FLOAT, 32, 3},
+         2,
+         {1, 1},
+         {5, 9},
+         {12, 12},
+         0,
+         0,
+         12,
+         12,
+         true},
+        {"C from F", GM_FLOAT64, 2, {3, 4}, {32, 8}, {8, 24}, 0, 0, 96, 96, false},
+        {"rows with gaps", GM_FLOAT32, 2, {3, 4}, {32, 4}, {32, 4}, 0, 0, 80, 80, false},
+        {"reversed on one side", GM_INT32, 1, {10}, {4}, {-4}, 0, 36, 40, 40, false},
+        {"broadcast source", GM_FLOAT64, 2, {3, 4}, {32, 8}, {0, 8}, 0, 0, 96, 32, false},
+        {"strided both alike", GM_INT16, 1, {10}, {4}, {4}, 0, 0, 40, 40, false},
+        {"empty", GM_FLOAT32, 2, {3, 0}, {0, 4}, {4, 12}, 0, 0, 1, 1, false},
+    };
+    gm_context *ctx = fault_ctx();
+    gm_stream *st = NULL;
+
+    (void)state;
+    assert_ok(gm_stream_create(ctx, 0, &st));
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        const pair_case *p = &cases[c];
+
+        for (int dir = 0; dir < 8; dir++) {
+            bool dst_dev = (dir & 1) != 0, src_dev = (dir & 2) != 0;
+            region dr = region_new(ctx, dst_dev, p->dst_bytes);
+            region sr = region_new(ctx, src_dev, p->src_bytes);
+            gm_ndview dst =
+                view_in(&dr, p->dtype, p->ndim, p->shape, p->dst_strides, p->dst_offset);
+            gm_ndview src =
+                view_in(&sr, p->dtype, p->ndim, p->shape, p->src_strides, p->src_offset);
+            int64_t calls = 0;
+
+            print_message("%s, %s <- %s%s\n", p->name, dst_dev ? "device" : "host",
+                          src_dev ? "device" : "host", dir >= 4 ? ", stream" : "");
+            assert_ok(gm_ndview_validate(&dst));
+            assert_ok(gm_ndview_validate(&src));
+            calls = run_case(ctx, &dst, &dr, &src, &sr, dir >= 4 ? st : NULL);
+            if (gm_ndview_size(&dst) == 0 || (!dst_dev && !src_dev))
+                assert_int_equal(calls, 0);
+            else if (p->dense)
+                assert_one_1d_copy(&dst, &src, calls);
+            region_free(&dr);
+            region_free(&sr);
+        }
+    }
+    gm_stream_destroy(&st);
+    gm_context_destroy(&ctx);
+}
+
+/*
+ * Equal strides with a broadcast (stride 0) axis on both sides are not one
+ * range: the backend's strided copy refuses the destination, and without it
+ * the copy is pieces.
+ */
+static void test_broadcast_pairs(void **state)
+{
+    int64_t shape[2] = {3, 4}, strides[2] = {0, 8};
+    gm_context *ctx = fault_ctx();
+
+    (void)state;
+    for (int src_dev = 0; src_dev < 2; src_dev++) {
+        region dr = region_new(ctx, true, 32), sr = region_new(ctx, src_dev != 0, 32);
+        gm_ndview dst = view_in(&dr, GM_FLOAT64, 2, shape, strides, 0);
+        gm_ndview src = view_in(&sr, GM_FLOAT64, 2, shape, strides, 0);
+
+        rt_fault_ops()->copy_strided = gm__host_backend.copy_strided;
+        assert_status(gm_copy(ctx, &dst, &src, NULL), GM_ERR_INVALID_ARG);
+        assert_message_contains("a broadcast destination is not writable");
+        rt_fault_ops()->copy_strided = gm__unsupported_copy_strided;
+        assert_true(run_case(ctx, &dst, &dr, &src, &sr, NULL) > 1);
+        region_free(&dr);
+        region_free(&sr);
+    }
+    gm_context_destroy(&ctx);
+}
+
+/* --------------------------------------------------------------- errors */
+
+/* Expect `expr` to fail with `status`, a message containing `needle`, and no ops->copy call. */
+#define assert_fails(expr, status, needle)          \
+    do {                                            \
+        int64_t calls_before_ = rec_calls;          \
+        assert_status((expr), (status));            \
+        assert_message_contains(needle);            \
+        assert_int_equal(rec_calls, calls_before_); \
+    } while (0)
+
+/* Descriptor, dtype, shape, memory-kind, device and argument errors: the general path's. */
+static void test_errors(void **state)
+{
+    int64_t n = 4096, n2[2] = {4096, 1};
+    gm_context *ctx = fault_ctx(), *other = fault_ctx();
+    gm_stream *foreign = NULL;
+    gm_array *a = NULL;
+    unsigned char *h = malloc(4096);
+    gm_ndview d, hv, bad, bad2;
+
+    (void)state;
+    assert_non_null(h);
+    assert_ok(gm_device_array(ctx, 1, &n, GM_UINT8, GM_ORDER_C, &a));
+    d = *gm_array_view(a);
+    assert_ok(gm_ndview_init(h, GM_UINT8, 1, &n, NULL, GM_ORDER_C, &hv));
+    assert_ok(gm_stream_create(other, 0, &foreign));
+
+    /* arguments */
+    assert_fails(gm_copy(NULL, &d, &hv, NULL), GM_ERR_NULL_POINTER, "gm_copy: ctx is NULL");
+    assert_fails(gm_copy(ctx, NULL, &hv, NULL), GM_ERR_NULL_POINTER,
+                 "gm_copy: destination is NULL");
+    assert_fails(gm_copy(ctx, &d, NULL, NULL), GM_ERR_NULL_POINTER, "gm_copy: source is NULL");
+    assert_fails(gm_copy(ctx, &d, &hv, foreign), GM_ERR_WRONG_CONTEXT,
+                 "gm_copy: the stream belongs to another context");
+    assert_fails(gm_copy(ctx, NULL, NULL, foreign), GM_ERR_WRONG_CONTEXT, "another context");
+
+    /* dtype and shape */
+    bad = hv;
+    bad.dtype = GM_INT8;
+    assert_fails(gm_copy(ctx, &d, &bad, NULL), GM_ERR_DTYPE,
+                 "gm_copy: dtype mismatch: destination uint8, source int8");
+    assert_fails(gm_array_copy_to_host(a, &bad, NULL), GM_ERR_DTYPE,
+                 "gm_array_copy_to_host: dtype mismatch: destination int8, source uint8");
+    bad = hv;
+    bad.shape[0] = 4095;
+    assert_fails(gm_array_copy_to_device(a, &bad, NULL), GM_ERR_SHAPE_MISMATCH,
+                 "gm_array_copy_to_device: shape mismatch: destination (4096,), source (4095,)");
+    assert_ok(gm_ndview_init(h, GM_UINT8, 2, n2, NULL, GM_ORDER_C, &bad));
+    assert_fails(gm_copy(ctx, &d, &bad, NULL), GM_ERR_SHAPE_MISMATCH,
+                 "gm_copy: shape mismatch: destination (4096,), source (4096, 1)");
+
+    /* invalid descriptors, the destination checked first */
+    bad = d;
+    bad.ndim = -1;
+    assert_fails(gm_copy(ctx, &bad, &hv, NULL), GM_ERR_INVALID_ARG,
+                 "gm_copy: ndim must be >= 0, got -1");
+    bad.ndim = GM_MAX_DIMS + 1;
+    assert_fails(gm_copy(ctx, &bad, &hv, NULL), GM_ERR_TOO_MANY_DIMS, "exceeds GM_MAX_DIMS");
+    bad = hv;
+    bad.dtype.bits = 12;
+    assert_fails(gm_copy(ctx, &d, &bad, NULL), GM_ERR_DTYPE, "gm_copy: invalid dtype");
+    bad2 = d;
+    bad2.shape[0] = -1;
+    assert_fails(gm_copy(ctx, &bad2, &bad, NULL), GM_ERR_INVALID_ARG,
+                 "gm_copy: negative extent -1 on axis 0");
+    bad = hv;
+    bad.dtype = GM_FLOAT64;
+    bad.ndim = 2;
+    bad.shape[0] = INT64_MAX / 2;
+    bad.shape[1] = 4;
+    bad.strides[0] = 0;
+    bad.strides[1] = 0;
+    assert_fails(gm_copy(ctx, &bad, &bad, NULL), GM_ERR_OVERFLOW, "overflows");
+    bad = hv;
+    bad.strides[0] = INT64_MAX / 2; /* the byte extent overflows */
+    assert_fails(gm_copy(ctx, &d, &bad, NULL), GM_ERR_OVERFLOW, "gm_copy: the byte extent");
+
+    /* memory kinds and devices, checked after the layouts (even when empty) */
+    bad = d;
+    bad.memory = 9;
+    assert_fails(gm_copy(ctx, &bad, &hv, NULL), GM_ERR_INVALID_ARG,
+                 "gm_copy: the destination has an unknown memory kind 9");
+    bad = d;
+    bad.device_id = 7;
+    assert_fails(gm_copy(ctx, &hv, &bad, NULL), GM_ERR_WRONG_CONTEXT,
+                 "gm_copy: the source is memory of device 7, the context's device is 0");
+    bad2 = hv;
+    bad2.dtype = GM_INT8;
+    assert_fails(gm_copy(ctx, &bad, &bad2, NULL), GM_ERR_DTYPE, "dtype mismatch");
+    bad.shape[0] = 0;
+    bad2 = hv;
+    bad2.shape[0] = 0;
+    assert_fails(gm_copy(ctx, &bad, &bad2, NULL), GM_ERR_WRONG_CONTEXT, "memory of device 7");
+    bad.device_id = 0;
+    assert_ok(gm_copy(ctx, &bad, &bad2, NULL)); /* empty: nothing to do */
+    bad.device_id = -1;
+    assert_ok(gm_copy(ctx, &bad2, &bad, NULL));
+    assert_int_equal(rec_calls, 0);
+
+    /* a dense copy the backend refuses (one byte past the allocation): its one call */
+    bad = d;
+    bad.offset = 1;
+    assert_status(gm_copy(ctx, &bad, &hv, NULL), GM_ERR_INVALID_ARG);
+    assert_message_contains("copy: destination range");
+    assert_int_equal(rec_calls, 1);
+    assert_int_equal(rec_desc.dst, (uintptr_t)d.data + 1);
+    rt_fault_fail_at(RT_COPY, 2, GM_ERR_DRIVER);
+    assert_status(gm_array_copy_to_host(a, &hv, NULL), GM_ERR_DRIVER);
+    assert_message_contains("copy: injected failure on call 2");
+    assert_int_equal(rec_calls, 2);
+
+    /* layouts the host engine refuses */
+    bad = hv;
+    bad.data = NULL;
+    bad2 = hv;
+    assert_fails(gm_copy(ctx, &bad2, &bad, NULL), GM_ERR_NULL_POINTER,
+                 "gm_copy: source data pointer is NULL");
+    bad2.shape[0] = 2;
+    bad2.strides[0] = INT64_MIN; /* a valid descriptor the engine refuses */
+    bad2.offset = INT64_MAX - 1;
+    bad = bad2;
+    bad.data = h + 1;
+    assert_fails(gm_copy(ctx, &bad, &bad2, NULL), GM_ERR_OVERFLOW, "stride INT64_MIN on axis 0");
+    bad = hv;
+    bad.shape[0] = 64;
+    bad.strides[0] = 0;
+    bad2 = hv;
+    bad2.shape[0] = 64;
+    assert_fails(gm_copy(ctx, &bad, &bad2, NULL), GM_ERR_INVALID_ARG,
+                 "a broadcast destination is not writable");
+
+    free(h);
+    gm_array_release(&a);
+    gm_stream_destroy(&foreign);
+    gm_context_destroy(&other);
+    gm_context_destroy(&ctx);
+}
+
+/* ---------------------------------------------------------------- streams */
+
+static void sleep_ms(int ms)
+{
+    struct timespec ts = {0, (long)ms * 1000000L};
+
+    nanosleep(&ts, NULL);
+}
+
+/* A stream callback that holds its stream until released. */
+typedef struct gate {
+    atomic_int release;
+} gate;
+
+static void gate_callback(gm_stream *stream, gm_status status, void *user)
+{
+    gate *g = user;
+
+    (void)stream;
+    (void)status;
+    while (atomic_load(&g->release) == 0)
+        sleep_ms(1);
+}
+
+/*
+ * Dense copies on a held stream return at once, with their copy queued
+ * (device sides: the one ops->copy, given the stream; host to host: the
+ * engine's job in stream order), and land once the stream runs.
+ */
+static void test_async_dense(void **state)
+{
+    int64_t n = 1 << 16, shape2[2] = {256, 256};
+    gm_context *ctx = fault_ctx();
+    gm_stream *st = NULL;
+    gm_array *a = NULL, *b = NULL;
+    unsigned char *h = malloc((size_t)n), *h2 = malloc((size_t)n);
+    gm_ndview hv, hv2, d2;
+
+    (void)state;
+    assert_non_null(h);
+    assert_non_null(h2);
+    assert_ok(gm_stream_create(ctx, 0, &st));
+    assert_ok(gm_device_array(ctx, 1, &n, GM_UINT8, GM_ORDER_C, &a));
+    assert_ok(gm_device_array(ctx, 2, shape2, GM_UINT8, GM_ORDER_F, &b));
+    assert_ok(gm_ndview_init(h, GM_UINT8, 1, &n, NULL, GM_ORDER_C, &hv));
+    assert_ok(gm_ndview_init(h2, GM_UINT8, 1, &n, NULL, GM_ORDER_C, &hv2));
+    assert_ok(gm_ndview_reshape(gm_array_view(a), 2, shape2, GM_ORDER_F, &d2));
+    memset(h, 1, (size_t)n);
+    memset(h2, 2, (size_t)n);
+    assert_ok(gm_array_memset(a, 0, NULL));
+    assert_ok(gm_array_memset(b, 0, NULL));
+
+    for (int step = 0; step < 4; step++) {
+        gate g;
+        unsigned char *watch = NULL, want = 0;
+        unsigned char seen_before = 0;
+        int64_t calls = rec_calls, enqueued = rt_fault_calls(RT_ENQUEUE_HOST);
+        gm_status s = GM_OK;
+
+        atomic_init(&g.release, 0);
+        assert_ok(gm_stream_add_callback(st, gate_callback, &g));
+        switch (step) {
+        case 0: /* host to device */
+            s = gm_array_copy_to_device(a, &hv, st);
+            watch = gm_array_view(a)->data;
+            want = 1;
+            break;
+        case 1: /* device to host */
+            s = gm_array_copy_to_host(a, &hv2, st);
+            watch = h2;
+            want = 1;
+            break;
+        case 2: /* device to device, 2-D F-ordered on both sides */
+            s = gm_copy(ctx, gm_array_view(b), &d2, st);
+            watch = gm_array_view(b)->data;
+            want = 1;
+            break;
+        default: /* host to host */
+            memset(h2, 3, (size_t)n);
+            s = gm_copy(ctx, &hv, &hv2, st);
+            watch = h;
+            want = 3;
+            break;
+        }
+        seen_before = watch[n - 1];
+        atomic_store(&g.release, 1);
+        assert_ok(s);
+        assert_ok(gm_stream_synchronize(st));
+        assert_int_not_equal(seen_before, want); /* not copied while the stream was held */
+        assert_int_equal(watch[0], want);
+        assert_int_equal(watch[n - 1], want);
+        if (step < 3) {
+            assert_int_equal(rec_calls - calls, 1);
+            assert_true(rec_stream);
+            assert_int_equal(rec_desc.width_bytes, (size_t)n);
+        } else {
+            assert_int_equal(rec_calls - calls, 0);
+            assert_int_equal(rt_fault_calls(RT_ENQUEUE_HOST) - enqueued, 2); /* copy, cleanup */
+        }
+    }
+    /* without a stream the op is synchronous */
+    assert_ok(gm_array_copy_to_device(a, &hv2, NULL));
+    assert_false(rec_stream);
+    free(h);
+    free(h2);
+    gm_array_release(&a);
+    gm_array_release(&b);
+    gm_stream_destroy(&st);
+    gm_context_destroy(&ctx);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup(test_random_pairs, test_setup),
+        cmocka_unit_test_setup(test_named_pairs, test_setup),
+        cmocka_unit_test_setup(test_broadcast_pairs, test_setup),
+        cmocka_unit_test_setup(test_errors, test_setup),
+        cmocka_unit_test_setup(test_async_dense, test_setup),
+    };
+
+    return cmocka_run_group_tests(tests, group_setup, gm_test_restore_allocator);
+}
