@@ -3,9 +3,10 @@
  * with plain C references:
  *
  *   1. contiguous copies, 4 KiB .. 1 GiB (powers of 4), against memcpy:
- *      the engine alone, then whole transfers through the public API
+ *      the engine alone, then (1b) whole transfers through the public API
  *      (gm_array_copy_to_device / gm_array_copy_to_host on a host-backend
- *      context) from pageable and from pinned host memory;
+ *      context) from pageable and from pinned host memory, each against a
+ *      memcpy between the same two buffers, the two timed alternately;
  *   2. strided copies (every other float32 element), against a C loop;
  *   3. a transposed 4096 x 4096 float32 copy, against a cache-blocked C
  *      loop written here and numpy's np.ascontiguousarray(a.T) (timed by
@@ -92,15 +93,13 @@ static size_t available_bytes(void)
     return pages > 0 && size > 0 ? (size_t)pages * (size_t)size : 0;
 }
 
-static int bench_api(size_t max, const double *memcpy_s);
+static int bench_api(size_t max);
 
 /* 1. Contiguous copies through the engine and memcpy. */
 static int bench_contiguous(void)
 {
     size_t max = GIB;
     unsigned char *a = NULL, *b = NULL;
-    double memcpy_s[16];
-    int row = 0;
 
     if (available_bytes() < 3 * GIB) {
         max = 256 * MIB;
@@ -113,7 +112,7 @@ static int bench_contiguous(void)
     memset(a, 1, max);
     memset(b, 2, max);
     printf("\n1. contiguous copy          engine GB/s   memcpy GB/s   engine/memcpy\n");
-    for (size_t n = 4 * KIB; n <= max; n *= 4, row++) {
+    for (size_t n = 4 * KIB; n <= max; n *= 4) {
         int iters = n >= BATCH_BYTES ? 1 : (int)(BATCH_BYTES / n);
         gm_ndview dv = bytes_view(b, n), sv = bytes_view(a, n);
         double te = 1e30, tm = 1e30;
@@ -125,11 +124,10 @@ static int bench_contiguous(void)
 
         printf("   %8zu KiB          %12.2f  %12.2f   %10.3f\n", n / KIB, (double)n / te / 1e9,
                (double)n / tm / 1e9, tm / te);
-        memcpy_s[row] = tm;
     }
     free(a);
     free(b);
-    return bench_api(max, memcpy_s);
+    return bench_api(max);
 }
 
 /* Time of one batch of `iters` API transfers (h2d: host -> device), per call. */
@@ -147,14 +145,20 @@ static double time_api(gm_array *dev, const gm_ndview *host, int h2d, int iters)
     return (now_s() - t0) / iters;
 }
 
-/* One size's transfers through the API, pageable and pinned, each way; 0 on success. */
-static int api_row(gm_context *ctx, void *pageable, size_t n, double tm)
+/*
+ * One size's transfers through the API, pageable and pinned, each way, each
+ * against a memcpy between the same two buffers in the same direction, timed
+ * in the same repetitions (the simulator's device memory is host memory); 0
+ * on success.
+ */
+static int api_row(gm_context *ctx, void *pageable, size_t n)
 {
     int64_t shape = (int64_t)n;
     int iters = n >= BATCH_BYTES ? 1 : (int)(BATCH_BYTES / n);
     gm_array *dev = NULL, *pinned = NULL;
     gm_ndview pv = bytes_view(pageable, n);
-    double t[4] = {1e30, 1e30, 1e30, 1e30};
+    double t[4] = {1e30, 1e30, 1e30, 1e30}, m[4] = {1e30, 1e30, 1e30, 1e30};
+    void *dd = NULL, *pd = NULL;
 
     if (gm_device_array(ctx, 1, &shape, GM_UINT8, GM_ORDER_C, &dev) != GM_OK ||
         gm_pinned_array(ctx, 1, &shape, GM_UINT8, GM_ORDER_C, &pinned) != GM_OK) {
@@ -163,31 +167,44 @@ static int api_row(gm_context *ctx, void *pageable, size_t n, double tm)
         gm_array_release(&dev);
         return 0;
     }
-    memset(gm_array_view(pinned)->data, 3, n);
-    for (int r = 0; r < REPS; r++) {
-        t[0] = best_of(t[0], time_api(dev, &pv, 1, iters));
-        t[1] = best_of(t[1], time_api(dev, gm_array_view(pinned), 1, iters));
-        t[2] = best_of(t[2], time_api(dev, &pv, 0, iters));
-        t[3] = best_of(t[3], time_api(dev, gm_array_view(pinned), 0, iters));
+    dd = gm_array_view(dev)->data;
+    pd = gm_array_view(pinned)->data;
+    memset(pd, 3, n);
+    /* Which of each pair runs first alternates, so that neither inherits the other's warm-up. */
+    for (int r = 0; r < 2 * REPS; r++) {
+        for (int k = 0; k < 2; k++) {
+            if ((k == 0) == (r % 2 == 0)) {
+                t[0] = best_of(t[0], time_api(dev, &pv, 1, iters));
+                t[1] = best_of(t[1], time_api(dev, gm_array_view(pinned), 1, iters));
+                t[2] = best_of(t[2], time_api(dev, &pv, 0, iters));
+                t[3] = best_of(t[3], time_api(dev, gm_array_view(pinned), 0, iters));
+            } else {
+                m[0] = best_of(m[0], time_memcpy(dd, pageable, n, iters));
+                m[1] = best_of(m[1], time_memcpy(dd, pd, n, iters));
+                m[2] = best_of(m[2], time_memcpy(pageable, dd, n, iters));
+                m[3] = best_of(m[3], time_memcpy(pd, dd, n, iters));
+            }
+        }
     }
     printf("   %8zu KiB   %8.2f %8.2f %8.2f %8.2f   %6.3f %6.3f %6.3f %6.3f\n", n / KIB,
            (double)n / t[0] / 1e9, (double)n / t[1] / 1e9, (double)n / t[2] / 1e9,
-           (double)n / t[3] / 1e9, tm / t[0], tm / t[1], tm / t[2], tm / t[3]);
+           (double)n / t[3] / 1e9, m[0] / t[0], m[1] / t[1], m[2] / t[2], m[3] / t[3]);
     gm_array_release(&pinned);
     gm_array_release(&dev);
     return 0;
 }
 
 /*
- * 1b. The same sizes as whole transfers through the public API, against the
- * memcpy time of section 1 (host buffers page-aligned, like the device ones).
+ * 1b. The same sizes as whole transfers through the public API, each against
+ * memcpy between the same buffers (host buffers page-aligned, like the
+ * device ones).
  */
-static int bench_api(size_t max, const double *memcpy_s)
+static int bench_api(size_t max)
 {
     gm_context *ctx = NULL;
     gm_device_info info;
     unsigned char *host = NULL;
-    int failed = 0, row = 0;
+    int failed = 0;
 
     if (gm_context_create(NULL, &ctx) != GM_OK || gm_context_device_info(ctx, &info) != GM_OK) {
         fprintf(stderr, "bench_copy: %s\n", gm_last_error_message());
@@ -199,15 +216,15 @@ static int bench_api(size_t max, const double *memcpy_s)
         return 1;
     }
     memset(host, 4, max);
-    printf("\n1b. transfers through the API (%s backend; GB/s, then x memcpy)\n"
+    printf("\n1b. transfers through the API (%s backend; GB/s, then x memcpy of the same buffers)\n"
            "                   H2D page H2D pin  D2H page D2H pin    H2D pg H2D pn D2H pg D2H pn\n",
            gm_backend_name(gm_context_backend(ctx)));
-    for (size_t n = 4 * KIB; n <= max && failed == 0; n *= 4, row++) {
+    for (size_t n = 4 * KIB; n <= max && failed == 0; n *= 4) {
         if ((int64_t)n > info.total_memory / 4) {
             printf("   %8zu KiB   skipped: above a quarter of the device memory\n", n / KIB);
             continue;
         }
-        failed = api_row(ctx, host, n, memcpy_s[row]);
+        failed = api_row(ctx, host, n);
     }
     free(host);
     gm_context_destroy(&ctx);
