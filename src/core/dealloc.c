@@ -375,17 +375,32 @@ static gm_status drain(gm_context *ctx, const char *fn, drain_mode mode)
     return status;
 }
 
-/* A flush triggered by a bound: skipped if another thread is flushing. */
+/*
+ * A flush triggered by a bound: skipped if another thread is flushing (that
+ * drain takes the new entry too). A drain decides to stop when it sees the
+ * queue empty, so an entry pushed after that, whose own try failed, would
+ * wait for the next push: after giving the flush lock back, the bounds are
+ * checked again and a flush still due runs.
+ */
 static void auto_flush(gm_context *ctx)
 {
+    gm__dealloc_queue *q = &ctx->queue;
     gm_status status = GM_OK;
+    bool due = true;
 
-    if (pthread_mutex_trylock(&ctx->queue.flush_lock) != 0)
-        return;
-    status = drain(ctx, "deallocation queue", DRAIN_NORMAL);
-    pthread_mutex_unlock(&ctx->queue.flush_lock);
-    if (status != GM_OK)
-        gm__log(GM_LOG_WARN, "automatic flush stopped: %s", gm_last_error_message());
+    while (due) {
+        if (pthread_mutex_trylock(&q->flush_lock) != 0)
+            return;
+        status = drain(ctx, "deallocation queue", DRAIN_NORMAL);
+        pthread_mutex_unlock(&q->flush_lock);
+        if (status != GM_OK) {
+            gm__log(GM_LOG_WARN, "automatic flush stopped: %s", gm_last_error_message());
+            return;
+        }
+        gm__lock_take(&q->lock);
+        due = q->defer_depth == 0 && over_bounds(q);
+        gm__lock_give(&q->lock);
+    }
 }
 
 /* Append an entry and flush if a bound is now exceeded (outside defer_cleanup). */

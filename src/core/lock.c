@@ -11,8 +11,11 @@
 #include <linux/futex.h>
 #include <sys/syscall.h>
 #include <unistd.h>
+#endif
+#if defined(__linux__) && defined(SYS_futex)
+#define GM__LOCK_FUTEX 1
 #else
-#include <sched.h>
+#include <sched.h> /* no futex (or only futex_time64): sleeping is yielding */
 #endif
 
 /* Polls of a held lock before sleeping. */
@@ -31,7 +34,7 @@ static void relax(void)
 /* Sleep while the lock's state is 2 (returns at once if it changed). */
 static void sleep_on(gm__lock *lock)
 {
-#if defined(__linux__)
+#if defined(GM__LOCK_FUTEX)
     (void)syscall(SYS_futex, &lock->state, FUTEX_WAIT_PRIVATE, 2, NULL, NULL, 0);
 #else
     (void)lock;
@@ -56,7 +59,7 @@ void gm__lock_wait(gm__lock *lock)
 
 void gm__lock_wake(gm__lock *lock)
 {
-#if defined(__linux__)
+#if defined(GM__LOCK_FUTEX)
     (void)syscall(SYS_futex, &lock->state, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
 #else
     (void)lock;

@@ -5,9 +5,9 @@
  * it to reach gm__host_is_locked().
  *
  * Locks: a context has two locks that are never held together.
- *   mem_lock  (a gm__lock, lock.h: short sections, no waits under it) the
- *             allocation registry, the capacity accounting and the
- *             device-memory cache;
+ *   mem_lock  (a gm__lock, lock.h: short sections; the longest make an
+ *             mlock/munlock call or log) the allocation registry, the
+ *             capacity accounting and the device-memory cache;
  *   lock      every stream, work queue, event and fence of the context, with
  *             one condition variable, `progress`, broadcast whenever a work
  *             item completes.
