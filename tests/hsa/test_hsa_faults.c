@@ -275,16 +275,24 @@ static void sweep(hsa_status_t injected)
     long total = 0, hit = 0;
     run r;
 
-    hsa_double_reset(NULL);
-    scenario(&r, image, bytes);
-    assert_int_equal(r.failed, GM_OK);
-    hsa_test_assert_nothing_live();
-    hsa_test_assert_no_violations();
-    total = hsa_double_calls(NULL);
+    /* How many calls a run makes depends a little on timing (a signal is recycled once its
+     * work is reaped, else a new one is created): the fewest of three clean runs. */
+    for (int clean = 0; clean < 3; clean++) {
+        long calls = 0;
+
+        hsa_double_reset(NULL);
+        scenario(&r, image, bytes);
+        assert_int_equal(r.failed, GM_OK);
+        hsa_test_assert_nothing_live();
+        hsa_test_assert_no_violations();
+        calls = hsa_double_calls(NULL);
+        total = clean == 0 || calls < total ? calls : total;
+    }
     assert_true(total > 50);
-    for (long n = 1; n <= total + 5; n++)
+    for (long n = 1; n <= total + 10; n++)
         check_one(n, injected, image, bytes, &hit);
-    assert_true(hit >= total - 5);
+    /* Not vacuous: nearly every call was reached and failed (a loaded machine shifts a few). */
+    assert_true(hit >= total - total / 10);
     print_message("%ld runtime calls failed one at a time\n", hit);
     free(image);
 }
