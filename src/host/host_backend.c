@@ -8,8 +8,9 @@
  *     (GM_HOST_DEVICE_MEMORY, default half the physical RAM), so running out
  *     of device memory can be tested. A device address is the host address.
  *     Freed device memory is kept for reuse by size class (host_cache.c):
- *     not charged, bounded by GM_HOST_DEVICE_CACHE, and left in the registry
- *     as a cached region that every lookup treats as absent (freed memory).
+ *     not charged, bounded by GM_HOST_DEVICE_CACHE (when full, the least
+ *     recently cached blocks make room), and left in the registry as a
+ *     cached region that every lookup treats as absent (freed memory).
  *   - Pinned memory (host_alloc) is page-aligned, page-rounded and mlock'ed,
  *     charged against GM_HOST_PINNED_MEMORY (default device memory / 4).
  *     When mlock fails (RLIMIT_MEMLOCK) or GM_HOST_MLOCK=0, the allocation
@@ -695,16 +696,18 @@ static gm_status host_managed_alloc(gm_backend_ctx *bctx, size_t bytes, gm_devpt
 
 /*
  * Free the live allocation starting at ptr if it is device-kind (or not):
- * a device block the cache has room for just becomes a cached region (one
- * lookup, no registry change); any other is removed from the registry and
- * released after mem_lock (release_region's work: only its lock range is
- * kept, since the node may be reused at once).
+ * a cacheable device block just becomes a cached region (one lookup, no
+ * registry change, beyond the removal of the least recently cached blocks
+ * it evicts to make room: those are freed after mem_lock); any other is
+ * removed from the registry and released after mem_lock (release_region's
+ * work: only its lock range is kept, since the node may be reused at once).
  */
 static gm_status free_region(host_ctx *c, uintptr_t ptr, bool device, const char *fn)
 {
     host_region *at = NULL;
     uintptr_t lock_base = 0;
     size_t lock_bytes = 0;
+    void *evicted = NULL;
     bool found = false, cached = false, locked = false;
 
     gm__lock_take(&c->mem_lock);
@@ -712,7 +715,8 @@ static gm_status free_region(host_ctx *c, uintptr_t ptr, bool device, const char
     found = at != NULL && !at->registered && is_device_kind(at->kind) == device;
     if (found) {
         *used_counter(c, at->kind) -= (int64_t)at->charged;
-        cached = device && !at->tail_shared && gm__host_cache_keep(&c->cache, at);
+        cached = device && !at->tail_shared &&
+                 gm__host_cache_keep(&c->cache, &c->registry, at, &evicted);
         if (!cached) {
             locked = at->locked;
             lock_base = at->lock_base;
@@ -721,6 +725,8 @@ static gm_status free_region(host_ctx *c, uintptr_t ptr, bool device, const char
         }
     }
     gm__lock_give(&c->mem_lock);
+    if (evicted != NULL)
+        gm__host_cache_free(evicted);
     if (!found)
         return gm__error(GM_ERR_INVALID_ARG,
                          "%s: %p is not the start of a live %s allocation of this context", fn,

@@ -36,7 +36,8 @@
 #define GM_HOST_MLOCK_ENV "GM_HOST_MLOCK"
 
 /* Bytes of freed device memory kept for reuse (host_cache.c), same syntax; "0" turns the
- * cache off. Default: 256M, at most a quarter of the device memory. */
+ * cache off. Default: 256M, at most a quarter of the device memory. When it is full, a freed
+ * block evicts the least recently cached ones. */
 #define GM_HOST_DEVICE_CACHE_ENV "GM_HOST_DEVICE_CACHE"
 
 /* Alignment of simulated device allocations (cudaMalloc gives at least 256). */
@@ -76,7 +77,15 @@ typedef struct host_region {
     bool registered;  /* host_register'ed user memory (else allocated here) */
     bool locked;      /* mlock succeeded on [lock_base, lock_base + lock_bytes) */
     bool tail_shared; /* live device region: another region may lie in [base, base + capacity) */
-    uintptr_t lock_base;
+    union {
+        uintptr_t lock_base; /* pinned and mapped kinds */
+        /*
+         * Cached: the cache's clock when it was cached (lower: older). Device
+         * kinds lock nothing (locked is false), so their lock_base is unused
+         * and holds it (stale once live again, and never used).
+         */
+        uint64_t cached_at;
+    };
     size_t lock_bytes;
     /* Cached: the neighbours in its class's list, most recently freed first. */
     struct host_region *cache_next, *cache_prev;
@@ -134,13 +143,17 @@ typedef struct host_fence host_fence;
 
 /*
  * Freed device memory kept for reuse, per size class (host_cache.c; mem_lock):
- * lists of cached regions, linked through the regions themselves.
+ * lists of cached regions, linked through the regions themselves, each in
+ * the order its regions were cached: reuse takes a list's first (the
+ * newest), making room evicts the oldest of the lists' last ones.
  */
 typedef struct host_cache {
-    host_region *bins[GM_HOST_CACHE_CLASSES]; /* most recently freed first */
-    int64_t counts[GM_HOST_CACHE_CLASSES];    /* regions in each list */
-    int64_t bytes;                            /* capacity of the blocks held */
-    int64_t limit;                            /* most bytes held (GM_HOST_DEVICE_CACHE) */
+    host_region *bins[GM_HOST_CACHE_CLASSES];  /* most recently freed first */
+    host_region *tails[GM_HOST_CACHE_CLASSES]; /* each list's last (least recently freed) */
+    int64_t counts[GM_HOST_CACHE_CLASSES];     /* regions in each list */
+    uint64_t clock;                            /* regions cached so far (their cached_at) */
+    int64_t bytes;                             /* capacity of the blocks held */
+    int64_t limit;                             /* most bytes held (GM_HOST_DEVICE_CACHE) */
 } host_cache;
 
 /* A per-thread default stream: the thread's key and its stream. */
@@ -221,11 +234,15 @@ bool gm__host_is_locked(gm_backend_ctx *bctx, const void *ptr);
 int gm__host_cache_class(size_t charged, size_t *capacity_p);
 
 /*
- * Keep a live device-kind region's block (r->klass >= 0, r in the registry):
- * r becomes cached and goes first in its class's list. False (r unchanged)
- * when the cache has no room for it.
+ * Keep a live device-kind region's block (r in the registry): r becomes
+ * cached, the newest in its class's list and in the cache. When the blocks
+ * held leave no room for it, the least recently cached ones (of any class)
+ * are evicted first: taken out of `reg`, their blocks pushed on *evicted_p
+ * (a list for gm__host_cache_free, after mem_lock). False (r unchanged,
+ * nothing evicted) when r's block is never cached (klass < 0) or is larger
+ * than the whole cache.
  */
-bool gm__host_cache_keep(host_cache *cache, host_region *r);
+bool gm__host_cache_keep(host_cache *cache, host_registry *reg, host_region *r, void **evicted_p);
 
 /*
  * The most recently cached region of `klass`, off its list and live again

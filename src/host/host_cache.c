@@ -32,16 +32,37 @@
  * blocks are never cached. The total capacity kept is bounded by
  * GM_HOST_DEVICE_CACHE (bytes; 0 turns the cache off).
  *
+ * Policy: reuse takes the most recently freed block of the class (the one
+ * most likely still in the CPU's caches). A freed block that does not fit
+ * under the bound evicts the least recently cached blocks, of any class,
+ * until it fits, as a caching allocator drops its least recently used
+ * blocks: the cache follows the program's current sizes instead of keeping
+ * whatever filled it first. A block larger than the whole bound is freed
+ * at once and evicts nothing. The evicted blocks leave the registry under
+ * mem_lock and are freed by the caller after it.
+ *
  * The class lists link through the registry regions (cache_next and
- * cache_prev), not through the blocks: a write into freed device memory
- * cannot corrupt a list, a region can be unlinked from the middle of its
- * list (host_register evicting it) in constant time, and teardown frees each
- * block once by walking the registry. The block's first two words still
- * hold check values (its region's address and its own, each xor a
- * constant), written when it is cached and verified when it is reused, so a
- * write into freed device memory is detected and logged: that block is
- * freed and never handed out; the rest of its class is unaffected. Under
- * AddressSanitizer the rest of the block is poisoned.
+ * cache_prev; the cache holds each list's first and last), not through the
+ * blocks: a write into freed device memory cannot corrupt a list, a region
+ * can be unlinked from the middle of its list (host_register evicting it)
+ * in constant time, and teardown frees each block once by walking the
+ * registry. The cache-wide order needs no list of its own: each region is
+ * stamped with the cache's clock when it is cached (cached_at, in the lock
+ * range device memory never uses: no larger regions), so each class list is
+ * in clock order, and the least recently cached block is the oldest of the
+ * lists' last regions. So reuse and freeing do the class list's constant
+ * work and a stamp (a second list would touch two more regions each time),
+ * and finding the oldest block is a walk over the 72 lists' last regions,
+ * done only to make room. The walk also yields the oldest last region of
+ * the other classes, so a run of evictions from one class takes one walk:
+ * evicting k blocks costs k registry removals and at most k walks under
+ * mem_lock; each block is evicted at most once per time it is cached.
+ *
+ * The block's first two words still hold check values (its region's address
+ * and its own, each xor a constant), written when it is cached and verified
+ * when it is reused, so a write into freed device memory is detected and
+ * logged: that block is freed and never handed out; the rest of its class is
+ * unaffected. Under AddressSanitizer the rest of the block is poisoned.
  * Every function here except gm__host_cache_discard and gm__host_cache_free
  * runs with the context's mem_lock held.
  */
@@ -149,30 +170,96 @@ static void unlink_region(host_cache *cache, host_region *r)
         cache->bins[r->klass] = r->cache_next;
     if (r->cache_next != NULL)
         r->cache_next->cache_prev = r->cache_prev;
+    else
+        cache->tails[r->klass] = r->cache_prev;
     r->cache_next = r->cache_prev = NULL;
     cache->counts[r->klass]--;
     cache->bytes -= (int64_t)r->capacity;
 }
 
-bool gm__host_cache_keep(host_cache *cache, host_region *r)
+/*
+ * The class whose last region is the least recently cached of all (the cache
+ * holds something), and in *next_p the cached_at of the oldest last region
+ * of every other class (UINT64_MAX when none).
+ */
+static int oldest_class(const host_cache *cache, uint64_t *next_p)
+{
+    int oldest = -1;
+    uint64_t first = UINT64_MAX, next = UINT64_MAX;
+
+    for (int k = 0; k < GM_HOST_CACHE_CLASSES; k++) {
+        uint64_t at = 0;
+
+        if (cache->tails[k] == NULL)
+            continue;
+        at = cache->tails[k]->cached_at;
+        if (at < first) {
+            next = first;
+            first = at;
+            oldest = k;
+        } else if (at < next) {
+            next = at;
+        }
+    }
+    *next_p = next;
+    return oldest;
+}
+
+/* Make a live region cached: first in its class's list, stamped, check words written, poisoned. */
+static inline void cache_region(host_cache *cache, host_region *r)
 {
     cached_block *block = (cached_block *)r->base;
-    host_region *head = NULL;
+    host_region *head = cache->bins[r->klass];
 
-    if (r->klass < 0 || (int64_t)r->capacity > cache->limit - cache->bytes)
-        return false;
-    head = cache->bins[r->klass];
     r->cache_next = head;
     r->cache_prev = NULL;
     if (head != NULL)
         head->cache_prev = r;
+    else
+        cache->tails[r->klass] = r;
     cache->bins[r->klass] = r;
     cache->counts[r->klass]++;
     cache->bytes += (int64_t)r->capacity;
+    r->cached_at = ++cache->clock;
     r->state = HOST_REGION_CACHED;
     block->region = (uintptr_t)r ^ CHECK_REGION;
     block->self = r->base ^ CHECK_BLOCK;
     poison(block, r->capacity);
+}
+
+/*
+ * gm__host_cache_keep when r does not fit: evict the least recently cached
+ * regions until it does, then cache it; false, evicting nothing, when it
+ * never would (larger than the whole cache). Out of line, so that the
+ * common path stays a leaf function with no stack frame.
+ */
+static __attribute__((noinline)) bool keep_evicting(host_cache *cache, host_registry *reg,
+                                                    host_region *r, void **evicted_p)
+{
+    if ((int64_t)r->capacity > cache->limit)
+        return false;
+    while ((int64_t)r->capacity > cache->limit - cache->bytes) {
+        /* Something is held: with nothing, r fits. */
+        uint64_t next = 0;
+        int k = oldest_class(cache, &next);
+
+        /* Class k's last regions, while each is older than every other class's. */
+        do
+            gm__host_cache_evict(cache, reg, cache->tails[k], evicted_p);
+        while ((int64_t)r->capacity > cache->limit - cache->bytes && cache->tails[k] != NULL &&
+               cache->tails[k]->cached_at < next);
+    }
+    cache_region(cache, r);
+    return true;
+}
+
+bool gm__host_cache_keep(host_cache *cache, host_registry *reg, host_region *r, void **evicted_p)
+{
+    if (r->klass < 0)
+        return false;
+    if ((int64_t)r->capacity > cache->limit - cache->bytes)
+        return keep_evicting(cache, reg, r, evicted_p);
+    cache_region(cache, r);
     return true;
 }
 

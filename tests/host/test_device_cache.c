@@ -11,7 +11,14 @@
  * against a reference, with the registry's and the cache's invariants
  * checked after every step: regions in address order with disjoint ranges,
  * the hash index finding every region, each cached region on its class's
- * list and nothing overlapping its whole block, the cache's counts and bytes.
+ * list (in the order the regions were cached, by their stamps, ending at
+ * the class's tail) and nothing overlapping its whole block, the cache's
+ * counts and bytes. The eviction policy (a freed block that does not fit
+ * under GM_HOST_DEVICE_CACHE evicts the least recently cached blocks, of
+ * any class; one larger than the bound is not cached and evicts nothing) is
+ * checked on named cases, against the longest-suffix rule under several
+ * small bounds, and by the randomized run, whose reference models the
+ * cache: its blocks in the order they were cached.
  */
 #include <stdbool.h>
 #include <stdint.h>
@@ -48,6 +55,29 @@ static gm_backend_ctx *ctx_new(void)
     assert_ok(OPS->init(&args, &c));
     assert_non_null(c);
     return c;
+}
+
+/* A context whose cache holds at most `limit` (GM_HOST_DEVICE_CACHE syntax; NULL: the default). */
+static gm_backend_ctx *ctx_with_cache(const char *limit)
+{
+    gm_backend_ctx *c = NULL;
+
+    if (limit != NULL)
+        setenv(GM_HOST_DEVICE_CACHE_ENV, limit, 1);
+    c = ctx_new();
+    unsetenv(GM_HOST_DEVICE_CACHE_ENV);
+    return c;
+}
+
+/* The capacity of the block a device allocation of `bytes` gets, and its class (-1: uncached). */
+static size_t block_capacity(size_t bytes, int *klass_p)
+{
+    size_t capacity = 0;
+    int klass = gm__host_cache_class((bytes + 255) & ~(size_t)255, &capacity);
+
+    if (klass_p != NULL)
+        *klass_p = klass;
+    return capacity;
 }
 
 /* The kind pointer_kind reports for addr. */
@@ -87,8 +117,9 @@ static int64_t cached_count(gm_backend_ctx *c)
  * disjoint [base, base + bytes); the hash index finds each; a cached region
  * is an unregistered, unlocked device-kind region of a class whose list
  * holds it, and nothing overlaps its whole block; each list is consistent
- * both ways; the cache's counts and bytes are its lists'. Returns the number
- * of live regions.
+ * both ways, ends at its class's tail and is in the order its regions were
+ * cached (their stamps decreasing); the cache's counts and bytes are its
+ * lists'. Returns the number of live regions.
  */
 static size_t check_consistent(gm_backend_ctx *c)
 {
@@ -129,9 +160,14 @@ static size_t check_consistent(gm_backend_ctx *c)
             assert_int_equal(r->state, HOST_REGION_CACHED);
             assert_int_equal(r->klass, k);
             assert_ptr_equal(gm__host_registry_find(reg, r->base), r);
+            /* Stamped by the cache's clock, newest first. */
+            assert_true(r->cached_at >= 1 && r->cached_at <= hc->cache.clock);
+            if (back != NULL)
+                assert_true(r->cached_at < back->cached_at);
             bytes += (int64_t)r->capacity;
             in_list++;
         }
+        assert_ptr_equal(hc->cache.tails[k], back);
         assert_int_equal(in_list, hc->cache.counts[k]);
     }
     assert_int_equal(bytes, hc->cache.bytes);
@@ -139,6 +175,64 @@ static size_t check_consistent(gm_backend_ctx *c)
     assert_int_equal((int64_t)cached, cached_count(c));
     gm__lock_give(&hc->mem_lock);
     return n - cached;
+}
+
+static int by_cached_at(const void *a, const void *b)
+{
+    const host_region *x = *(host_region *const *)a, *y = *(host_region *const *)b;
+
+    return x->cached_at < y->cached_at ? -1 : x->cached_at > y->cached_at;
+}
+
+/*
+ * The cached regions in the order they were cached, least recently first
+ * (the order eviction follows), with distinct stamps; at most `max` (a test
+ * failure if more), mem_lock held by the caller. Returns their number.
+ */
+static size_t cache_order(host_ctx *hc, host_region **out, size_t max)
+{
+    size_t n = 0;
+
+    for (int k = 0; k < GM_HOST_CACHE_CLASSES; k++)
+        for (host_region *r = hc->cache.bins[k]; r != NULL; r = r->cache_next) {
+            assert_true(n < max);
+            out[n++] = r;
+        }
+    qsort(out, n, sizeof out[0], by_cached_at);
+    for (size_t i = 1; i < n; i++)
+        assert_true(out[i - 1]->cached_at < out[i]->cached_at);
+    return n;
+}
+
+/*
+ * The cache holds exactly the blocks at newest[0 .. n), most recently cached
+ * first (the cache-wide order), and their capacities' sum.
+ */
+static void expect_cache(gm_backend_ctx *c, const uintptr_t *newest, size_t n)
+{
+    host_ctx *hc = gm__host_ctx(c);
+    host_region *order[256];
+    int64_t bytes = 0;
+    size_t held = 0;
+
+    check_consistent(c);
+    gm__lock_take(&hc->mem_lock);
+    held = cache_order(hc, order, sizeof order / sizeof order[0]);
+    assert_int_equal(held, n);
+    for (size_t i = 0; i < n; i++) {
+        assert_int_equal(order[n - 1 - i]->base, newest[i]);
+        bytes += (int64_t)order[n - 1 - i]->capacity;
+    }
+    assert_int_equal(hc->cache.bytes, bytes);
+    gm__lock_give(&hc->mem_lock);
+}
+
+/* A freed block the cache evicted (or never took): out of the registry, unknown to pointer_kind. */
+static void expect_gone(gm_backend_ctx *c, uintptr_t base)
+{
+    assert_null(region_at(c, base));
+    assert_int_equal(kind_of(c, base), GM_MEMORY_HOST);
+    assert_int_equal(kind_of(c, base + 255), GM_MEMORY_HOST);
 }
 
 /* A 1-D byte copy descriptor. */
@@ -522,17 +616,254 @@ static void test_write_after_free_discards_one_block(void **state)
     OPS->fini(c);
 }
 
+/* ------------------------------------------------------------ eviction */
+
+/*
+ * A full cache (16 KiB of 4 KiB blocks) receiving a block of another class
+ * evicts the least recently cached blocks, of any class, and only as many
+ * as it must: they leave the registry and are freed memory; the rest stay
+ * cached, in order, with exact bytes and counts. Reuse takes a block out of
+ * the order, and freeing it again makes it the newest.
+ */
+static void test_full_cache_evicts_oldest(void **state)
+{
+    gm_backend_ctx *c = ctx_with_cache("16K");
+    host_ctx *hc = gm__host_ctx(c);
+    gm_devptr a[4] = {0}, x = 0, y = 0, b = 0, d = 0;
+    int k4 = 0, k6 = 0, k3 = 0;
+
+    (void)state;
+    assert_int_equal(block_capacity(4096, &k4), 4096);
+    assert_int_equal(block_capacity(6000, &k6), 6144);
+    assert_int_equal(block_capacity(3000, &k3), 3072);
+    for (int i = 0; i < 4; i++)
+        assert_ok(OPS->mem_alloc(c, 4096, &a[i]));
+    for (int i = 0; i < 4; i++)
+        assert_ok(OPS->mem_free(c, a[i])); /* exactly full: nothing evicted */
+    expect_cache(c, (const uintptr_t[]){a[3], a[2], a[1], a[0]}, 4);
+    assert_int_equal(hc->cache.bytes, 16384);
+
+    /* Reuse takes the newest of the class; an exact fit again evicts nothing. */
+    assert_ok(OPS->mem_alloc(c, 4096, &x));
+    assert_ok(OPS->mem_alloc(c, 4000, &y));
+    assert_int_equal(x, a[3]);
+    assert_int_equal(y, a[2]);
+    expect_cache(c, (const uintptr_t[]){a[1], a[0]}, 2);
+    assert_ok(OPS->mem_free(c, x)); /* a[3], then a[2]: the newest now */
+    assert_ok(OPS->mem_free(c, y));
+    expect_cache(c, (const uintptr_t[]){a[2], a[3], a[1], a[0]}, 4);
+    assert_int_equal(hc->cache.counts[k4], 4);
+    assert_int_equal(hc->registry.count, 4);
+
+    /* 6 KiB of another class: the two oldest 4 KiB blocks make room. */
+    assert_ok(OPS->mem_alloc(c, 6000, &b));
+    assert_ok(OPS->mem_free(c, b));
+    expect_cache(c, (const uintptr_t[]){b, a[2], a[3]}, 3);
+    assert_int_equal(hc->cache.bytes, 2 * 4096 + 6144);
+    assert_int_equal(hc->cache.counts[k4], 2);
+    assert_int_equal(hc->cache.counts[k6], 1);
+    assert_int_equal(hc->registry.count, 3);
+    expect_gone(c, a[0]);
+    expect_gone(c, a[1]);
+    assert_int_equal(check_consistent(c), 0);
+
+    /* 3 KiB, with 2 KiB free: the oldest goes, of a class neither new nor largest. */
+    assert_ok(OPS->mem_alloc(c, 3000, &d));
+    assert_ok(OPS->mem_free(c, d));
+    expect_cache(c, (const uintptr_t[]){d, b, a[2]}, 3);
+    assert_int_equal(hc->cache.bytes, 4096 + 6144 + 3072);
+    assert_int_equal(hc->cache.counts[k4], 1);
+    assert_int_equal(hc->cache.counts[k6], 1);
+    assert_int_equal(hc->cache.counts[k3], 1);
+    expect_gone(c, a[3]);
+
+    /* Every survivor is still served from the cache. */
+    assert_ok(OPS->mem_alloc(c, 4096, &x));
+    assert_int_equal(x, a[2]);
+    assert_ok(OPS->mem_alloc(c, 5500, &y));
+    assert_int_equal(y, b);
+    expect_cache(c, (const uintptr_t[]){d}, 1);
+    assert_int_equal(check_consistent(c), 2);
+    assert_ok(OPS->mem_free(c, x));
+    assert_ok(OPS->mem_free(c, y));
+    expect_cache(c, (const uintptr_t[]){b, a[2], d}, 3);
+    OPS->fini(c); /* frees the three cached blocks once; the evicted ones were freed already */
+}
+
+/*
+ * A block larger than the whole cache is freed at once and evicts nothing;
+ * one of exactly its size evicts everything else; a block of no class (over
+ * 64 MiB) is never cached either.
+ */
+static void test_block_larger_than_limit_not_cached(void **state)
+{
+    gm_backend_ctx *c = ctx_with_cache("16K");
+    host_ctx *hc = gm__host_ctx(c);
+    gm_devptr a[4] = {0}, big = 0, whole = 0, huge = 0, s = 0;
+    int klass = 0;
+
+    (void)state;
+    assert_int_equal(block_capacity(16385, NULL), 20480);
+    assert_int_equal(block_capacity(16384, NULL), 16384);
+    for (int i = 0; i < 4; i++)
+        assert_ok(OPS->mem_alloc(c, 4096, &a[i]));
+    for (int i = 0; i < 4; i++)
+        assert_ok(OPS->mem_free(c, a[i]));
+    assert_ok(OPS->mem_alloc(c, 16385, &big));
+    assert_int_equal(check_consistent(c), 1);
+    assert_ok(OPS->mem_free(c, big));
+    expect_gone(c, big);
+    expect_cache(c, (const uintptr_t[]){a[3], a[2], a[1], a[0]}, 4);
+    assert_int_equal(hc->cache.bytes, 16384);
+    assert_int_equal(hc->registry.count, 4);
+
+    assert_ok(OPS->mem_alloc(c, 16384, &whole));
+    assert_ok(OPS->mem_free(c, whole));
+    expect_cache(c, (const uintptr_t[]){whole}, 1);
+    for (int i = 0; i < 4; i++)
+        expect_gone(c, a[i]);
+    assert_int_equal(hc->registry.count, 1);
+    OPS->fini(c);
+
+    /* The default bound; 64 MiB + 256 bytes has no class. */
+    c = ctx_new();
+    hc = gm__host_ctx(c);
+    assert_ok(OPS->mem_alloc(c, 1000, &s));
+    assert_ok(OPS->mem_free(c, s));
+    assert_true(block_capacity(GM_HOST_CACHE_MAX_BLOCK + 256, &klass) > 0);
+    assert_int_equal(klass, -1);
+    assert_ok(OPS->mem_alloc(c, GM_HOST_CACHE_MAX_BLOCK + 256, &huge));
+    assert_ok(OPS->mem_free(c, huge));
+    expect_gone(c, huge);
+    expect_cache(c, (const uintptr_t[]){s}, 1);
+    OPS->fini(c);
+}
+
+/*
+ * Under small bounds (one 256-byte block; 1000 bytes, no multiple of 256;
+ * a few blocks; more), blocks of many sizes freed one after another: after
+ * each free the cache holds the longest run of the most recently freed
+ * cacheable blocks whose capacities fit the bound (what evicting the oldest
+ * until the new block fits gives), blocks larger than the bound never. Then
+ * the same sizes allocated again are served newest first per class.
+ */
+static void test_eviction_small_limits(void **state)
+{
+    enum { N = 64 };
+    static const char *const limits[] = {"256", "1000", "4K", "20000", "64K"};
+    static const int64_t limit_bytes[] = {256, 1000, 4096, 20000, 65536};
+    static const size_t sizes[] = {1,    256,  300,  600,   1000,  3000,
+                                   4096, 5000, 9000, 17000, 40000, 70000};
+    uint64_t x = 0x9e3779b97f4a7c15ull;
+
+    (void)state;
+    for (size_t l = 0; l < sizeof limits / sizeof limits[0]; l++) {
+        gm_backend_ctx *c = ctx_with_cache(limits[l]);
+        host_ctx *hc = gm__host_ctx(c);
+        gm_devptr p[N] = {0};
+        size_t bytes[N] = {0}, cap[N] = {0};
+        int order[N] = {0}, freed[N] = {0}, nfreed = 0, evictions = 0;
+        uintptr_t want[N] = {0};
+        size_t nwant = 0;
+
+        assert_int_equal(hc->cache.limit, limit_bytes[l]);
+        for (int i = 0; i < N; i++) {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            bytes[i] = sizes[x % (sizeof sizes / sizeof sizes[0])];
+            cap[i] = block_capacity(bytes[i], NULL);
+            assert_ok(OPS->mem_alloc(c, bytes[i], &p[i]));
+            order[i] = i;
+        }
+        for (int i = N - 1; i > 0; i--) { /* free in a shuffled order */
+            int j = (int)((x >> 11) % (uint64_t)(i + 1)), t = order[i];
+
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            order[i] = order[j];
+            order[j] = t;
+        }
+        for (int f = 0; f < N; f++) {
+            int i = order[f];
+            int64_t sum = 0;
+            size_t before = nwant;
+
+            assert_ok(OPS->mem_free(c, p[i]));
+            if ((int64_t)cap[i] <= limit_bytes[l])
+                freed[nfreed++] = i;
+            /* The longest suffix of the cacheable frees that fits. */
+            nwant = 0;
+            for (int g = nfreed - 1; g >= 0 && sum + (int64_t)cap[freed[g]] <= limit_bytes[l];
+                 g--) {
+                sum += (int64_t)cap[freed[g]];
+                want[nwant++] = (uintptr_t)p[freed[g]];
+            }
+            if ((int64_t)cap[i] <= limit_bytes[l] && nwant < before + 1)
+                evictions += (int)(before + 1 - nwant);
+            expect_cache(c, want, nwant);
+            assert_int_equal(hc->cache.bytes, sum);
+            assert_int_equal(hc->registry.count, (size_t)(N - f - 1) + nwant);
+            if ((int64_t)cap[i] > limit_bytes[l])
+                expect_gone(c, (uintptr_t)p[i]);
+        }
+        assert_true(evictions > 0);
+        /* Allocated again: each class's newest cached block, else a new one. */
+        for (int i = N - 1; i >= 0; i--) {
+            int klass = 0, newest = -1;
+            gm_devptr q = 0;
+
+            block_capacity(bytes[i], &klass);
+            for (size_t w = 0; w < nwant && newest < 0; w++) {
+                host_region *r = region_at(c, want[w]);
+
+                assert_non_null(r);
+                if (r->klass == klass)
+                    newest = (int)w;
+            }
+            assert_ok(OPS->mem_alloc(c, bytes[i], &q));
+            if (newest >= 0) {
+                assert_int_equal(q, want[newest]);
+                memmove(&want[newest], &want[newest + 1],
+                        (nwant - (size_t)newest - 1) * sizeof want[0]);
+                nwant--;
+            } else {
+                for (size_t w = 0; w < nwant; w++)
+                    assert_int_not_equal(q, want[w]);
+            }
+            p[i] = q;
+            expect_cache(c, want, nwant);
+        }
+        assert_int_equal(nwant, 0);
+        for (int i = 0; i < N; i++)
+            assert_ok(OPS->mem_free(c, p[i]));
+        check_consistent(c);
+        OPS->fini(c);
+    }
+}
+
 /* ---------------------------------------------- a randomized consistency run */
 
-enum { SLOTS = 48, STEPS = 6000, ARENA = 64 * 1024 };
+enum { SLOTS = 48, STEPS = 6000, ARENA = 64 * 1024, MODEL = 4096 };
 
 /* One thing the run holds: a device / managed / pinned allocation or a registration. */
 typedef struct held {
     uintptr_t base;
     size_t bytes;
-    int kind; /* GM_MEMORY_*; 0: empty slot */
+    size_t capacity; /* device kinds: the block's */
+    int klass;       /* device kinds: its cache class */
+    int kind;        /* GM_MEMORY_*; 0: empty slot */
     bool registered;
+    bool tail_shared; /* device kinds: a registration met its block's tail (never cached) */
 } held;
+
+/* A block the reference says is cached. */
+typedef struct model_block {
+    uintptr_t base;
+    size_t capacity;
+    int klass;
+} model_block;
 
 typedef struct run {
     gm_backend_ctx *c;
@@ -541,6 +872,12 @@ typedef struct run {
     int ndead;
     unsigned char *arena; /* user memory for registrations */
     uint64_t x;
+    /* The reference cache: its blocks, least recently cached first, and their capacities' sum. */
+    model_block cached[MODEL];
+    int ncached;
+    int64_t cached_bytes;
+    int64_t limit;
+    int64_t evictions; /* blocks evicted to make room, over the run */
 } run;
 
 static uint64_t rnd(run *r)
@@ -569,6 +906,99 @@ static bool ref_overlaps(const run *r, uintptr_t base, size_t bytes)
     return false;
 }
 
+/* Whether the reference holds something (held or cached) at exactly base. */
+static bool ref_has_base(const run *r, uintptr_t base)
+{
+    for (int i = 0; i < SLOTS; i++)
+        if (r->h[i].kind != 0 && r->h[i].base == base)
+            return true;
+    for (int i = 0; i < r->ncached; i++)
+        if (r->cached[i].base == base)
+            return true;
+    return false;
+}
+
+/* Drop the reference's cached block i (evicted or reused). */
+static void model_remove(run *r, int i)
+{
+    r->cached_bytes -= (int64_t)r->cached[i].capacity;
+    memmove(&r->cached[i], &r->cached[i + 1], (size_t)(r->ncached - i - 1) * sizeof r->cached[0]);
+    r->ncached--;
+}
+
+/* The reference's mem_free of a device block: whether it is cached, evicting the oldest first. */
+static bool model_keep(run *r, const held *h)
+{
+    if (h->klass < 0 || h->tail_shared || (int64_t)h->capacity > r->limit)
+        return false;
+    while ((int64_t)h->capacity > r->limit - r->cached_bytes) {
+        uintptr_t gone = r->cached[0].base;
+
+        assert_true(r->ncached > 0);
+        model_remove(r, 0);
+        r->evictions++;
+        assert_null(region_at(r->c, gone)); /* out of the registry already (mem_free returned) */
+    }
+    assert_true(r->ncached < MODEL);
+    r->cached[r->ncached].base = h->base;
+    r->cached[r->ncached].capacity = h->capacity;
+    r->cached[r->ncached].klass = h->klass;
+    r->ncached++;
+    r->cached_bytes += (int64_t)h->capacity;
+    return true;
+}
+
+/* The reference's reuse: the newest cached block of klass, out of the cache; 0 when none. */
+static uintptr_t model_take(run *r, int klass)
+{
+    for (int i = r->ncached - 1; i >= 0 && klass >= 0; i--)
+        if (r->cached[i].klass == klass) {
+            uintptr_t base = r->cached[i].base;
+
+            model_remove(r, i);
+            return base;
+        }
+    return 0;
+}
+
+/*
+ * The reference's host_register of [base, base + bytes): the cached blocks
+ * it meets are evicted; a held device block whose tail it meets is never
+ * cached afterwards.
+ */
+static void model_register(run *r, uintptr_t base, size_t bytes)
+{
+    for (int i = r->ncached - 1; i >= 0; i--)
+        if (r->cached[i].base < base + bytes && base < r->cached[i].base + r->cached[i].capacity)
+            model_remove(r, i);
+    for (int i = 0; i < SLOTS; i++) {
+        held *h = &r->h[i];
+
+        if ((h->kind == GM_MEMORY_DEVICE || h->kind == GM_MEMORY_MANAGED) && !h->registered &&
+            h->base < base + bytes && base < h->base + h->capacity)
+            h->tail_shared = true;
+    }
+}
+
+/* The cache is the reference's: the same blocks in the same order, the same bytes. */
+static void check_model(run *r)
+{
+    host_ctx *hc = gm__host_ctx(r->c);
+    host_region *order[MODEL];
+    size_t n = 0;
+
+    gm__lock_take(&hc->mem_lock);
+    n = cache_order(hc, order, MODEL);
+    assert_int_equal(n, r->ncached);
+    for (size_t i = 0; i < n; i++) {
+        assert_int_equal(order[i]->base, r->cached[i].base);
+        assert_int_equal(order[i]->capacity, r->cached[i].capacity);
+        assert_int_equal(order[i]->klass, r->cached[i].klass);
+    }
+    assert_int_equal(hc->cache.bytes, r->cached_bytes);
+    gm__lock_give(&hc->mem_lock);
+}
+
 /* Every held range and every dead address as the reference says; the invariants. */
 static void check_run(run *r)
 {
@@ -589,8 +1019,12 @@ static void check_run(run *r)
     for (int i = 0; i < r->ndead; i++) {
         assert_int_equal(kind_of(r->c, r->dead[i]), ref_kind(r, r->dead[i]));
         assert_int_equal(kind_of(r->c, r->dead[i] + 17), ref_kind(r, r->dead[i] + 17));
+        /* Evicted or never cached: out of the registry, unless held or cached again there. */
+        if (region_at(r->c, r->dead[i]) != NULL)
+            assert_true(ref_has_base(r, r->dead[i]));
     }
     assert_int_equal(check_consistent(r->c), held_n);
+    check_model(r);
     assert_ok(OPS->mem_info(r->c, &free_b, &total));
     assert_int_equal(total - free_b, charged);
 }
@@ -614,7 +1048,10 @@ static void step_alloc(run *r, int i)
     gm_devptr p = 0;
     void *hp = NULL;
     held *h = &r->h[i];
+    uintptr_t reused = 0;
 
+    memset(h, 0, sizeof *h);
+    h->capacity = block_capacity(bytes, &h->klass);
     switch ((v >> 16) % 8) {
     case 0:
         assert_ok(OPS->host_alloc(r->c, bytes, 0, &hp));
@@ -622,18 +1059,24 @@ static void step_alloc(run *r, int i)
         h->kind = GM_MEMORY_PINNED;
         break;
     case 1:
+        reused = model_take(r, h->klass);
         assert_ok(OPS->managed_alloc(r->c, bytes, &p));
         h->base = (uintptr_t)p;
         h->kind = GM_MEMORY_MANAGED;
         break;
     default:
+        reused = model_take(r, h->klass);
         assert_ok(OPS->mem_alloc(r->c, bytes, &p));
         h->base = (uintptr_t)p;
         h->kind = GM_MEMORY_DEVICE;
         break;
     }
+    /* The newest cached block of the class, else a new block (no cached one). */
+    if (reused != 0)
+        assert_int_equal(h->base, reused);
+    for (int k = 0; k < r->ncached; k++)
+        assert_int_not_equal(h->base, r->cached[k].base);
     h->bytes = bytes;
-    h->registered = false;
     assert_int_equal(region_at(r->c, h->base)->state, HOST_REGION_LIVE);
 }
 
@@ -649,8 +1092,17 @@ static void step_free(run *r, int i)
         assert_ok(OPS->host_free(r->c, (void *)h->base));
         assert_status(OPS->host_free(r->c, (void *)h->base), GM_ERR_INVALID_ARG);
     } else {
+        host_region *at = NULL;
+
         assert_ok(OPS->mem_free(r->c, (gm_devptr)h->base));
         assert_status(OPS->mem_free(r->c, (gm_devptr)h->base), GM_ERR_INVALID_ARG);
+        at = region_at(r->c, h->base);
+        if (model_keep(r, h)) {
+            assert_non_null(at);
+            assert_int_equal(at->state, HOST_REGION_CACHED);
+        } else {
+            assert_null(at);
+        }
         add_dead(r, h->base);
     }
     h->kind = 0;
@@ -681,6 +1133,8 @@ static void step_register(run *r, int i)
     assert_status(got, expect);
     if (got != GM_OK)
         return;
+    model_register(r, base, bytes);
+    memset(h, 0, sizeof *h);
     h->base = base;
     h->bytes = bytes;
     h->kind = (v >> 4) & 1 ? GM_MEMORY_MAPPED : GM_MEMORY_PINNED;
@@ -690,13 +1144,15 @@ static void step_register(run *r, int i)
         step_free(r, i);
 }
 
-static void test_random_alloc_free_register(void **state)
+/* STEPS random steps under a cache bound (NULL: the default); returns the evictions seen. */
+static int64_t random_run(const char *limit, uint64_t seed)
 {
     run *r = test_calloc(1, sizeof *r);
+    int64_t evictions = 0;
 
-    (void)state;
-    r->c = ctx_new();
-    r->x = 0x2545f4914f6cdd1dull;
+    r->c = ctx_with_cache(limit);
+    r->limit = gm__host_ctx(r->c)->cache.limit;
+    r->x = seed;
     r->arena = malloc(ARENA);
     assert_non_null(r->arena);
     for (int step = 0; step < STEPS; step++) {
@@ -719,9 +1175,21 @@ static void test_random_alloc_free_register(void **state)
         if (r->h[i].kind != 0)
             step_free(r, i);
     check_run(r);
+    evictions = r->evictions;
     OPS->fini(r->c);
     free(r->arena);
     test_free(r);
+    return evictions;
+}
+
+/* The default bound (nothing evicted: the run's blocks take far less) and two small ones. */
+static void test_random_alloc_free_register(void **state)
+{
+    (void)state;
+    assert_int_equal(random_run(NULL, 0x2545f4914f6cdd1dull), 0);
+    /* 64 KiB: the 70000-byte blocks (80 KiB) are never cached, the others evict. */
+    assert_true(random_run("64K", 0x9e3779b97f4a7c15ull) > 100);
+    assert_true(random_run("300K", 0xd1b54a32d192ed03ull) > 100);
 }
 
 int main(void)
@@ -734,6 +1202,9 @@ int main(void)
         cmocka_unit_test(test_cache_drop_removes_regions),
         cmocka_unit_test(test_host_oom_drops_cached_regions),
         cmocka_unit_test(test_write_after_free_discards_one_block),
+        cmocka_unit_test(test_full_cache_evicts_oldest),
+        cmocka_unit_test(test_block_larger_than_limit_not_cached),
+        cmocka_unit_test(test_eviction_small_limits),
         cmocka_unit_test(test_random_alloc_free_register),
     };
 
