@@ -445,11 +445,13 @@ static void test_block_under_stale_registration_not_cached(void **state)
 }
 
 /*
- * Two registrations share a page with a cached block between them:
- * unregistering one keeps the page locked for the other, as if the cached
- * block were not there (the walk for another locker passes over it).
+ * Two registrations share a page with a 256-byte device block between them,
+ * live (a region with no lock range) or freed (cached): unregistering one
+ * must keep the page locked for the other. The search for another locker
+ * once stopped at the device region and unlocked the page; a cached block
+ * must be passed over as if it were not there.
  */
-static void test_page_lock_walk_skips_cached(void **state)
+static void page_walk_across_block(bool freed)
 {
     gm_backend_ctx *c = ctx_new();
     uintptr_t ps = (uintptr_t)sysconf(_SC_PAGESIZE);
@@ -458,8 +460,7 @@ static void test_page_lock_walk_skips_cached(void **state)
     long base = 0;
     int n = 0;
 
-    (void)state;
-    /* A 256-byte device block with room in its page on both sides, then freed: cached. */
+    /* A 256-byte device block with room in its page on both sides. */
     for (n = 0; n < 64 && dev == 0; n++) {
         uintptr_t off = 0;
 
@@ -475,15 +476,16 @@ static void test_page_lock_walk_skips_cached(void **state)
     for (int i = 0; i < n; i++) /* the others go first: they may share the page */
         if ((uintptr_t)d[i] != dev)
             assert_ok(OPS->mem_free(c, d[i]));
-    assert_ok(OPS->mem_free(c, dev));
+    if (freed)
+        assert_ok(OPS->mem_free(c, dev));
     page = dev & ~(ps - 1);
     base = vmlck_kb();
-    /* Either side of the cached block (other cached blocks in the page are evicted). */
+    /* Either side of the block (other cached blocks in the page are evicted). */
     assert_ok(OPS->host_register(c, (void *)page, (size_t)(dev - page), 0));
     assert_ok(OPS->host_register(c, (void *)(dev + 256), (size_t)(page + ps - dev - 256), 0));
-    assert_int_equal(region_at(c, dev)->state, HOST_REGION_CACHED);
-    assert_int_equal(kind_of(c, dev), GM_MEMORY_HOST);
-    assert_int_equal(check_consistent(c), 2);
+    assert_int_equal(region_at(c, dev)->state, freed ? HOST_REGION_CACHED : HOST_REGION_LIVE);
+    assert_int_equal(kind_of(c, dev), freed ? GM_MEMORY_HOST : GM_MEMORY_DEVICE);
+    assert_int_equal(check_consistent(c), freed ? 2 : 3);
     if (!gm__host_is_locked(c, (void *)page) || base < 0 || vmlck_kb() == base) {
         OPS->fini(c); /* not locked, no VmLck, or mlock is a no-op (ASan intercepts it) */
         skip();
@@ -493,8 +495,20 @@ static void test_page_lock_walk_skips_cached(void **state)
     assert_int_equal(vmlck_kb() - base, (long)(ps / 1024)); /* still locked for the first */
     assert_ok(OPS->host_unregister(c, (void *)page));
     assert_int_equal(vmlck_kb() - base, 0);
-    assert_int_equal(check_consistent(c), 0);
+    assert_int_equal(check_consistent(c), freed ? 0 : 1);
     OPS->fini(c);
+}
+
+static void test_page_lock_walk_skips_cached(void **state)
+{
+    (void)state;
+    page_walk_across_block(true);
+}
+
+static void test_register_shared_page_across_device_region(void **state)
+{
+    (void)state;
+    page_walk_across_block(false);
 }
 
 /* gm__host_cache_drop (the out-of-memory retry) takes every cached region out of the registry. */
@@ -1199,6 +1213,7 @@ int main(void)
         cmocka_unit_test(test_register_over_cached_block),
         cmocka_unit_test(test_block_under_stale_registration_not_cached),
         cmocka_unit_test(test_page_lock_walk_skips_cached),
+        cmocka_unit_test(test_register_shared_page_across_device_region),
         cmocka_unit_test(test_cache_drop_removes_regions),
         cmocka_unit_test(test_host_oom_drops_cached_regions),
         cmocka_unit_test(test_write_after_free_discards_one_block),

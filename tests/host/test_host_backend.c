@@ -599,54 +599,6 @@ static void test_register_shared_page(void **state)
     free(buf);
 }
 
-/*
- * Two registrations share a page with a device allocation between them (a
- * region with no lock range): unregistering one must keep the page locked
- * for the other. The search for another locker once stopped at the device
- * region and unlocked the page.
- */
-static void test_register_shared_page_across_device_region(void **state)
-{
-    gm_backend_ctx *c = ctx_new();
-    uintptr_t ps = (uintptr_t)sysconf(_SC_PAGESIZE);
-    gm_devptr d[64] = {0};
-    uintptr_t dev = 0, page = 0;
-    long base = 0;
-    int n = 0;
-
-    (void)state;
-    /* A 256-byte device block with room in its page on both sides. */
-    for (n = 0; n < 64 && dev == 0; n++) {
-        uintptr_t off = 0;
-
-        assert_ok(OPS->mem_alloc(c, 256, &d[n]));
-        off = (uintptr_t)d[n] & (ps - 1);
-        if (off >= 256 && off + 512 <= ps)
-            dev = (uintptr_t)d[n];
-    }
-    if (dev == 0) {
-        OPS->fini(c);
-        skip();
-    }
-    for (int i = 0; i < n; i++) /* the others may share the page: only `dev` stays */
-        if ((uintptr_t)d[i] != dev)
-            assert_ok(OPS->mem_free(c, d[i]));
-    page = dev & ~(ps - 1);
-    base = vmlck_kb();
-    assert_ok(OPS->host_register(c, (void *)page, (size_t)(dev - page), 0));
-    assert_ok(OPS->host_register(c, (void *)(dev + 256), (size_t)(page + ps - dev - 256), 0));
-    if (!gm__host_is_locked(c, (void *)page) || base < 0 || vmlck_kb() == base) {
-        OPS->fini(c); /* not locked, no VmLck, or mlock is a no-op (ASan intercepts it) */
-        skip();
-    }
-    assert_int_equal(vmlck_kb() - base, (long)(ps / 1024));
-    assert_ok(OPS->host_unregister(c, (void *)(dev + 256)));
-    assert_int_equal(vmlck_kb() - base, (long)(ps / 1024)); /* still locked for the first */
-    assert_ok(OPS->host_unregister(c, (void *)page));
-    assert_int_equal(vmlck_kb() - base, 0);
-    OPS->fini(c);
-}
-
 /* ------------------------------------------------------------- copies */
 
 /* H2D, D2D, D2H pitched copies; 2-D pitched; strided copy; errors. */
@@ -1389,7 +1341,6 @@ int main(void)
         cmocka_unit_test(test_mlock_disabled_is_honest),
         cmocka_unit_test(test_register_unregister),
         cmocka_unit_test(test_register_shared_page),
-        cmocka_unit_test(test_register_shared_page_across_device_region),
         cmocka_unit_test(test_copy_sync),
         cmocka_unit_test(test_copy_strided_op),
         cmocka_unit_test(test_memset),
