@@ -126,6 +126,15 @@ static void check_probe(host_registry *reg, const ref_set *s, uintptr_t probe)
         assert_true(fl != NULL && fl->base == s->base[i - 1]);
 }
 
+/* The next value of a xorshift64 sequence (x != 0). */
+static uint64_t xorshift(uint64_t x)
+{
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    return x;
+}
+
 static void test_registry_matches_sorted_array(void **state)
 {
     host_registry reg = {0};
@@ -137,9 +146,7 @@ static void test_registry_matches_sorted_array(void **state)
         uintptr_t b = 0;
         int at = 0;
 
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
+        x = xorshift(x);
         b = (uintptr_t)(x % (KEYS * 4)) * 16 + 16; /* keys collide often */
         at = ref_find(s, b);
         if (at >= 0 && (x >> 40) % 3 != 0) {
@@ -236,9 +243,7 @@ static void test_registry_index_clusters(void **state)
         uintptr_t b = 0;
         int at = 0;
 
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
+        x = xorshift(x);
         b = (uintptr_t)((x % 64) + 1) << (8 + (x >> 32) % 16); /* few distinct high bits */
         if ((x >> 60) == 0)
             b = (uintptr_t)(x % 512 + 1) * 16; /* a dense run */
@@ -300,9 +305,7 @@ static void test_backend_many_live_allocations(void **state)
         int j = 0;
         gm_devptr t = 0;
 
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
+        x = xorshift(x);
         j = (int)(x % (uint64_t)(i + 1));
         t = p[i];
         p[i] = p[j];
