@@ -57,3 +57,19 @@ void gm_test_assert_message_contains(const char *needle, const char *file, int l
                 needle);
     _fail(file, line);
 }
+
+long gm_test_vmlck_kb(void)
+{
+    char line[256];
+    long kb = -1;
+    FILE *f = fopen("/proc/self/status", "r");
+
+    if (f == NULL)
+        return -1;
+    while (fgets(line, sizeof line, f) != NULL) {
+        if (sscanf(line, "VmLck: %ld kB", &kb) == 1)
+            break;
+    }
+    fclose(f);
+    return kb;
+}

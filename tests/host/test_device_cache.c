@@ -385,23 +385,6 @@ static void test_register_over_cached_block(void **state)
     OPS->fini(c);
 }
 
-/* Locked memory of this process in kB (VmLck), or -1. */
-static long vmlck_kb(void)
-{
-    char line[256];
-    long kb = -1;
-    FILE *f = fopen("/proc/self/status", "r");
-
-    if (f == NULL)
-        return -1;
-    while (fgets(line, sizeof line, f) != NULL) {
-        if (sscanf(line, "VmLck: %ld kB", &kb) == 1)
-            break;
-    }
-    fclose(f);
-    return kb;
-}
-
 /*
  * A registration left over freed memory (a user error: here freed device
  * memory, evicted and given back to the C library) that a new block then
@@ -479,22 +462,22 @@ static void page_walk_across_block(bool freed)
     if (freed)
         assert_ok(OPS->mem_free(c, dev));
     page = dev & ~(ps - 1);
-    base = vmlck_kb();
+    base = gm_test_vmlck_kb();
     /* Either side of the block (other cached blocks in the page are evicted). */
     assert_ok(OPS->host_register(c, (void *)page, (size_t)(dev - page), 0));
     assert_ok(OPS->host_register(c, (void *)(dev + 256), (size_t)(page + ps - dev - 256), 0));
     assert_int_equal(region_at(c, dev)->state, freed ? HOST_REGION_CACHED : HOST_REGION_LIVE);
     assert_int_equal(kind_of(c, dev), freed ? GM_MEMORY_HOST : GM_MEMORY_DEVICE);
     assert_int_equal(check_consistent(c), freed ? 2 : 3);
-    if (!gm__host_is_locked(c, (void *)page) || base < 0 || vmlck_kb() == base) {
+    if (!gm__host_is_locked(c, (void *)page) || base < 0 || gm_test_vmlck_kb() == base) {
         OPS->fini(c); /* not locked, no VmLck, or mlock is a no-op (ASan intercepts it) */
         skip();
     }
-    assert_int_equal(vmlck_kb() - base, (long)(ps / 1024));
+    assert_int_equal(gm_test_vmlck_kb() - base, (long)(ps / 1024));
     assert_ok(OPS->host_unregister(c, (void *)(dev + 256)));
-    assert_int_equal(vmlck_kb() - base, (long)(ps / 1024)); /* still locked for the first */
+    assert_int_equal(gm_test_vmlck_kb() - base, (long)(ps / 1024)); /* still locked for the first */
     assert_ok(OPS->host_unregister(c, (void *)page));
-    assert_int_equal(vmlck_kb() - base, 0);
+    assert_int_equal(gm_test_vmlck_kb() - base, 0);
     assert_int_equal(check_consistent(c), freed ? 0 : 1);
     OPS->fini(c);
 }

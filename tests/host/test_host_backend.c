@@ -134,23 +134,6 @@ static bool query_idle_within(gm_backend_ctx *c, gm_backend_stream *s, long ms)
     return OPS->stream_query(c, s) == GM_OK;
 }
 
-/* Locked memory of this process in kB (VmLck), or -1. */
-static long vmlck_kb(void)
-{
-    char line[256];
-    long kb = -1;
-    FILE *f = fopen("/proc/self/status", "r");
-
-    if (f == NULL)
-        return -1;
-    while (fgets(line, sizeof line, f) != NULL) {
-        if (sscanf(line, "VmLck: %ld kB", &kb) == 1)
-            break;
-    }
-    fclose(f);
-    return kb;
-}
-
 /* A 1-D byte copy descriptor. */
 static gm_copy_desc byte_copy(gm_copy_side dside, gm_devptr dst, gm_copy_side sside, gm_devptr src,
                               size_t bytes)
@@ -580,21 +563,21 @@ static void test_register_shared_page(void **state)
     gm_backend_ctx *c = ctx_new();
     size_t ps = (size_t)sysconf(_SC_PAGESIZE);
     char *buf = NULL;
-    long base = vmlck_kb();
+    long base = gm_test_vmlck_kb();
 
     assert_int_equal(posix_memalign((void **)&buf, ps, 3 * ps), 0);
     assert_ok(OPS->host_register(c, buf + 100, 100, 0));
     assert_ok(OPS->host_register(c, buf + 300, ps, 0)); /* pages 0 and 1 */
-    if (!gm__host_is_locked(c, buf + 300) || base < 0 || vmlck_kb() == base) {
+    if (!gm__host_is_locked(c, buf + 300) || base < 0 || gm_test_vmlck_kb() == base) {
         OPS->fini(c); /* not locked, no VmLck, or mlock is a no-op (ASan intercepts it) */
         free(buf);
         skip();
     }
-    assert_int_equal(vmlck_kb() - base, (long)(2 * ps / 1024));
+    assert_int_equal(gm_test_vmlck_kb() - base, (long)(2 * ps / 1024));
     assert_ok(OPS->host_unregister(c, buf + 100));
-    assert_int_equal(vmlck_kb() - base, (long)(2 * ps / 1024));
+    assert_int_equal(gm_test_vmlck_kb() - base, (long)(2 * ps / 1024));
     assert_ok(OPS->host_unregister(c, buf + 300));
-    assert_int_equal(vmlck_kb() - base, 0);
+    assert_int_equal(gm_test_vmlck_kb() - base, 0);
     OPS->fini(c);
     free(buf);
 }
