@@ -334,3 +334,12 @@ gm_dealloc_stats rt_stats(gm_context *ctx)
     assert_ok(gm_deallocations_stats(ctx, &s));
     return s;
 }
+
+gm_context *rt_fault_ctx(void)
+{
+    gm_context_options o = rt_options(1000, 10.0, INT64_MAX / 4);
+    gm_context *ctx = NULL;
+
+    assert_ok(rt_fault_context(&o, &ctx));
+    return ctx;
+}

@@ -83,6 +83,10 @@ bool rt_alloc_sweep_done(gm_status s, int64_t n, int64_t limit);
 /* Context options with the given queue bounds (others default). */
 gm_context_options rt_options(int64_t max_count, double ratio, int64_t max_pinned);
 
+/* A context on the fault table whose queue bounds are out of reach (1000 entries, far more
+ * bytes than the device has), asserting success. */
+gm_context *rt_fault_ctx(void);
+
 /* Queue statistics, asserting success. */
 gm_dealloc_stats rt_stats(gm_context *ctx);
 

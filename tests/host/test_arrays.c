@@ -12,8 +12,6 @@
 
 #include "rt_helpers.h"
 
-#define BIG (INT64_MAX / 4)
-
 /* Address of element number k (C order over the shape) of a view. */
 static char *elem(const gm_ndview *v, int64_t k)
 {
@@ -58,16 +56,6 @@ static gm_ndview host_view(void *buf, int ndim, const int64_t *shape, const int6
     v.offset = offset;
     assert_ok(gm_ndview_validate(&v));
     return v;
-}
-
-/* A context on the fault table with big queue bounds. */
-static gm_context *fault_ctx(void)
-{
-    gm_context_options o = rt_options(1000, 10.0, BIG);
-    gm_context *ctx = NULL;
-
-    assert_ok(rt_fault_context(&o, &ctx));
-    return ctx;
 }
 
 static int group_setup(void **state)
@@ -381,7 +369,7 @@ static void test_copy_strategies(void **state)
     int64_t shape[3] = {4, 5, 6};
     gm_ndview hin = host_view(in, 3, shape, NULL, 0), hout = host_view(out, 3, shape, NULL, 0);
     gm_ndview t, dt;
-    gm_context *ctx = fault_ctx();
+    gm_context *ctx = rt_fault_ctx();
     gm_array *a = NULL, *b = NULL;
 
     (void)state;
@@ -415,7 +403,7 @@ static void test_copy_strided_unsupported_falls_back(void **state)
     int64_t shape[2] = {2, 3};
     gm_ndview hin = host_view(in, 2, shape, NULL, 0), hout = host_view(out, 2, shape, NULL, 0);
     gm_ndview t, to;
-    gm_context *ctx = fault_ctx();
+    gm_context *ctx = rt_fault_ctx();
     gm_array *a = NULL;
 
     (void)state;
@@ -441,7 +429,7 @@ static void test_pitched_and_pieces(void **state)
     int64_t shape4[4] = {2, 3, 4, 5};
     gm_index_item gaps[4] = {GM_IDX_ALL, GM_IDX_SLICE(0, 2, GM_NONE), GM_IDX_SLICE(0, 3, GM_NONE),
                              GM_IDX_SLICE(0, 4, GM_NONE)};
-    gm_context *ctx = fault_ctx();
+    gm_context *ctx = rt_fault_ctx();
     gm_array *a = NULL, *v = NULL;
     gm_ndview h;
     int64_t before = 0;
@@ -509,7 +497,7 @@ static void test_staged_device_to_device(void **state)
     int64_t shape[3] = {16, 9, 10};
     gm_ndview hin = host_view(in, 3, shape, NULL, 0), t, rev, hrev;
     gm_index_item flip[3] = {GM_IDX_SLICE(GM_NONE, GM_NONE, -1), GM_IDX_ALL, GM_IDX_ALL};
-    gm_context *ctx = fault_ctx();
+    gm_context *ctx = rt_fault_ctx();
     gm_stream *st = NULL;
     gm_array *a = NULL, *b = NULL, *h = NULL;
     gm_ndview hv;
@@ -555,7 +543,7 @@ static void test_host_to_host(void **state)
     int64_t shape[2] = {3, 4};
     gm_ndview hin = host_view(in, 2, shape, NULL, 0), hout = host_view(out, 2, shape, NULL, 0);
     gm_ndview tin, tout;
-    gm_context *ctx = fault_ctx();
+    gm_context *ctx = rt_fault_ctx();
     gm_stream *st = NULL;
 
     (void)state;
@@ -584,7 +572,7 @@ static void test_staged_failure_paths(void **state)
     static double in[16 * 9 * 10];
     int64_t shape[3] = {16, 9, 10};
     gm_ndview hin = host_view(in, 3, shape, NULL, 0), t;
-    gm_context *ctx = fault_ctx();
+    gm_context *ctx = rt_fault_ctx();
     gm_stream *st = NULL;
     gm_array *a = NULL;
 
@@ -633,7 +621,7 @@ static void test_fill(void **state)
     double complex_value[2] = {1.0, -1.0}, cout[2 * 10];
     int16_t i16 = -3, i16out[10];
     gm_index_item cols[2] = {GM_IDX_ALL, GM_IDX_SLICE(GM_NONE, GM_NONE, 2)};
-    gm_context *ctx = fault_ctx();
+    gm_context *ctx = rt_fault_ctx();
     gm_array *a = NULL, *v = NULL, *h = NULL, *p = NULL;
     gm_ndview hv;
 
@@ -692,7 +680,7 @@ static void test_memset(void **state)
     int64_t shape[2] = {3, 4};
     gm_index_item row[1] = {GM_IDX_SLICE(1, 2, GM_NONE)};
     gm_index_item col[2] = {GM_IDX_ALL, GM_IDX_INT(1)};
-    gm_context *ctx = fault_ctx();
+    gm_context *ctx = rt_fault_ctx();
     gm_array *a = NULL, *v = NULL, *h = NULL;
     const unsigned char *bytes = NULL;
 

@@ -17,7 +17,6 @@
 
 #include "rt_helpers.h"
 
-#define BIG     (INT64_MAX / 4)
 #define MAXD    4
 #define N_CASES 3000
 
@@ -50,16 +49,6 @@ static int test_setup(void **state)
     rt_fault_ops()->copy = rec_copy;
     rec_calls = 0;
     return 0;
-}
-
-/* A context on the fault table (with the recording copy) and big queue bounds. */
-static gm_context *fault_ctx(void)
-{
-    gm_context_options o = rt_options(1000, 10.0, BIG);
-    gm_context *ctx = NULL;
-
-    assert_ok(rt_fault_context(&o, &ctx));
-    return ctx;
 }
 
 /* ------------------------------------------------------------- reference */
@@ -266,7 +255,7 @@ static void test_random_pairs(void **state)
     const gm_dtype dtypes[] = {
         GM_UINT8, GM_INT16, GM_FLOAT32, GM_FLOAT64, GM_COMPLEX128, {GM_DTYPE_FLOAT, 32, 3},
     };
-    gm_context *ctx = fault_ctx();
+    gm_context *ctx = rt_fault_ctx();
     gm_stream *st = NULL;
     int64_t dense_pairs = 0, one_copy = 0;
 
@@ -382,7 +371,7 @@ static void test_named_pairs(void **state)
         {"strided both alike", GM_INT16, 1, {10}, {4}, {4}, 0, 0, 40, 40, false},
         {"empty", GM_FLOAT32, 2, {3, 0}, {0, 4}, {4, 12}, 0, 0, 1, 1, false},
     };
-    gm_context *ctx = fault_ctx();
+    gm_context *ctx = rt_fault_ctx();
     gm_stream *st = NULL;
 
     (void)state;
@@ -425,7 +414,7 @@ static void test_named_pairs(void **state)
 static void test_broadcast_pairs(void **state)
 {
     int64_t shape[2] = {3, 4}, strides[2] = {0, 8};
-    gm_context *ctx = fault_ctx();
+    gm_context *ctx = rt_fault_ctx();
 
     (void)state;
     for (int src_dev = 0; src_dev < 2; src_dev++) {
@@ -459,7 +448,7 @@ static void test_broadcast_pairs(void **state)
 static void test_errors(void **state)
 {
     int64_t n = 4096, n2[2] = {4096, 1};
-    gm_context *ctx = fault_ctx(), *other = fault_ctx();
+    gm_context *ctx = rt_fault_ctx(), *other = rt_fault_ctx();
     gm_stream *foreign = NULL;
     gm_array *a = NULL;
     unsigned char *h = malloc(4096);
@@ -615,7 +604,7 @@ static void gate_callback(gm_stream *stream, gm_status status, void *user)
 static void test_async_dense(void **state)
 {
     int64_t n = 1 << 16, shape2[2] = {256, 256};
-    gm_context *ctx = fault_ctx();
+    gm_context *ctx = rt_fault_ctx();
     gm_stream *st = NULL;
     gm_array *a = NULL, *b = NULL;
     unsigned char *h = malloc((size_t)n), *h2 = malloc((size_t)n);

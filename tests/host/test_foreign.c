@@ -11,8 +11,6 @@
 
 #include "rt_helpers.h"
 
-#define BIG (INT64_MAX / 4)
-
 static int releases;    /* calls of count_release */
 static void *last_user; /* its last argument */
 
@@ -47,21 +45,12 @@ static int test_setup(void **state)
     return 0;
 }
 
-static gm_context *fault_ctx(void)
-{
-    gm_context_options o = rt_options(1000, 10.0, BIG);
-    gm_context *ctx = NULL;
-
-    assert_ok(rt_fault_context(&o, &ctx));
-    return ctx;
-}
-
 /* Device memory wrapped without copying; views share it; release runs when the last goes. */
 static void test_wrap_device(void **state)
 {
     int64_t shape[2] = {4, 5};
     float host[20], back[20];
-    gm_context *ctx = fault_ctx();
+    gm_context *ctx = rt_fault_ctx();
     gm_array *owner = NULL, *f = NULL, *row = NULL;
     gm_ndview hv, bv;
     int64_t copies = 0;
@@ -96,7 +85,7 @@ static void test_placement(void **state)
 {
     int64_t n = 16;
     double *buf = malloc(16 * sizeof(double));
-    gm_context *ctx = fault_ctx();
+    gm_context *ctx = rt_fault_ctx();
     gm_array *a = NULL;
     gm_ndview v;
 
@@ -148,7 +137,7 @@ static void slow_callback(gm_stream *stream, gm_status status, void *user)
 static void test_stream_sync(void **state)
 {
     int64_t n = 8;
-    gm_context *ctx = fault_ctx(), *other = fault_ctx();
+    gm_context *ctx = rt_fault_ctx(), *other = rt_fault_ctx();
     gm_stream *st = NULL, *foreign_st = NULL;
     gm_array *d = NULL, *f = NULL;
     atomic_int done;
@@ -181,7 +170,7 @@ static void test_stream_sync(void **state)
 static void test_arguments(void **state)
 {
     int64_t n = 4;
-    gm_context *ctx = fault_ctx();
+    gm_context *ctx = rt_fault_ctx();
     gm_array *a = NULL;
     gm_ndview v;
 
@@ -219,7 +208,7 @@ static void release_in_callback(gm_stream *stream, gm_status status, void *user)
 static void test_release_in_stream_callback(void **state)
 {
     int64_t n = 32;
-    gm_context *ctx = fault_ctx();
+    gm_context *ctx = rt_fault_ctx();
     gm_stream *st = NULL;
     gm_array *d = NULL, *f = NULL;
     int64_t pending = 0;
@@ -246,7 +235,7 @@ static void test_release_in_stream_callback(void **state)
 static void test_teardown_releases(void **state)
 {
     int64_t n = 32;
-    gm_context *ctx = fault_ctx();
+    gm_context *ctx = rt_fault_ctx();
     gm_array *d = NULL, *f = NULL;
 
     (void)state;
@@ -261,7 +250,7 @@ static void test_teardown_releases(void **state)
 static void test_allocation_failures(void **state)
 {
     int64_t n = 64;
-    gm_context *ctx = fault_ctx();
+    gm_context *ctx = rt_fault_ctx();
     gm_array *d = NULL, *f = NULL;
     gm_status s = GM_OK;
     int64_t k = 1;
@@ -289,7 +278,7 @@ static void test_allocation_failures(void **state)
 static void test_pointer_kind(void **state)
 {
     int64_t n = 64;
-    gm_context *ctx = fault_ctx();
+    gm_context *ctx = rt_fault_ctx();
     gm_array *d = NULL, *p = NULL, *m = NULL;
     char stack[16];
     gm_memory_kind kind = GM_MEMORY_DEVICE;
@@ -349,7 +338,7 @@ static void test_pointer_kind_fallback(void **state)
     (void)state;
     assert_non_null(buf);
     rt_fault_ops()->pointer_kind = gm__unsupported_pointer_kind;
-    ctx = fault_ctx();
+    ctx = rt_fault_ctx();
     assert_ok(gm_device_array(ctx, 1, &n, GM_UINT8, GM_ORDER_C, &d));
     assert_ok(gm_pinned_array(ctx, 1, &n, GM_UINT8, GM_ORDER_C, &p));
     assert_ok(gm_pointer_kind(ctx, (char *)gm_array_view(d)->data + 63, &kind));
@@ -372,7 +361,7 @@ static void test_pointer_kind_fallback(void **state)
     gm_context_destroy(&ctx);
     /* the simulator's answer "host" is completed the same way */
     rt_fault_reset();
-    ctx = fault_ctx();
+    ctx = rt_fault_ctx();
     assert_ok(gm_array_from_foreign(ctx, &v, NULL, NULL, NULL, &f));
     assert_ok(gm_is_device_pointer(ctx, buf, &is));
     assert_true(is);
@@ -380,7 +369,7 @@ static void test_pointer_kind_fallback(void **state)
     gm_context_destroy(&ctx);
     /* a driver failure is returned */
     rt_fault_ops()->pointer_kind = failing_pointer_kind;
-    ctx = fault_ctx();
+    ctx = rt_fault_ctx();
     assert_status(gm_pointer_kind(ctx, buf, &kind), GM_ERR_DRIVER);
     assert_status(gm_is_device_pointer(ctx, buf, &is), GM_ERR_DRIVER);
     gm_context_destroy(&ctx);

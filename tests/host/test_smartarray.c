@@ -10,8 +10,6 @@
 
 #include "rt_helpers.h"
 
-#define BIG (INT64_MAX / 4)
-
 static int group_setup(void **state)
 {
     setenv("GM_HOST_DEVICE_MEMORY", "64M", 1);
@@ -24,15 +22,6 @@ static int test_setup(void **state)
     (void)state;
     rt_fault_reset();
     return 0;
-}
-
-static gm_context *fault_ctx(void)
-{
-    gm_context_options o = rt_options(1000, 10.0, BIG);
-    gm_context *ctx = NULL;
-
-    assert_ok(rt_fault_context(&o, &ctx));
-    return ctx;
 }
 
 static gm_smart_stats stats(gm_smart_array *sa)
@@ -65,7 +54,7 @@ static void test_lazy_transfers(void **state)
 {
     int64_t shape[2] = {4, 8};
     double data[32];
-    gm_context *ctx = fault_ctx();
+    gm_context *ctx = rt_fault_ctx();
     gm_smart_array *sa = NULL;
     gm_ndview hv, host, dev, again;
     gm_smart_stats s;
@@ -116,7 +105,7 @@ static void test_no_copy_strided(void **state)
 {
     double big[6][10];
     int64_t shape[2] = {6, 5}, strides[2] = {10 * 8, 2 * 8};
-    gm_context *ctx = fault_ctx();
+    gm_context *ctx = rt_fault_ctx();
     gm_smart_array *sa = NULL;
     gm_ndview hv, host, dev;
 
@@ -149,7 +138,7 @@ static void test_no_copy_strided(void **state)
 static void test_create_by_shape(void **state)
 {
     int64_t shape[2] = {3, 2};
-    gm_context *ctx = fault_ctx();
+    gm_context *ctx = rt_fault_ctx();
     gm_smart_array *sa = NULL;
     gm_ndview v;
     gm_smart_stats s;
@@ -185,7 +174,7 @@ static void test_arguments(void **state)
 {
     int64_t shape[1] = {4};
     double data[4] = {0};
-    gm_context *ctx = fault_ctx();
+    gm_context *ctx = rt_fault_ctx();
     gm_smart_array *sa = NULL;
     gm_array *d = NULL;
     gm_ndview hv, v;
@@ -233,7 +222,7 @@ static void test_transfer_failures(void **state)
 {
     int64_t shape[1] = {64};
     double data[64] = {0};
-    gm_context *ctx = fault_ctx();
+    gm_context *ctx = rt_fault_ctx();
     gm_smart_array *sa = NULL;
     gm_ndview hv, v;
     gm_smart_stats s;
@@ -267,7 +256,7 @@ static void test_allocation_failures(void **state)
 {
     int64_t shape[1] = {16};
     double data[16] = {0};
-    gm_context *ctx = fault_ctx();
+    gm_context *ctx = rt_fault_ctx();
     gm_smart_array *sa = NULL;
     gm_ndview hv;
     gm_status s = GM_OK;
@@ -325,7 +314,7 @@ static void test_concurrent_get(void **state)
 
     (void)state;
     assert_ok(gm_set_host_allocator(NULL));
-    ctx = fault_ctx();
+    ctx = rt_fault_ctx();
     assert_ok(gm_smart_array_create(ctx, 1, shape, GM_FLOAT32, GM_ORDER_C, GM_WHERE_HOST, &sa));
     for (int i = 0; i < 8; i++) {
         g[i] = (getter){sa, GM_ERR_INTERNAL, NULL};

@@ -27,15 +27,6 @@ static int test_setup(void **state)
     return 0;
 }
 
-static gm_context *fault_ctx(void)
-{
-    gm_context_options o = rt_options(1000, 10.0, BIG);
-    gm_context *ctx = NULL;
-
-    assert_ok(rt_fault_context(&o, &ctx));
-    return ctx;
-}
-
 static void sleep_ms(int ms)
 {
     struct timespec ts = {0, (long)ms * 1000000L};
@@ -64,7 +55,7 @@ static void gate_callback(gm_stream *stream, gm_status status, void *user)
 
 static void test_create_destroy(void **state)
 {
-    gm_context *ctx = fault_ctx();
+    gm_context *ctx = rt_fault_ctx();
     gm_stream *a = NULL, *b = NULL;
 
     (void)state;
@@ -110,7 +101,7 @@ static void test_builtin_streams(void **state)
 
     (void)state;
     assert_ok(gm_set_host_allocator(NULL));
-    ctx = fault_ctx();
+    ctx = rt_fault_ctx();
     def = gm_default_stream(ctx);
     legacy = gm_legacy_default_stream(ctx);
     mine = gm_per_thread_default_stream(ctx);
@@ -143,7 +134,7 @@ static void test_builtin_streams(void **state)
 /* A wrapped stream is never destroyed by gpumem: the owner keeps using it. */
 static void test_wrap_external(void **state)
 {
-    gm_context *ctx = fault_ctx();
+    gm_context *ctx = rt_fault_ctx();
     gm_stream *owner = NULL, *ext = NULL;
     int64_t n = 16;
     gm_array *a = NULL;
@@ -174,7 +165,7 @@ static void test_wrap_external(void **state)
 
 static void test_synchronize_query_callback(void **state)
 {
-    gm_context *ctx = fault_ctx();
+    gm_context *ctx = rt_fault_ctx();
     gm_stream *st = NULL;
     gate g;
 
@@ -212,7 +203,7 @@ static void slow_callback(gm_stream *stream, gm_status status, void *user)
 
 static void test_auto_synchronize(void **state)
 {
-    gm_context *ctx = fault_ctx();
+    gm_context *ctx = rt_fault_ctx();
     gm_stream *st = NULL;
     atomic_int done;
 
@@ -240,7 +231,7 @@ static void test_auto_synchronize(void **state)
 
 static void test_events(void **state)
 {
-    gm_context *ctx = fault_ctx(), *other = NULL;
+    gm_context *ctx = rt_fault_ctx(), *other = NULL;
     gm_stream *st = NULL;
     gm_event *start = NULL, *end = NULL, *plain = NULL, *foreign = NULL;
     float ms = -1.0f;
