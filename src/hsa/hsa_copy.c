@@ -289,7 +289,7 @@ static gm_status dma_copy(gm_backend_ctx *bctx, gm_backend_stream *stream, const
     gm_status status = GM_OK;
 
     make_plan(d, &plan);
-    status = gm__hsa_op_begin(bctx, stream, (hsa_signal_value_t)plan.count,
+    status = gm__hsa_op_begin(bctx, stream, (hsa_signal_value_t)plan.count, false,
                               "hsa_amd_memory_async_copy", &op);
     if (status != GM_OK)
         return status;
@@ -319,7 +319,7 @@ static gm_status host_copy(gm_backend_ctx *bctx, gm_backend_stream *stream, cons
         return gm__error(GM_ERR_NO_MEMORY, "copy: no memory");
     work->kind = GM_HSA_WORK_MEMCPY;
     work->copy = *d;
-    status = gm__hsa_op_begin(bctx, stream, 1, "host copy", &op);
+    status = gm__hsa_op_begin(bctx, stream, 1, true, "host copy", &op);
     if (status != GM_OK) {
         gm__free(work);
         return status;
@@ -374,7 +374,7 @@ static gm_status fill(gm_backend_ctx *bctx, gm_backend_stream *stream, gm_devptr
     size_t issued = 0, tail = total - plan.count * chunk;
     gm__hsa_op *op = NULL;
     gm_status status = gm__hsa_op_begin(
-        bctx, stream, (hsa_signal_value_t)(plan.count + (tail != 0 ? 1 : 0)), "memset", &op);
+        bctx, stream, (hsa_signal_value_t)(plan.count + (tail != 0 ? 1 : 0)), false, "memset", &op);
 
     if (status != GM_OK)
         return status;

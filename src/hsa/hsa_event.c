@@ -90,7 +90,7 @@ gm_status gm__hsa_event_record(gm_backend_ctx *bctx, gm_backend_event *event,
         return gm__error(GM_ERR_NULL_POINTER, "event_record: event is NULL");
     pthread_mutex_lock(&bctx->lock);
     stream = gm__hsa_stream_resolve(bctx, stream);
-    status = gm__hsa_op_begin(bctx, stream, 1, "event record", &op);
+    status = gm__hsa_op_begin(bctx, stream, 1, true, "event record", &op);
     if (status != GM_OK)
         goto done;
     if (op->ndeps == 0) {

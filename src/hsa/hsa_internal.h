@@ -213,8 +213,9 @@ int64_t gm__hsa_now_ns(void);
 
 /* ---- streams and operations (hsa_stream.c); bctx->lock held ---- */
 gm_backend_stream *gm__hsa_stream_resolve(gm_backend_ctx *bctx, gm_backend_stream *stream);
+/* packets: whether the operation may write AQL packets (a DMA copy or memset does not). */
 gm_status gm__hsa_op_begin(gm_backend_ctx *bctx, gm_backend_stream *stream, hsa_signal_value_t n,
-                           const char *what, gm__hsa_op **op_p);
+                           bool packets, const char *what, gm__hsa_op **op_p);
 void gm__hsa_op_commit(gm_backend_ctx *bctx, gm_backend_stream *stream, gm__hsa_op *op);
 void gm__hsa_op_abort(gm_backend_ctx *bctx, gm__hsa_op *op);
 void gm__hsa_stream_reap(gm_backend_ctx *bctx, gm_backend_stream *stream);

@@ -504,7 +504,7 @@ static gm_status dispatch(gm_backend_ctx *bctx, gm_backend_stream *stream,
     gm_status status = gm__hsa_stream_queue(bctx, stream, &queue);
 
     if (status == GM_OK)
-        status = gm__hsa_op_begin(bctx, stream, 1, "kernel dispatch", &op);
+        status = gm__hsa_op_begin(bctx, stream, 1, true, "kernel dispatch", &op);
     if (status != GM_OK)
         return status;
     status = kernarg_alloc(bctx, op, k->kernarg_bytes > 0 ? k->kernarg_bytes : 16);

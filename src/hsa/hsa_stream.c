@@ -231,17 +231,19 @@ static gm_status collect_deps(gm_backend_ctx *bctx, gm_backend_stream *stream, g
 /*
  * Start an operation on a resolved stream: reap finished work, collect the
  * dependencies and make the completion signal with value n (n DMA copies or
- * one packet each decrement it once). Lock held.
+ * one packet each decrement it once). An operation that may write packets
+ * (`packets`) first waits for room in the stream's queue; a DMA operation
+ * hands its dependencies to the copy engine and needs none. Lock held.
  */
 gm_status gm__hsa_op_begin(gm_backend_ctx *bctx, gm_backend_stream *stream, hsa_signal_value_t n,
-                           const char *what, gm__hsa_op **op_p)
+                           bool packets, const char *what, gm__hsa_op **op_p)
 {
     gm__hsa_op *op = NULL;
     gm_status status = GM_OK;
 
     /* Room first, before anything of the operation exists (the wait drops the lock); the
      * dependencies only grow while unlocked, so re-check until the room and they agree. */
-    while (stream->queue != NULL) {
+    while (packets && stream->queue != NULL) {
         size_t need = gm__hsa_queue_packets_for(count_deps(bctx, stream));
 
         status = gm__hsa_queue_wait_room(bctx, stream->queue, need, what);
@@ -713,7 +715,7 @@ static gm_status enqueue_work(gm_backend_ctx *bctx, gm_backend_stream *stream, g
 
     pthread_mutex_lock(&bctx->lock);
     stream = gm__hsa_stream_resolve(bctx, stream);
-    status = gm__hsa_op_begin(bctx, stream, 1, what, &op);
+    status = gm__hsa_op_begin(bctx, stream, 1, true, what, &op);
     if (status != GM_OK) {
         gm__free(work);
         goto done;
@@ -759,7 +761,7 @@ static gm_status sync_barrier(gm_backend_ctx *bctx)
         return gm__error(GM_ERR_NO_MEMORY, "stream_enqueue_host: no memory");
     work->kind = GM_HSA_WORK_NOP;
     pthread_mutex_lock(&bctx->lock);
-    status = gm__hsa_op_begin(bctx, bctx->legacy, 1, "synchronous host work", &op);
+    status = gm__hsa_op_begin(bctx, bctx->legacy, 1, true, "synchronous host work", &op);
     if (status != GM_OK) {
         gm__free(work);
     } else if (op->ndeps == 0) {

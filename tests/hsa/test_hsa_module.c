@@ -504,6 +504,24 @@ static void *launch_thread(void *arg)
     return NULL;
 }
 
+/* An asynchronous copy issued from another thread. */
+typedef struct copier {
+    gm_backend_ctx *bctx;
+    gm_backend_stream *stream;
+    gm_copy_desc desc;
+    gm_status status;
+    _Atomic int done;
+} copier;
+
+static void *copy_thread(void *arg)
+{
+    copier *c = arg;
+
+    c->status = hsa_ops->copy(c->bctx, &c->desc, c->stream);
+    atomic_store(&c->done, 1);
+    return NULL;
+}
+
 static void sleep_ms(long ms)
 {
     struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
@@ -512,10 +530,12 @@ static void sleep_ms(long ms)
 }
 
 /*
- * A full AQL queue (16 packets, the packet processor held): the launch that
- * finds no room waits without the context lock, so another thread takes the
- * lock and runs operations meanwhile; once packets are consumed the launch
- * goes on, and every launch ran (y counts them: y += 1 * 1 + 0 each time).
+ * A full AQL queue (16 packets, the packet processor held): a DMA copy on
+ * that stream needs no packet, so it is issued at once (ordered after the
+ * launches by its dependencies); the launch that finds no room waits without
+ * the context lock, so another thread takes the lock and runs operations
+ * meanwhile; once packets are consumed the launch goes on, and every launch
+ * ran (y counts them: y += 1 * 1 + 0 each time).
  */
 static void test_full_queue_waits_unlocked(void **state)
 {
@@ -524,8 +544,8 @@ static void test_full_queue_waits_unlocked(void **state)
     loaded l;
     float ones[M], y[M];
     int32_t zero_bias[4] = {0, 0, 0, 0}, n = M;
-    gm_devptr dx = 0, dy = 0;
-    float a = 1.0f;
+    gm_devptr dx = 0, dy = 0, dz = 0;
+    float a = 1.0f, z[M];
     void *args[4] = {&a, &dx, &dy, &n};
     size_t sizes[4] = {4, 8, 8, 4};
     gm_launch_config lc = {{1, 1, 1}, {M, 1, 1}, 0};
@@ -533,7 +553,8 @@ static void test_full_queue_waits_unlocked(void **state)
     gm_backend_stream *s = NULL, *other = NULL;
     gm_backend_event *e = NULL;
     launcher x;
-    pthread_t thread;
+    copier cp;
+    pthread_t thread, cthread;
     struct timespec until;
     long first = 0;
 
@@ -555,6 +576,17 @@ static void test_full_queue_waits_unlocked(void **state)
     hsa_double_pause(1);
     for (int i = 0; i < FIT; i++)
         assert_ok(hsa_ops->launch(l.bctx, l.kernel, &lc, args, sizes, 4, s));
+    assert_ok(hsa_ops->mem_alloc(l.bctx, sizeof(z), &dz));
+    memset(&cp, 0, sizeof(cp));
+    cp.bctx = l.bctx;
+    cp.stream = s;
+    cp.desc = hsa_test_copy1d(GM_COPY_DEVICE, dz, GM_COPY_DEVICE, dy, sizeof(z));
+    assert_int_equal(pthread_create(&cthread, NULL, copy_thread, &cp), 0);
+    for (int waited = 0; waited < 2000 && atomic_load(&cp.done) == 0; waited += 10)
+        sleep_ms(10);
+    assert_int_equal(atomic_load(&cp.done), 1); /* the queue is still full: no wait for room */
+    assert_int_equal(pthread_join(cthread, NULL), 0);
+    assert_ok(cp.status);
     memset(&x, 0, sizeof(x));
     x.l = &l;
     x.stream = s;
@@ -582,6 +614,10 @@ static void test_full_queue_waits_unlocked(void **state)
     hsa_test_to_host(l.bctx, y, dy, sizeof(y));
     for (int i = 0; i < M; i++)
         assert_true(y[i] == (float)(FIT + 1));
+    hsa_test_to_host(l.bctx, z, dz, sizeof(z));
+    for (int i = 0; i < M; i++)
+        assert_true(z[i] == (float)FIT); /* after the launches before it, before the last */
+    assert_ok(hsa_ops->mem_free(l.bctx, dz));
     assert_ok(hsa_ops->stream_destroy(l.bctx, s));
     assert_ok(hsa_ops->stream_destroy(l.bctx, other));
     assert_ok(hsa_ops->mem_free(l.bctx, dx));
