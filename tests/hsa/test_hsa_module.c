@@ -556,7 +556,7 @@ static void test_full_queue_waits_unlocked(void **state)
     copier cp;
     pthread_t thread, cthread;
     struct timespec until;
-    long first = 0;
+    long first = 0, packets = 0;
 
     (void)state;
     hsa_double_config_default(&cfg);
@@ -610,7 +610,9 @@ static void test_full_queue_waits_unlocked(void **state)
     assert_int_equal(pthread_join(thread, NULL), 0);
     assert_ok(x.status);
     assert_ok(hsa_ops->stream_synchronize(l.bctx, s));
-    assert_int_equal(hsa_double_packet_count() - first, FIT + 1);
+    /* FIT + 1 dispatches, and a barrier before the last when it found the copy unfinished. */
+    packets = hsa_double_packet_count() - first;
+    assert_true(packets == FIT + 1 || packets == FIT + 2);
     hsa_test_to_host(l.bctx, y, dy, sizeof(y));
     for (int i = 0; i < M; i++)
         assert_true(y[i] == (float)(FIT + 1));
