@@ -1495,19 +1495,29 @@ static size_t parse_static_shared(const char *p)
     return total;
 }
 
+/* A new kernel of module m (name still empty), or NULL when the module is full. */
+static struct CUfunc_st *add_kernel(struct CUmod_st *m)
+{
+    struct CUfunc_st *f = NULL;
+
+    if (m->nkernels == MAX_KERNELS)
+        return NULL;
+    f = &m->kernels[m->nkernels++];
+    f->magic = MAGIC_FUNCTION;
+    f->module = m;
+    f->max_dynamic_shared = DEFAULT_SHARED;
+    return f;
+}
+
 static CUresult parse_entries(const char *text, struct CUmod_st *m)
 {
     const char *p = text;
 
     while ((p = strstr(p, ".entry")) != NULL) {
-        struct CUfunc_st *f = NULL;
+        struct CUfunc_st *f = add_kernel(m);
 
-        if (m->nkernels == MAX_KERNELS)
+        if (f == NULL)
             return CUDA_ERROR_OUT_OF_MEMORY;
-        f = &m->kernels[m->nkernels++];
-        f->magic = MAGIC_FUNCTION;
-        f->module = m;
-        f->max_dynamic_shared = DEFAULT_SHARED;
         p = next_token(p + strlen(".entry"), f->name, sizeof(f->name));
         parse_params(p, f);
         f->static_shared = parse_static_shared(p);
@@ -1798,14 +1808,10 @@ static CUresult cubin_symbol(const elf_image *e, unsigned strtab, const unsigned
     if (name == NULL || strlen(name) >= NAME_LEN)
         return name == NULL ? CUDA_ERROR_INVALID_IMAGE : CUDA_SUCCESS;
     if (type == ELF_STT_FUNC && (sym[5] & ELF_STO_CUDA_ENTRY) != 0) {
-        struct CUfunc_st *f = NULL;
+        struct CUfunc_st *f = add_kernel(m);
 
-        if (m->nkernels == MAX_KERNELS)
+        if (f == NULL)
             return CUDA_ERROR_OUT_OF_MEMORY;
-        f = &m->kernels[m->nkernels++];
-        f->magic = MAGIC_FUNCTION;
-        f->module = m;
-        f->max_dynamic_shared = DEFAULT_SHARED;
         snprintf(f->name, sizeof(f->name), "%s", name);
         return cubin_kernel(e, f);
     }

@@ -1356,6 +1356,30 @@ static void queue_copy(dcopy *c, uint32_t ndeps, const hsa_signal_t *deps, hsa_s
     pthread_cond_broadcast(&g.cv);
 }
 
+/* A copy record with room for ndeps dependencies (its deps NULL if that failed), or NULL. */
+static dcopy *copy_alloc(uint32_t ndeps)
+{
+    dcopy *c = calloc(1, sizeof(*c));
+
+    if (c != NULL)
+        c->deps = calloc(ndeps + 1, sizeof(hsa_signal_t));
+    return c;
+}
+
+/* Queue a checked copy (st success) or drop it, and give g.mu back (held on entry). */
+static hsa_status_t copy_finish(dcopy *c, hsa_status_t st, uint32_t ndeps, const hsa_signal_t *deps,
+                                hsa_signal_t completion)
+{
+    if (st == HSA_STATUS_SUCCESS)
+        queue_copy(c, ndeps, deps, completion);
+    pthread_mutex_unlock(&g.mu);
+    if (st != HSA_STATUS_SUCCESS) {
+        free(c->deps);
+        free(c);
+    }
+    return st;
+}
+
 hsa_status_t hsa_amd_memory_async_copy(void *dst, hsa_agent_t dst_agent, const void *src,
                                        hsa_agent_t src_agent, size_t size, uint32_t num_dep_signals,
                                        const hsa_signal_t *dep_signals,
@@ -1366,10 +1390,9 @@ hsa_status_t hsa_amd_memory_async_copy(void *dst, hsa_agent_t dst_agent, const v
 
     if (st != HSA_STATUS_SUCCESS)
         return st;
-    c = calloc(1, sizeof(*c));
+    c = copy_alloc(num_dep_signals);
     if (c == NULL)
         return HSA_STATUS_ERROR_OUT_OF_RESOURCES;
-    c->deps = calloc(num_dep_signals + 1, sizeof(hsa_signal_t));
     pthread_mutex_lock(&g.mu);
     st = c->deps == NULL ? HSA_STATUS_ERROR_OUT_OF_RESOURCES
                          : check_copy(dst, dst_agent, src, src_agent, size, num_dep_signals,
@@ -1378,15 +1401,8 @@ hsa_status_t hsa_amd_memory_async_copy(void *dst, hsa_agent_t dst_agent, const v
         c->rec.dst = dst;
         c->rec.src = src;
         c->rec.size = size;
-        queue_copy(c, num_dep_signals, dep_signals, completion_signal);
-        c = NULL;
     }
-    pthread_mutex_unlock(&g.mu);
-    if (c != NULL) {
-        free(c->deps);
-        free(c);
-    }
-    return st;
+    return copy_finish(c, st, num_dep_signals, dep_signals, completion_signal);
 }
 
 /* One side of a rect copy: its first byte and span, or a rule breach (0). Lock held. */
@@ -1492,10 +1508,9 @@ hsa_amd_memory_async_copy_rect(const hsa_pitched_ptr_t *dst, const hsa_dim3_t *d
         return st;
     if (dst == NULL || src == NULL || dst_offset == NULL || src_offset == NULL || range == NULL)
         return HSA_STATUS_ERROR_INVALID_ARGUMENT;
-    c = calloc(1, sizeof(*c));
+    c = copy_alloc(num_dep_signals);
     if (c == NULL)
         return HSA_STATUS_ERROR_OUT_OF_RESOURCES;
-    c->deps = calloc(num_dep_signals + 1, sizeof(hsa_signal_t));
     pthread_mutex_lock(&g.mu);
     st = c->deps == NULL ? HSA_STATUS_ERROR_OUT_OF_RESOURCES
                          : check_copy_signals("hsa_amd_memory_async_copy_rect", num_dep_signals,
@@ -1504,16 +1519,7 @@ hsa_amd_memory_async_copy_rect(const hsa_pitched_ptr_t *dst, const hsa_dim3_t *d
         st = check_rect(dst, dst_offset, src, src_offset, range, copy_agent, dir, &c->rec);
     if (st == HSA_STATUS_SUCCESS && g.cfg.no_sdma != 0)
         st = HSA_STATUS_ERROR_OUT_OF_RESOURCES; /* ROCr: the blit is not an SDMA engine */
-    if (st == HSA_STATUS_SUCCESS) {
-        queue_copy(c, num_dep_signals, dep_signals, completion_signal);
-        c = NULL;
-    }
-    pthread_mutex_unlock(&g.mu);
-    if (c != NULL) {
-        free(c->deps);
-        free(c);
-    }
-    return st;
+    return copy_finish(c, st, num_dep_signals, dep_signals, completion_signal);
 }
 
 /* Move a copy's bytes (a rect row by row). */

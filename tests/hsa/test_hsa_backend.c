@@ -321,18 +321,9 @@ static void test_copies_pitched(void **state)
         host[i] = (unsigned char)(i * 7 + 1);
     memset(back, 0, sizeof(back));
     assert_ok(hsa_ops->mem_alloc(bctx, DP * DH * D, &dev));
-    memset(&d, 0, sizeof(d));
-    d.dst_side = GM_COPY_DEVICE;
-    d.src_side = GM_COPY_HOST;
-    d.dst = dev;
-    d.src = (gm_devptr)(uintptr_t)host;
-    d.width_bytes = W;
-    d.height = H;
-    d.depth = D;
-    d.dst_pitch = DP;
-    d.dst_height = DH;
-    d.src_pitch = HP;
-    d.src_height = HH;
+    /* A box of W x H x D bytes from a host array of HP x HH rows into a DP x DH device one. */
+    d = (gm_copy_desc){
+        GM_COPY_DEVICE, GM_COPY_HOST, dev, (gm_devptr)(uintptr_t)host, W, H, D, DP, DH, HP, HH};
     copies = hsa_double_copy_count();
     assert_ok(hsa_ops->copy(bctx, &d, NULL));
     assert_int_equal(hsa_double_copy_count() - copies, H * D);
@@ -401,18 +392,9 @@ static void test_copies_rect(void **state)
     memset(back, 0, sizeof(back));
     assert_ok(hsa_ops->mem_alloc(bctx, DP * DH * D, &dev));
     assert_ok(hsa_ops->mem_alloc(bctx, DP * DH * D, &dev2));
-    memset(&d, 0, sizeof(d));
-    d.dst_side = GM_COPY_DEVICE;
-    d.src_side = GM_COPY_HOST;
-    d.dst = dev;
-    d.src = (gm_devptr)(uintptr_t)host;
-    d.width_bytes = W;
-    d.height = H;
-    d.depth = D;
-    d.dst_pitch = DP;
-    d.dst_height = DH;
-    d.src_pitch = HP;
-    d.src_height = HH;
+    /* A box of W x H x D bytes from a host array of HP x HH rows into a DP x DH device one. */
+    d = (gm_copy_desc){
+        GM_COPY_DEVICE, GM_COPY_HOST, dev, (gm_devptr)(uintptr_t)host, W, H, D, DP, DH, HP, HH};
     copies = hsa_double_copy_count();
     assert_ok(hsa_ops->copy(bctx, &d, NULL));
     assert_int_equal(hsa_double_copy_count() - copies, 1);
