@@ -15,7 +15,13 @@
  * an external memory manager frees its memory itself, at once unless it asks
  * for the queue (gpumem/memory_manager.h), and foreign memory
  * (gm_array_from_foreign, DLPack imports) is handed back to its owner at
- * once. Every call is thread-safe.
+ * once. Memory is never freed under work that may still use it: before the
+ * queue frees memory, a host copy, foreign memory or a module, it waits for
+ * the work already queued on every stream of the context (as cuMemFree
+ * synchronizes; HSA's pool free does not, so the queue does it on every
+ * backend, once per flush), so an array may be released right after
+ * queueing an asynchronous copy or launch that uses it. Every call is
+ * thread-safe.
  */
 #ifndef GPUMEM_RUNTIME_H
 #define GPUMEM_RUNTIME_H

@@ -23,7 +23,7 @@
 #include "gpumem/launch.h"
 #include "gpumem/runtime.h"
 
-#define GM_BACKEND_ABI_VERSION 1
+#define GM_BACKEND_ABI_VERSION 2
 
 typedef uint64_t gm_devptr;
 typedef struct gm_backend_ctx gm_backend_ctx;       /* per-context driver state */
@@ -134,6 +134,13 @@ typedef gm_status gm_op_stream_add_callback(gm_backend_ctx *bctx, gm_backend_str
 typedef gm_status gm_op_stream_enqueue_host(gm_backend_ctx *bctx, gm_backend_stream *stream,
                                             gm_backend_host_work_fn fn, void *user,
                                             void (*cleanup)(void *user));
+/* MANDATORY. Wait until every stream of the context has finished the work queued on it
+ * before the call (cuCtxSynchronize's wait); errors of that work stay with their streams
+ * for stream_synchronize (CUDA's may also be returned here). The deallocation queue calls
+ * it before it frees memory, host copies, foreign memory or modules, as cuMemFree
+ * synchronizes implicitly, so that work still queued never touches freed memory. From a
+ * stream's own host work it skips that stream. */
+typedef gm_status gm_op_device_synchronize(gm_backend_ctx *bctx);
 
 /* ---- events (MANDATORY) ---- */
 typedef gm_status gm_op_event_create(gm_backend_ctx *bctx, unsigned timing,
@@ -244,6 +251,7 @@ typedef struct gm_backend_ops {
     gm_op_stream_query *stream_query;
     gm_op_stream_add_callback *stream_add_callback;
     gm_op_stream_enqueue_host *stream_enqueue_host;
+    gm_op_device_synchronize *device_synchronize;
     gm_op_event_create *event_create;
     gm_op_event_destroy *event_destroy;
     gm_op_event_record *event_record;

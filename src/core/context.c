@@ -326,6 +326,7 @@ static const struct ops_slot {
     {GM__SLOT(stream_query)},
     {GM__SLOT(stream_add_callback)},
     {GM__SLOT(stream_enqueue_host)},
+    {GM__SLOT(device_synchronize)},
     {GM__SLOT(event_create)},
     {GM__SLOT(event_destroy)},
     {GM__SLOT(event_record)},

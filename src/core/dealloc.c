@@ -232,6 +232,25 @@ static gm_status release(gm_context *ctx, const gm__dealloc_entry *entry)
                      (int)entry->kind);
 }
 
+/* Whether queued device work may still use what releasing an entry of this kind frees. */
+static bool needs_idle_device(gm__dealloc_kind kind)
+{
+    return kind != GM__DEALLOC_STREAM && kind != GM__DEALLOC_EVENT;
+}
+
+/*
+ * Before freeing memory, a host copy, foreign memory or a module: wait for
+ * the work queued on the context's streams, which may still use it (as
+ * cuMemFree synchronizes implicitly; HSA's pool free and the simulator's
+ * free do not). A failure is logged and the release goes on.
+ */
+static void wait_device_idle(gm_context *ctx)
+{
+    if (ctx->ops->device_synchronize(ctx->bctx) != GM_OK)
+        gm__log(GM_LOG_WARN, "deallocation queue: waiting for queued device work failed: %s",
+                gm_last_error_message());
+}
+
 /* Record a failed deallocation with the backend's detail appended. */
 static gm_status report_failure(const char *fn, gm_status status, const gm__dealloc_entry *entry)
 {
@@ -280,9 +299,16 @@ static batch_result release_batch(gm_context *ctx, const char *fn, drain_mode mo
                                   gm__dealloc_entry *batch)
 {
     batch_result result = {batch, 0, GM_OK};
+    bool idle = false;
 
     while (result.rest != NULL && may_free(&ctx->queue, mode)) {
-        gm_status status = release(ctx, result.rest);
+        gm_status status = GM_OK;
+
+        if (!idle && needs_idle_device(result.rest->kind)) {
+            wait_device_idle(ctx); /* once a batch: the batch was queued before it */
+            idle = true;
+        }
+        status = release(ctx, result.rest);
 
         if (status != GM_OK) {
             result.status = report_failure(fn, status, result.rest);
@@ -444,6 +470,8 @@ void gm__dealloc_release(gm_context *ctx, gm__dealloc_entry *entry)
         gm__dealloc_enqueue(ctx, entry);
         return;
     }
+    if (needs_idle_device(entry->kind))
+        wait_device_idle(ctx);
     status = release(ctx, entry);
     if (status != GM_OK) {
         (void)report_failure("gm_array_release", status, entry);
@@ -602,7 +630,7 @@ gm_status gm_defer_cleanup_begin(gm_context *ctx)
     (void)defer_step(&ctx->queue, 1);
     status = gm__mm_defer_begin(ctx);
     if (status != GM_OK && defer_step(&ctx->queue, -1))
-        auto_flush(ctx);
+        gm__dealloc_flush_due(ctx);
     return status;
 }
 
@@ -629,7 +657,7 @@ gm_status gm_defer_cleanup_end(gm_context *ctx)
     if (status != GM_OK)
         return status;
     if (due)
-        auto_flush(ctx);
+        gm__dealloc_flush_due(ctx); /* none inside a stream callback */
     return gm__mm_defer_end(ctx);
 }
 

@@ -243,6 +243,7 @@ const gm_backend_ops gm__cuda_backend = {
     .stream_query = gm__cuda_stream_query,
     .stream_add_callback = gm__cuda_stream_add_callback,
     .stream_enqueue_host = gm__cuda_stream_enqueue_host,
+    .device_synchronize = gm__cuda_device_synchronize,
     .event_create = gm__cuda_event_create,
     .event_destroy = gm__cuda_event_destroy,
     .event_record = gm__cuda_event_record,

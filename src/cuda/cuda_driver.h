@@ -56,6 +56,7 @@
     X(cuDevicePrimaryCtxRelease, "cuDevicePrimaryCtxRelease", GM_CUDA_REQUIRED) \
     X(cuCtxGetCurrent, NULL, GM_CUDA_REQUIRED)                                  \
     X(cuCtxSetCurrent, NULL, GM_CUDA_REQUIRED)                                  \
+    X(cuCtxSynchronize, NULL, GM_CUDA_REQUIRED)                                 \
     X(cuMemGetInfo, NULL, GM_CUDA_REQUIRED)                                     \
     /* memory */                                                                \
     X(cuMemAlloc, NULL, GM_CUDA_REQUIRED)                                       \

@@ -110,6 +110,7 @@ gm_op_stream_synchronize gm__cuda_stream_synchronize;
 gm_op_stream_query gm__cuda_stream_query;
 gm_op_stream_add_callback gm__cuda_stream_add_callback;
 gm_op_stream_enqueue_host gm__cuda_stream_enqueue_host;
+gm_op_device_synchronize gm__cuda_device_synchronize;
 gm_op_event_create gm__cuda_event_create;
 gm_op_event_destroy gm__cuda_event_destroy;
 gm_op_event_record gm__cuda_event_record;

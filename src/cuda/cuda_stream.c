@@ -330,3 +330,13 @@ gm_status gm__cuda_event_elapsed(gm_backend_ctx *bctx, gm_backend_event *start,
     *ms_p = ms;
     return GM_OK;
 }
+
+gm_status gm__cuda_device_synchronize(gm_backend_ctx *bctx)
+{
+    gm_status status = gm__cuda_enter(bctx);
+
+    if (status == GM_OK)
+        status = gm__cuda_check(&bctx->drv, bctx->drv.cuCtxSynchronize(), CUDA_SUCCESS,
+                                "cuCtxSynchronize", __FILE__, __LINE__);
+    return status;
+}

@@ -1191,6 +1191,7 @@ const gm_backend_ops gm__host_backend = {
     .stream_query = gm__host_stream_query,
     .stream_add_callback = gm__host_stream_add_callback,
     .stream_enqueue_host = gm__host_stream_enqueue_host,
+    .device_synchronize = gm__host_device_synchronize,
     .event_create = gm__host_event_create,
     .event_destroy = gm__host_event_destroy,
     .event_record = gm__host_event_record,

@@ -298,6 +298,7 @@ gm_op_stream_synchronize gm__host_stream_synchronize;
 gm_op_stream_query gm__host_stream_query;
 gm_op_stream_add_callback gm__host_stream_add_callback;
 gm_op_stream_enqueue_host gm__host_stream_enqueue_host;
+gm_op_device_synchronize gm__host_device_synchronize;
 gm_op_event_create gm__host_event_create;
 gm_op_event_destroy gm__host_event_destroy;
 gm_op_event_record gm__host_event_record;

@@ -242,6 +242,37 @@ void gm__host_sync_barrier(host_ctx *c)
     pthread_mutex_unlock(&c->lock);
 }
 
+/* Whether every stream other than `skip` has finished its items with a ticket below `ticket`. */
+static bool all_clear(const host_ctx *c, uint64_t ticket, const host_stream *skip)
+{
+    for (const host_stream *s = c->streams; s != NULL; s = s->next) {
+        if (s != skip && !clear_before(s, ticket))
+            return false;
+    }
+    return true;
+}
+
+/*
+ * cuCtxSynchronize's wait: every stream, blocking or not (streams destroyed
+ * by the core but still queued for destruction included), finishes what was
+ * queued on it before the call. A worker's own stream is skipped.
+ */
+gm_status gm__host_device_synchronize(gm_backend_ctx *bctx)
+{
+    host_ctx *c = gm__host_ctx(bctx);
+    uint64_t ticket = 0;
+
+    if (atomic_load_explicit(&c->queued, memory_order_acquire) == 0)
+        return GM_OK;
+    pthread_mutex_lock(&c->lock);
+    reap_locked(c);
+    ticket = ++c->next_ticket;
+    while (!all_clear(c, ticket, tls_worker))
+        pthread_cond_wait(&c->progress, &c->lock);
+    pthread_mutex_unlock(&c->lock);
+    return GM_OK;
+}
+
 /* Wait until s has finished everything enqueued so far (context lock held). */
 static void wait_idle_locked(host_stream *s)
 {

@@ -39,6 +39,7 @@ const gm_backend_ops gm__hsa_backend = {
     .stream_query = gm__hsa_stream_query,
     .stream_add_callback = gm__hsa_stream_add_callback,
     .stream_enqueue_host = gm__hsa_stream_enqueue_host,
+    .device_synchronize = gm__hsa_device_synchronize,
     .event_create = gm__hsa_event_create,
     .event_destroy = gm__hsa_event_destroy,
     .event_record = gm__hsa_event_record,

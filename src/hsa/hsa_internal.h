@@ -314,6 +314,7 @@ gm_op_stream_synchronize gm__hsa_stream_synchronize;
 gm_op_stream_query gm__hsa_stream_query;
 gm_op_stream_add_callback gm__hsa_stream_add_callback;
 gm_op_stream_enqueue_host gm__hsa_stream_enqueue_host;
+gm_op_device_synchronize gm__hsa_device_synchronize;
 gm_op_event_create gm__hsa_event_create;
 gm_op_event_destroy gm__hsa_event_destroy;
 gm_op_event_record gm__hsa_event_record;

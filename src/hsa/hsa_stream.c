@@ -811,3 +811,43 @@ gm_status gm__hsa_stream_enqueue_host(gm_backend_ctx *bctx, gm_backend_stream *s
     work->cleanup = cleanup;
     return enqueue_work(bctx, stream, work, "stream host work");
 }
+
+/*
+ * cuCtxSynchronize's wait: every operation pending on any stream at the call
+ * finishes (their completion signals are referenced under the lock, then
+ * waited for without it). Failures of that work stay with their streams.
+ */
+gm_status gm__hsa_device_synchronize(gm_backend_ctx *bctx)
+{
+    gm__hsa_sig **sigs = NULL;
+    size_t n = 0, cap = 0;
+    gm_status status = GM_OK;
+
+    pthread_mutex_lock(&bctx->lock);
+    for (gm_backend_stream *s = bctx->streams; s != NULL; s = s->next) {
+        gm__hsa_stream_reap(bctx, s);
+        for (const gm__hsa_op *op = s->ops_head; op != NULL; op = op->next)
+            cap++;
+    }
+    if (cap > 0)
+        sigs = gm__calloc(cap, sizeof(*sigs));
+    if (cap > 0 && sigs == NULL)
+        status = gm__error(GM_ERR_NO_MEMORY, "device_synchronize: out of host memory");
+    for (gm_backend_stream *s = bctx->streams; s != NULL && sigs != NULL; s = s->next) {
+        for (gm__hsa_op *op = s->ops_head; op != NULL; op = op->next)
+            sigs[n++] = gm__hsa_sig_ref(op->done);
+    }
+    pthread_mutex_unlock(&bctx->lock);
+    for (size_t i = 0; i < n; i++) {
+        gm_status waited = gm__hsa_sig_wait(bctx, sigs[i], "device_synchronize");
+
+        if (waited != GM_OK && waited != GM_ERR_DRIVER && status == GM_OK)
+            status = waited;
+    }
+    pthread_mutex_lock(&bctx->lock);
+    for (size_t i = 0; i < n; i++)
+        gm__hsa_sig_unref(bctx, sigs[i]);
+    pthread_mutex_unlock(&bctx->lock);
+    gm__free(sigs);
+    return status;
+}

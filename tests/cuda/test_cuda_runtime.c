@@ -183,6 +183,39 @@ static void test_host_memory_streams_events(void **state)
     close_context(ctx);
 }
 
+/*
+ * A flush waits for the context's queued work (cuCtxSynchronize) once per
+ * batch, before the first free; streams and events alone need no wait.
+ */
+static void test_flush_synchronizes_before_freeing(void **state)
+{
+    gm_context *ctx = open_context();
+    int64_t n = 1024;
+    gm_array *a = NULL, *b = NULL;
+    gm_stream *s = NULL;
+    long sync = 0, before = 0;
+
+    (void)state;
+    assert_ok(gm_device_array(ctx, 1, &n, GM_FLOAT32, GM_ORDER_C, &a));
+    assert_ok(gm_device_array(ctx, 1, &n, GM_FLOAT32, GM_ORDER_C, &b));
+    gm_array_release(&a);
+    gm_array_release(&b);
+    before = gm_cuda_double_count_calls("cuCtxSynchronize");
+    assert_ok(gm_deallocations_flush(ctx));
+    assert_int_equal(gm_cuda_double_count_calls("cuCtxSynchronize") - before, 1);
+    sync = gm_cuda_double_find_call("cuCtxSynchronize", 0);
+    assert_true(sync >= 0);
+    while (gm_cuda_double_find_call("cuCtxSynchronize", sync + 1) >= 0)
+        sync = gm_cuda_double_find_call("cuCtxSynchronize", sync + 1);
+    assert_true(gm_cuda_double_find_call("cuMemFree_v2", sync) > sync);
+    assert_ok(gm_stream_create(ctx, GM_STREAM_DEFAULT, &s));
+    gm_stream_destroy(&s);
+    before = gm_cuda_double_count_calls("cuCtxSynchronize");
+    assert_ok(gm_deallocations_flush(ctx));
+    assert_int_equal(gm_cuda_double_count_calls("cuCtxSynchronize"), before);
+    close_context(ctx);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -190,6 +223,7 @@ int main(void)
         cmocka_unit_test_setup(test_pinned_oom_flushes_and_retries, cuda_test_setup),
         cmocka_unit_test_setup(test_copies_through_core, cuda_test_setup),
         cmocka_unit_test_setup(test_host_memory_streams_events, cuda_test_setup),
+        cmocka_unit_test_setup(test_flush_synchronizes_before_freeing, cuda_test_setup),
     };
 
     return cmocka_run_group_tests_name("cuda/runtime", tests, cuda_test_group_setup,

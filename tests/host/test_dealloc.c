@@ -5,6 +5,7 @@
  */
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "rt_helpers.h"
 
@@ -457,6 +458,188 @@ static void test_bounds_from_environment(void **state)
     gm_context_destroy(&ctx);
 }
 
+/* ---- frees wait for the work queued on the streams (cuMemFree's implicit synchronization) */
+
+/* What a callback queued behind an asynchronous copy saw of the queue. */
+typedef struct seen_by_work {
+    gm_context *ctx;
+    int64_t freed; /* entries freed when the work before this callback had finished */
+} seen_by_work;
+
+/* Stream callback: hold the stream ~100 ms, so that the copies behind it are still queued. */
+static void hold_stream(gm_stream *stream, gm_status status, void *user)
+{
+    struct timespec pause = {0, 100 * 1000 * 1000};
+
+    (void)stream;
+    (void)status;
+    (void)user;
+    nanosleep(&pause, NULL);
+}
+
+/* Stream callback: note how many entries the queue had freed by now. */
+static void note_freed(gm_stream *stream, gm_status status, void *user)
+{
+    seen_by_work *seen = user;
+
+    (void)stream;
+    (void)status;
+    seen->freed = rt_stats(seen->ctx).freed_count;
+}
+
+/*
+ * A device array released while a copy from it is still queued (the stream
+ * held): the flush, explicit or automatic, waits for that work before it
+ * frees the memory, so the callback behind the copy sees nothing freed yet
+ * and the host receives the array's bytes.
+ */
+static void check_flush_waits(bool automatic)
+{
+    gm_context_options o = rt_options(automatic ? 0 : 100, 10.0, BIG);
+    gm_context *ctx = NULL;
+    gm_stream *stream = NULL;
+    gm_array *a = NULL;
+    seen_by_work seen = {NULL, -1};
+    unsigned char *host = calloc(4096, 1);
+    int64_t n = 4096, freed = 0;
+    gm_ndview view;
+
+    assert_non_null(host);
+    assert_ok(gm_context_create(&o, &ctx));
+    seen.ctx = ctx;
+    a = device_bytes(ctx, n);
+    assert_ok(gm_array_memset(a, 0x5a, NULL));
+    assert_ok(gm_ndview_init(host, GM_UINT8, 1, &n, NULL, GM_ORDER_C, &view));
+    assert_ok(gm_stream_create(ctx, GM_STREAM_NON_BLOCKING, &stream));
+    assert_ok(gm_stream_add_callback(stream, hold_stream, NULL));
+    assert_ok(gm_array_copy_to_host(a, &view, stream));
+    assert_ok(gm_stream_add_callback(stream, note_freed, &seen));
+    freed = rt_stats(ctx).freed_count;
+    gm_array_release(&a); /* automatic: the count bound 0 flushes here */
+    if (!automatic)
+        assert_ok(gm_deallocations_flush(ctx));
+    assert_int_equal(gm_stream_query(stream), GM_OK); /* the flush waited for it */
+    assert_int_equal(seen.freed, freed);
+    assert_true(rt_stats(ctx).freed_count > freed); /* the array (and the callbacks' records) */
+    for (int64_t i = 0; i < n; i++)
+        assert_int_equal(host[i], 0x5a);
+    gm_stream_destroy(&stream);
+    gm_context_destroy(&ctx);
+    free(host);
+}
+
+static void test_flush_waits_for_queued_work(void **state)
+{
+    (void)state;
+    check_flush_waits(false);
+    check_flush_waits(true);
+}
+
+/* The host array of gm_array_copy_to_host_new is not freed while the copy into it is queued. */
+static void test_host_copy_freed_after_its_copy(void **state)
+{
+    gm_context_options o = rt_options(100, 10.0, BIG);
+    gm_context *ctx = NULL;
+    gm_stream *stream = NULL;
+    gm_array *a = NULL, *host = NULL;
+    seen_by_work seen = {NULL, -1};
+    int64_t freed = 0;
+
+    (void)state;
+    assert_ok(gm_context_create(&o, &ctx));
+    seen.ctx = ctx;
+    a = device_bytes(ctx, 1 << 16);
+    assert_ok(gm_stream_create(ctx, GM_STREAM_NON_BLOCKING, &stream));
+    assert_ok(gm_stream_add_callback(stream, hold_stream, NULL));
+    assert_ok(gm_array_copy_to_host_new(a, stream, &host));
+    assert_ok(gm_stream_add_callback(stream, note_freed, &seen));
+    freed = rt_stats(ctx).freed_count;
+    gm_array_release(&host);
+    gm_array_release(&a);
+    assert_ok(gm_deallocations_flush(ctx));
+    assert_int_equal(gm_stream_query(stream), GM_OK);
+    assert_int_equal(seen.freed, freed);
+    assert_true(rt_stats(ctx).freed_count >= freed + 2);
+    gm_stream_destroy(&stream);
+    gm_context_destroy(&ctx);
+}
+
+/*
+ * The usual teardown order with work still queued: release the array,
+ * destroy the stream, destroy the context. The stream's destruction waits in
+ * the queue behind the memory, so the teardown's drain must wait for the
+ * stream's work before it frees the memory: the copy lands (and ASan sees no
+ * use after free, the simulator's cache being off).
+ */
+static void test_teardown_waits_for_destroyed_stream(void **state)
+{
+    gm_context *ctx = NULL;
+    gm_stream *stream = NULL;
+    gm_array *a = NULL;
+    unsigned char *host = calloc(1 << 16, 1);
+    int64_t n = 1 << 16;
+    gm_ndview view;
+
+    (void)state;
+    assert_non_null(host);
+    setenv("GM_HOST_DEVICE_CACHE", "0", 1);
+    assert_ok(gm_context_create(NULL, &ctx));
+    unsetenv("GM_HOST_DEVICE_CACHE");
+    a = device_bytes(ctx, n);
+    assert_ok(gm_array_memset(a, 0xc3, NULL));
+    assert_ok(gm_ndview_init(host, GM_UINT8, 1, &n, NULL, GM_ORDER_C, &view));
+    assert_ok(gm_stream_create(ctx, GM_STREAM_NON_BLOCKING, &stream));
+    assert_ok(gm_stream_add_callback(stream, hold_stream, NULL));
+    assert_ok(gm_array_copy_to_host(a, &view, stream));
+    gm_array_release(&a);
+    gm_stream_destroy(&stream);
+    gm_context_destroy(&ctx);
+    for (int64_t i = 0; i < n; i++)
+        assert_int_equal(host[i], 0xc3);
+    free(host);
+}
+
+/* A stream callback that closes the last defer_cleanup scope. */
+static void end_defer(gm_stream *stream, gm_status status, void *user)
+{
+    (void)stream;
+    (void)status;
+    assert_int_equal(gm_defer_cleanup_end(user), GM_OK);
+}
+
+/*
+ * Closing the last defer_cleanup scope inside a stream callback with the
+ * bounds exceeded queues nothing more and frees nothing on the worker: the
+ * flush runs at the next release on an ordinary thread.
+ */
+static void test_defer_end_in_callback_does_not_flush(void **state)
+{
+    gm_context_options o = rt_options(3, 10.0, BIG);
+    gm_context *ctx = NULL;
+    gm_stream *stream = NULL;
+    gm_array *a[6];
+
+    (void)state;
+    assert_ok(gm_context_create(&o, &ctx));
+    for (int i = 0; i < 6; i++)
+        a[i] = device_bytes(ctx, 64);
+    assert_ok(gm_defer_cleanup_begin(ctx));
+    for (int i = 0; i < 5; i++)
+        gm_array_release(&a[i]);
+    assert_int_equal(rt_stats(ctx).pending_count, 5);
+    assert_ok(gm_stream_create(ctx, GM_STREAM_NON_BLOCKING, &stream));
+    assert_ok(gm_stream_add_callback(stream, end_defer, ctx));
+    assert_ok(gm_stream_synchronize(stream));
+    assert_int_equal(rt_stats(ctx).defer_depth, 0);
+    assert_true(rt_stats(ctx).pending_count >= 5); /* the arrays and the callback's record */
+    assert_int_equal(rt_stats(ctx).flushes, 0);
+    gm_array_release(&a[5]);
+    assert_int_equal(rt_stats(ctx).pending_count, 0);
+    assert_int_equal(rt_stats(ctx).flushes, 1);
+    gm_stream_destroy(&stream);
+    gm_context_destroy(&ctx);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -476,6 +659,10 @@ int main(void)
         cmocka_unit_test_setup(test_internal_kinds, test_setup),
         cmocka_unit_test_setup(test_queue_arguments, test_setup),
         cmocka_unit_test_setup(test_bounds_from_environment, test_setup),
+        cmocka_unit_test_setup(test_flush_waits_for_queued_work, test_setup),
+        cmocka_unit_test_setup(test_host_copy_freed_after_its_copy, test_setup),
+        cmocka_unit_test_setup(test_teardown_waits_for_destroyed_stream, test_setup),
+        cmocka_unit_test_setup(test_defer_end_in_callback_does_not_flush, test_setup),
     };
     return cmocka_run_group_tests(tests, group_setup, gm_test_restore_allocator);
 }

@@ -2,10 +2,14 @@
  * The core runtime on the HSA backend (runtime double underneath):
  * Numba's out-of-memory rule (an allocation that fails for lack of device
  * memory flushes the deallocation queue and retries once) proven with the
- * HSA pool's real OUT_OF_RESOURCES status, and a public-API round trip.
+ * HSA pool's real OUT_OF_RESOURCES status, a public-API round trip, and a
+ * flush that waits for the work still using the memory it frees.
  */
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "hsa_test_util.h"
 #include "runtime_internal.h"
@@ -104,11 +108,77 @@ static void test_public_round_trip(void **state)
     free(back);
 }
 
+/* A flush on its own thread; `done` says when it returned. */
+typedef struct flush_job {
+    gm_context *ctx;
+    gm_status status;
+    atomic_bool done;
+} flush_job;
+
+static void *run_flush(void *user)
+{
+    flush_job *job = user;
+
+    job->status = gm_deallocations_flush(job->ctx);
+    atomic_store(&job->done, true);
+    return NULL;
+}
+
+/*
+ * hsa_amd_memory_pool_free does not wait for queued work (unlike cuMemFree),
+ * so the queue's flush waits for it: with the DMA engine held and a copy out
+ * of a released array still pending, the flush does not return (nor free the
+ * block) until the engine runs the copy; the host then has the array's bytes.
+ */
+static void test_flush_waits_for_pending_copy(void **state)
+{
+    gm_context *ctx = open_context(1.0, 100);
+    int64_t n = 1 << 16;
+    unsigned char *host = calloc((size_t)n, 1);
+    struct timespec pause = {0, 50 * 1000 * 1000};
+    flush_job job = {NULL, GM_OK, false};
+    hsa_double_live live;
+    gm_array *dev = NULL;
+    gm_stream *s = NULL;
+    gm_ndview hv;
+    pthread_t thread;
+
+    (void)state;
+    assert_non_null(host);
+    job.ctx = ctx;
+    assert_ok(gm_device_array(ctx, 1, &n, GM_UINT8, GM_ORDER_C, &dev));
+    assert_ok(gm_array_memset(dev, 0x77, NULL));
+    assert_ok(gm_ndview_init(host, GM_UINT8, 1, &n, NULL, GM_ORDER_C, &hv));
+    assert_ok(gm_stream_create(ctx, GM_STREAM_NON_BLOCKING, &s));
+    hsa_double_pause(1);
+    assert_ok(gm_array_copy_to_host(dev, &hv, s));
+    gm_array_release(&dev);
+    hsa_double_get_live(&live);
+    assert_true(live.device_bytes >= (uint64_t)n);
+    assert_int_equal(pthread_create(&thread, NULL, run_flush, &job), 0);
+    nanosleep(&pause, NULL);
+    assert_false(atomic_load(&job.done)); /* held: the copy has not run */
+    hsa_double_get_live(&live);
+    assert_true(live.device_bytes >= (uint64_t)n); /* not freed under the pending copy */
+    hsa_double_pause(0);
+    assert_int_equal(pthread_join(thread, NULL), 0);
+    assert_ok(job.status);
+    hsa_double_get_live(&live);
+    assert_true(live.device_bytes < (uint64_t)n);
+    for (int64_t i = 0; i < n; i++)
+        assert_int_equal(host[i], 0x77);
+    assert_ok(gm_stream_synchronize(s));
+    gm_stream_destroy(&s);
+    close_context(ctx);
+    free(host);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_oom_flush_and_retry),
         cmocka_unit_test(test_public_round_trip),
+        cmocka_unit_test(test_flush_waits_for_pending_copy),
     };
 
     return cmocka_run_group_tests(tests, gm_test_use_cmocka_allocator, gm_test_restore_allocator);
