@@ -234,18 +234,29 @@ GM_API gm_status gm_array_transpose(gm_array *array, gm_array **array_p);
  * otherwise it is staged through packed host temporaries that mirror each
  * device side, with the rearrangement done on the host. Host-to-host copies
  * run on the host.
+ *
+ * Overlap is refused: when both descriptors are in one address space (both
+ * device-side, or both host-side) and their byte extents (gm_ndview_extent)
+ * intersect, the copy fails with GM_ERR_INVALID_ARG before anything moves.
+ * Copying a view onto itself is overlap too (an error, not a no-op). The
+ * test is on extents: interleaved views such as a[0::2] <- a[1::2] are
+ * refused as well; views of one buffer with disjoint extents copy.
  * @param stream NULL: synchronous (Numba's default). Otherwise ordered on
  *        the stream (host-side steps included); host memory must stay valid
  *        until it completes. Temporaries are then released in stream order
  *        through the deallocation queue.
  * @return GM_ERR_SHAPE_MISMATCH / GM_ERR_DTYPE naming both sides;
  *         GM_ERR_WRONG_CONTEXT for a stream of another context or a device
- *         descriptor of another device.
+ *         descriptor of another device; GM_ERR_INVALID_ARG for overlapping
+ *         sides, naming both byte ranges.
  */
 GM_API gm_status gm_copy(gm_context *ctx, const gm_ndview *dst, const gm_ndview *src,
                          gm_stream *stream);
 
-/** @brief Numba's copy_to_host(ary): device array into an existing host descriptor. */
+/**
+ * @brief Numba's copy_to_host(ary): device array into an existing host
+ *        descriptor; gm_copy's checks, overlap included.
+ */
 GM_API gm_status gm_array_copy_to_host(gm_array *array, const gm_ndview *host, gm_stream *stream);
 
 /**
@@ -256,7 +267,11 @@ GM_API gm_status gm_array_copy_to_host(gm_array *array, const gm_ndview *host, g
  */
 GM_API gm_status gm_array_copy_to_host_new(gm_array *array, gm_stream *stream, gm_array **host_p);
 
-/** @brief Numba's copy_to_device(ary): fill a device array from host or device data. */
+/**
+ * @brief Numba's copy_to_device(ary): fill a device array from host or
+ *        device data; gm_copy's checks, overlap included (a view of the
+ *        array's own bytes that intersects it is refused).
+ */
 GM_API gm_status gm_array_copy_to_device(gm_array *array, const gm_ndview *src, gm_stream *stream);
 
 /**

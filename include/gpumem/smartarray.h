@@ -70,11 +70,16 @@ GM_API gm_status gm_smart_array_create(gm_context *ctx, int ndim, const int64_t 
  *        SmartArray(obj, copy=)); the host side is current, the device side is
  *        allocated on first use.
  * @param host host memory (GM_MEMORY_HOST, PINNED or MAPPED); any strides.
+ *        device_id is -1 for HOST and PINNED memory, the context's device
+ *        or -1 for MAPPED memory (as gpumem's own arrays carry). The same
+ *        checks apply with either `copy`.
  * @param copy true: the host side is a gpumem-owned copy of `host` (layout of
  *        gm_ndview_like()); false: the host side is `host` itself, which must
  *        stay valid until the smart array is destroyed.
- * @return GM_OK; GM_ERR_NULL_POINTER; GM_ERR_INVALID_ARG (device memory);
- *         validation, allocation and copy errors.
+ * @return GM_OK; GM_ERR_NULL_POINTER; GM_ERR_INVALID_ARG (device or
+ *         managed memory, an unknown memory kind, a host or pinned view whose
+ *         device_id is not -1); GM_ERR_WRONG_CONTEXT (mapped memory of
+ *         another device); validation, allocation and copy errors.
  */
 GM_API gm_status gm_smart_array_from_host(gm_context *ctx, const gm_ndview *host, bool copy,
                                           gm_smart_array **sa_p);

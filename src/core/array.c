@@ -43,7 +43,8 @@ static gm__dealloc_kind dealloc_kind(gm_memory_kind memory)
 
 /*
  * Allocate `bytes` of `memory` kind into a filled queue entry, through the
- * memory manager; its policy decides whether the free is deferred.
+ * memory manager; its policy decides whether the free is deferred. The
+ * manager's or backend's message of a failure follows `fn`.
  */
 static gm_status allocate_memory(gm_context *ctx, const char *fn, gm_memory_kind memory,
                                  unsigned host_flags, size_t bytes, gm__dealloc_entry *entry)
@@ -54,13 +55,14 @@ static gm_status allocate_memory(gm_context *ctx, const char *fn, gm_memory_kind
     switch (memory) {
     case GM_MEMORY_DEVICE:
         entry->immediate = !ctx->mm.defer_device;
-        return gm__alloc_device(ctx, bytes, &entry->device, &entry->owner);
+        return gm__error_within(fn, gm__alloc_device(ctx, bytes, &entry->device, &entry->owner));
     case GM_MEMORY_MANAGED:
-        return gm__alloc_managed(ctx, bytes, &entry->device);
+        return gm__error_within(fn, gm__alloc_managed(ctx, bytes, &entry->device));
     case GM_MEMORY_PINNED:
     case GM_MEMORY_MAPPED:
         entry->immediate = !ctx->mm.defer_host;
-        return gm__alloc_host(ctx, bytes, host_flags, &entry->handle, &entry->owner);
+        return gm__error_within(
+            fn, gm__alloc_host(ctx, bytes, host_flags, &entry->handle, &entry->owner));
     case GM_MEMORY_HOST:
         entry->handle = gm__malloc(bytes);
         if (entry->handle == NULL)
@@ -358,7 +360,7 @@ gm_status gm__array_create_contiguous(gm_context *ctx, const char *fn, gm_dtype 
     gm_status status = GM_OK;
 
     if (!contiguous_fits(itemsize, ndim, shape, &nbytes)) {
-        status = gm_ndview_init(NULL, dtype, ndim, shape, NULL, order, &layout);
+        status = gm__ndview_init(fn, NULL, dtype, ndim, shape, NULL, order, &layout);
         if (status == GM_OK)
             status = gm__array_create(ctx, fn, &layout, memory, host_flags, array_p);
         return status;
@@ -481,7 +483,7 @@ gm_status gm_device_array_strided(gm_context *ctx, int ndim, const int64_t *shap
     if (array_p == NULL || (strides == NULL && ndim > 0))
         return gm__error(GM_ERR_NULL_POINTER, "%s: %s is NULL", fn,
                          array_p == NULL ? "array_p" : "strides");
-    status = gm_ndview_init(NULL, dtype, ndim, shape, strides, GM_ORDER_C, &layout);
+    status = gm__ndview_init(fn, NULL, dtype, ndim, shape, strides, GM_ORDER_C, &layout);
     if (status != GM_OK)
         return status;
     return gm__array_create(ctx, fn, &layout, GM_MEMORY_DEVICE, 0, array_p);
@@ -639,7 +641,7 @@ gm_status gm_array_reshape(gm_array *array, int ndim, const int64_t *shape, gm_o
     gm_status status = gm__check_array(fn, array, NULL);
 
     if (status == GM_OK)
-        status = gm_ndview_reshape(&array->view, ndim, shape, order, &view);
+        status = gm__ndview_reshape(fn, &array->view, ndim, shape, order, &view);
     if (status != GM_OK)
         return status;
     return derive(fn, array, &view, array_p);
@@ -653,7 +655,7 @@ gm_status gm_array_ravel(gm_array *array, gm_order order, gm_array **array_p)
     gm_status status = gm__check_array(fn, array, NULL);
 
     if (status == GM_OK)
-        status = gm_ndview_ravel(&array->view, order, &view);
+        status = gm__ndview_ravel(fn, &array->view, order, &view);
     if (status != GM_OK)
         return status;
     return derive(fn, array, &view, array_p);
@@ -668,7 +670,7 @@ gm_status gm_array_getitem(gm_array *array, int nitems, const gm_index_item *ite
     gm_status status = gm__check_array(fn, array, NULL);
 
     if (status == GM_OK)
-        status = gm_ndview_getitem(&array->view, nitems, items, &view);
+        status = gm__ndview_getitem(fn, &array->view, nitems, items, &view);
     if (status != GM_OK)
         return status;
     return derive(fn, array, &view, array_p);

@@ -19,6 +19,12 @@
  *      few pieces, and the rearrangement runs on the host with
  *      gm__host_copy_strided.
  *
+ * Two sides in one address space (both device-side or both host-side
+ * memory) whose byte extents intersect are refused before anything moves:
+ * an extent test (so interleaved views such as d[0::2] and d[1::2] are
+ * refused too), which costs the common case, disjoint extents, one or two
+ * compares.
+ *
  * The common case is recognised before any plan is made: both descriptors
  * valid (one pass over each, which also gives its byte extent), alike in
  * dtype and shape, and each one dense byte range with the same element order
@@ -570,9 +576,34 @@ static gm_status check_pair(const char *fn, const gm_context *ctx, const gm_ndvi
     return status;
 }
 
+/*
+ * GM_ERR_INVALID_ARG when the byte extents [lo, hi) of the two sides
+ * (relative to their data) intersect in one address space, a view copied
+ * onto itself included. Disjoint extents, the common case, are told apart
+ * first; only intersecting ones look at the memory kinds. A side without
+ * data (NULL) is left to the copy's own error.
+ */
+static gm_status check_overlap(const char *fn, const gm_ndview *dst, int64_t dst_lo, int64_t dst_hi,
+                               const gm_ndview *src, int64_t src_lo, int64_t src_hi)
+{
+    uintptr_t d_lo = (uintptr_t)dst->data + (uintptr_t)dst_lo;
+    uintptr_t d_hi = (uintptr_t)dst->data + (uintptr_t)dst_hi;
+    uintptr_t s_lo = (uintptr_t)src->data + (uintptr_t)src_lo;
+    uintptr_t s_hi = (uintptr_t)src->data + (uintptr_t)src_hi;
+
+    if (d_lo >= s_hi || s_lo >= d_hi || side_of(dst) != side_of(src) || dst->data == NULL ||
+        src->data == NULL)
+        return GM_OK;
+    return gm__error(GM_ERR_INVALID_ARG,
+                     "%s: the source and destination overlap: destination bytes [%#" PRIxPTR
+                     ", %#" PRIxPTR "), source bytes [%#" PRIxPTR ", %#" PRIxPTR ")",
+                     fn, d_lo, d_hi, s_lo, s_hi);
+}
+
 /* What pair_quick learns about a copy whose checks pass. */
 typedef struct quick_pair {
     int64_t dst_lo, src_lo; /* lowest byte of each side, relative to its data */
+    int64_t dst_hi, src_hi; /* one past the highest byte of each side */
     int64_t bytes;          /* dense: the bytes of each side's range; else 0 */
     bool empty;             /* no elements */
 } quick_pair;
@@ -610,16 +641,16 @@ static int64_t f_dense_bytes(const gm_ndview *v, int64_t itemsize)
  */
 static bool pair_quick(const gm_ndview *dst, const gm_ndview *src, quick_pair *q)
 {
-    int64_t itemsize = 0, dst_hi = 0, src_hi = 0, dense = 0;
+    int64_t itemsize = 0, dense = 0;
     bool same_strides = true;
 
     if (dst->ndim != src->ndim || !gm__dtype_same(dst->dtype, src->dtype))
         return false;
     itemsize = dense = gm__dtype_bytes(dst->dtype); /* 0 when invalid: no extent */
-    if (!gm__extent_quick(dst, itemsize, &q->dst_lo, &dst_hi) ||
-        !gm__extent_quick(src, itemsize, &q->src_lo, &src_hi))
+    if (!gm__extent_quick(dst, itemsize, &q->dst_lo, &q->dst_hi) ||
+        !gm__extent_quick(src, itemsize, &q->src_lo, &q->src_hi))
         return false;
-    q->empty = dst_hi == q->dst_lo; /* a nonempty view spans at least one item */
+    q->empty = q->dst_hi == q->dst_lo; /* a nonempty view spans at least one item */
     q->bytes = 0;
     /* Innermost axis first: the same pass sees C-order density (dense > 0). */
     for (int i = dst->ndim - 1; i >= 0; i--) {
@@ -688,6 +719,21 @@ static gm_status copy_dense(gm_context *ctx, const char *fn, const gm_ndview *ds
     return ctx->ops->copy(ctx->bctx, &desc, bs);
 }
 
+/* check_pair, then check_overlap for a nonempty copy; *empty_p when there are no elements. */
+static gm_status check_pair_full(const char *fn, const gm_context *ctx, const gm_ndview *dst,
+                                 const gm_ndview *src, bool *empty_p)
+{
+    int64_t dst_lo = 0, dst_hi = 0, src_lo = 0, src_hi = 0;
+    gm_status status = check_pair(fn, ctx, dst, src);
+
+    *empty_p = status == GM_OK && gm_ndview_size(dst) == 0;
+    if (status != GM_OK || *empty_p)
+        return status;
+    (void)gm_ndview_extent(dst, &dst_lo, &dst_hi); /* validated: cannot fail */
+    (void)gm_ndview_extent(src, &src_lo, &src_hi);
+    return check_overlap(fn, dst, dst_lo, dst_hi, src, src_lo, src_hi);
+}
+
 /*
  * Check both sides, then copy host-to-host or through the device strategies.
  * The common case (both descriptors valid and alike, each one dense byte
@@ -698,6 +744,7 @@ gm_status gm__copy(const char *fn, gm_context *ctx, const gm_ndview *dst, const 
 {
     gm_backend_stream *bs = NULL; /* what gm__stream_backend gives for no stream */
     quick_pair q;
+    bool empty = false;
     gm_status status = gm__check_context(fn, ctx);
 
     if (status == GM_OK && stream != NULL)
@@ -713,11 +760,14 @@ gm_status gm__copy(const char *fn, gm_context *ctx, const gm_ndview *dst, const 
             status = check_device(fn, ctx, src, "source");
         if (status != GM_OK || q.empty)
             return status;
+        status = check_overlap(fn, dst, q.dst_lo, q.dst_hi, src, q.src_lo, q.src_hi);
+        if (status != GM_OK)
+            return status;
         if (q.bytes > 0)
             return copy_dense(ctx, fn, dst, src, &q, bs);
     } else {
-        status = check_pair(fn, ctx, dst, src);
-        if (status != GM_OK || gm_ndview_size(dst) == 0)
+        status = check_pair_full(fn, ctx, dst, src, &empty);
+        if (status != GM_OK || empty)
             return status;
     }
     if (side_of(dst) == GM_COPY_HOST && side_of(src) == GM_COPY_HOST)

@@ -18,6 +18,14 @@
  */
 gm_status gm__error(gm_status status, const char *fmt, ...) GM_PRINTF_LIKE(2, 3);
 
+/*
+ * Re-record the calling thread's last error as "fn: <last message>" and
+ * return `status` (GM_OK is returned as is, nothing recorded). For a core
+ * call site whose callee, a backend op or the memory manager, recorded a
+ * message naming itself: the public call's name then leads.
+ */
+gm_status gm__error_within(const char *fn, gm_status status);
+
 /* Log through the hook if `level` passes the threshold. */
 void gm__log(gm_log_level level, const char *fmt, ...) GM_PRINTF_LIKE(2, 3);
 

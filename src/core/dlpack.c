@@ -217,8 +217,8 @@ static gm_status import_view(const char *fn, gm_context *ctx, const DLTensor *t,
         status = gm__error(GM_ERR_OVERFLOW, "%s: byte_offset %" PRIu64 " is too large", fn,
                            t->byte_offset);
     if (status == GM_OK)
-        status = gm_ndview_init(t->data, dtype, t->ndim, t->shape,
-                                t->strides != NULL ? strides : NULL, GM_ORDER_C, out);
+        status = gm__ndview_init(fn, t->data, dtype, t->ndim, t->shape,
+                                 t->strides != NULL ? strides : NULL, GM_ORDER_C, out);
     if (status != GM_OK)
         return status;
     out->offset = (int64_t)t->byte_offset;
@@ -275,8 +275,8 @@ gm_status gm_array_from_dlpack(gm_context *ctx, DLManagedTensorVersioned *tensor
     status = import_view(fn, ctx, &tensor->dl_tensor, &view);
     if (status != GM_OK)
         return status;
-    return gm_array_from_foreign(ctx, &view, tensor->deleter != NULL ? release_versioned : NULL,
-                                 tensor, NULL, array_p);
+    return gm__array_from_foreign(
+        fn, ctx, &view, tensor->deleter != NULL ? release_versioned : NULL, tensor, NULL, array_p);
 }
 
 /* Import a legacy unversioned tensor; ownership passes on success. */
@@ -290,6 +290,6 @@ gm_status gm_array_from_dlpack_legacy(gm_context *ctx, DLManagedTensor *tensor, 
         status = import_view(fn, ctx, &tensor->dl_tensor, &view);
     if (status != GM_OK)
         return status;
-    return gm_array_from_foreign(ctx, &view, tensor->deleter != NULL ? release_legacy : NULL,
-                                 tensor, NULL, array_p);
+    return gm__array_from_foreign(fn, ctx, &view, tensor->deleter != NULL ? release_legacy : NULL,
+                                  tensor, NULL, array_p);
 }

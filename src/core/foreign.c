@@ -56,11 +56,10 @@ static gm_status check_foreign(const char *fn, gm_context *ctx, const gm_ndview 
 }
 
 /* Wrap foreign memory; the release callback runs when the last array goes. */
-gm_status gm_array_from_foreign(gm_context *ctx, const gm_ndview *view,
-                                gm_foreign_release_fn release, void *release_user,
-                                gm_stream *stream, gm_array **array_p)
+gm_status gm__array_from_foreign(const char *fn, gm_context *ctx, const gm_ndview *view,
+                                 gm_foreign_release_fn release, void *release_user,
+                                 gm_stream *stream, gm_array **array_p)
 {
-    static const char fn[] = "gm_array_from_foreign";
     gm_backend_stream *bs = NULL;
     gm__dealloc_entry *entry = NULL;
     gm_ndview wrapped;
@@ -69,7 +68,7 @@ gm_status gm_array_from_foreign(gm_context *ctx, const gm_ndview *view,
     if (status == GM_OK)
         status = gm__stream_backend(fn, ctx, stream, &bs);
     if (status == GM_OK && stream != NULL)
-        status = gm_stream_synchronize(stream);
+        status = gm__error_within(fn, gm_stream_synchronize(stream));
     if (status == GM_OK && release != NULL)
         status = gm__dealloc_entry_create(fn, GM__DEALLOC_FOREIGN, &entry);
     if (status != GM_OK)
@@ -83,6 +82,15 @@ gm_status gm_array_from_foreign(gm_context *ctx, const gm_ndview *view,
     if (status != GM_OK)
         gm__dealloc_entry_discard(entry);
     return status;
+}
+
+/* Public form of gm__array_from_foreign. */
+gm_status gm_array_from_foreign(gm_context *ctx, const gm_ndview *view,
+                                gm_foreign_release_fn release, void *release_user,
+                                gm_stream *stream, gm_array **array_p)
+{
+    return gm__array_from_foreign("gm_array_from_foreign", ctx, view, release, release_user, stream,
+                                  array_p);
 }
 
 /* The kind of the array memory of this context containing ptr; GM_MEMORY_HOST if none. */

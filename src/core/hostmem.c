@@ -12,6 +12,7 @@
  * manager (memhostalloc via array.c, mempin / memunpin here).
  */
 #include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -27,7 +28,7 @@ static gm_status ordered_layout(const char *fn, int ndim, const int64_t *shape, 
     if (order != GM_ORDER_C && order != GM_ORDER_F)
         return gm__error(GM_ERR_INVALID_ARG, "%s: order must be 'C' or 'F', got %d", fn,
                          (int)order);
-    return gm_ndview_init(NULL, dtype, ndim, shape, NULL, order, layout);
+    return gm__ndview_init(fn, NULL, dtype, ndim, shape, NULL, order, layout);
 }
 
 /* Common checks of the allocating calls. */
@@ -135,9 +136,8 @@ static gm_status mapped_device_view(gm_context *ctx, const char *fn, const gm_nd
         return status;
     status = ctx->ops->host_device_pointer(ctx->bctx, (char *)host->data + lo, &dev);
     if (status != GM_OK)
-        return status;
+        return gm__error_within(fn, status);
     out->data = (void *)(uintptr_t)(dev - (uint64_t)lo);
-    (void)fn;
     return GM_OK;
 }
 
@@ -252,8 +252,11 @@ static gm_status collect_ranges(const char *fn, bool mapped, int narrays, const 
     return GM_OK;
 }
 
-/* Unregister the first n ranges of a scope, in reverse; returns the first failure. */
-static gm_status unregister_ranges(gm_context *ctx, gm__host_range *ranges, int n)
+/*
+ * Unregister the first n ranges of a scope, in reverse; returns the first
+ * failure, the manager's or backend's message following `fn`.
+ */
+static gm_status unregister_ranges(gm_context *ctx, const char *fn, gm__host_range *ranges, int n)
 {
     gm_status first = GM_OK;
 
@@ -262,13 +265,28 @@ static gm_status unregister_ranges(gm_context *ctx, gm__host_range *ranges, int 
             gm__mm_memunpin(ctx, (void *)ranges[i].start, ranges[i].bytes, ranges[i].owner);
 
         if (status != GM_OK && first == GM_OK)
-            first = status;
+            first = gm__error_within(fn, status);
     }
     return first;
 }
 
-/* Register every range (with its device address when mapped); undo on failure. */
-static gm_status register_ranges(gm_context *ctx, gm_host_scope *scope)
+/* Unregister the first n ranges after a failure `status`, keeping its message. */
+static void undo_ranges(gm_context *ctx, const char *fn, gm_status status, gm__host_range *ranges,
+                        int n)
+{
+    char saved[512];
+
+    snprintf(saved, sizeof(saved), "%s", gm_last_error_message());
+    if (unregister_ranges(ctx, fn, ranges, n) != GM_OK)
+        gm__log(GM_LOG_WARN, "%s", gm_last_error_message());
+    (void)gm__error(status, "%s", saved);
+}
+
+/*
+ * Register every range (with its device address when mapped); undo on
+ * failure, the manager's or backend's message following `fn`.
+ */
+static gm_status register_ranges(gm_context *ctx, const char *fn, gm_host_scope *scope)
 {
     gm_status status = GM_OK;
     int registered = 0;
@@ -283,8 +301,10 @@ static gm_status register_ranges(gm_context *ctx, gm_host_scope *scope)
         if (scope->mapped)
             status = ctx->ops->host_device_pointer(ctx->bctx, (void *)r->start, &r->device);
     }
-    if (status != GM_OK)
-        (void)unregister_ranges(ctx, scope->ranges, registered);
+    if (status != GM_OK) {
+        status = gm__error_within(fn, status);
+        undo_ranges(ctx, fn, status, scope->ranges, registered);
+    }
     return status;
 }
 
@@ -389,7 +409,7 @@ static gm_status scope_begin(const char *fn, gm_context *ctx, bool mapped, int n
     status = collect_ranges(fn, mapped, narrays, arrays, scope->ranges, &scope->nranges);
     if (status != GM_OK)
         goto fail_scope;
-    status = register_ranges(ctx, scope);
+    status = register_ranges(ctx, fn, scope);
     if (status != GM_OK)
         goto fail_scope;
     status = write_device_views(ctx, fn, scope, narrays, arrays, device_views);
@@ -401,7 +421,7 @@ static gm_status scope_begin(const char *fn, gm_context *ctx, bool mapped, int n
     *scope_p = scope;
     return GM_OK;
 fail_registered:
-    (void)unregister_ranges(ctx, scope->ranges, scope->nranges);
+    undo_ranges(ctx, fn, status, scope->ranges, scope->nranges);
 fail_scope:
     scope_free(scope);
     return status;
@@ -428,7 +448,7 @@ gm_status gm_register(gm_context *ctx, int narrays, const gm_ndview *arrays,
 }
 
 /* Unregister every range now (never queued), freeing the scope even on failure. */
-gm_status gm_host_scope_end(gm_host_scope **scope_p)
+static gm_status scope_end(const char *fn, gm_host_scope **scope_p)
 {
     gm_host_scope *scope = NULL;
     gm_status status = GM_OK;
@@ -440,15 +460,21 @@ gm_status gm_host_scope_end(gm_host_scope **scope_p)
     pthread_mutex_lock(&scope->ctx->lock);
     gm__list_remove(&scope->link);
     pthread_mutex_unlock(&scope->ctx->lock);
-    status = unregister_ranges(scope->ctx, scope->ranges, scope->nranges);
+    status = unregister_ranges(scope->ctx, fn, scope->ranges, scope->nranges);
     scope_free(scope);
     return status;
+}
+
+/* End a gm_pin / gm_map / gm_register scope. */
+gm_status gm_host_scope_end(gm_host_scope **scope_p)
+{
+    return scope_end("gm_host_scope_end", scope_p);
 }
 
 /* ROC's deregister(*arrays). */
 gm_status gm_deregister(gm_host_scope **scope_p)
 {
-    return gm_host_scope_end(scope_p);
+    return scope_end("gm_deregister", scope_p);
 }
 
 /* End every scope still open, with a warning each. */

@@ -194,10 +194,10 @@ gm_status gm_ndview_validate(const gm_ndview *view)
 }
 
 /* Fill a descriptor (host memory, device -1, offset 0), then validate it as a whole. */
-gm_status gm_ndview_init(void *data, gm_dtype dtype, int ndim, const int64_t *shape,
-                         const int64_t *strides, gm_order order, gm_ndview *out_p)
+gm_status gm__ndview_init(const char *fn, void *data, gm_dtype dtype, int ndim,
+                          const int64_t *shape, const int64_t *strides, gm_order order,
+                          gm_ndview *out_p)
 {
-    static const char fn[] = "gm_ndview_init";
     gm_ndview v;
     gm_status status = gm__check_ndim(fn, ndim);
 
@@ -230,6 +230,13 @@ gm_status gm_ndview_init(void *data, gm_dtype dtype, int ndim, const int64_t *sh
     if (status == GM_OK)
         *out_p = v;
     return status;
+}
+
+/* Public form of gm__ndview_init. */
+gm_status gm_ndview_init(void *data, gm_dtype dtype, int ndim, const int64_t *shape,
+                         const int64_t *strides, gm_order order, gm_ndview *out_p)
+{
+    return gm__ndview_init("gm_ndview_init", data, dtype, ndim, shape, strides, order, out_p);
 }
 
 /* Product of the extents; 0 for NULL. */

@@ -61,4 +61,17 @@ gm_status gm__check_ndim(const char *fn, int ndim);
 /* Product of a shape: GM_ERR_INVALID_ARG for a negative extent, GM_ERR_OVERFLOW. */
 gm_status gm__shape_size(const char *fn, int ndim, const int64_t *shape, int64_t *size_p);
 
+/*
+ * gm_ndview_init, gm_ndview_reshape, gm_ndview_ravel and gm_ndview_getitem
+ * with messages naming `fn`: for public calls that build on them.
+ */
+gm_status gm__ndview_init(const char *fn, void *data, gm_dtype dtype, int ndim,
+                          const int64_t *shape, const int64_t *strides, gm_order order,
+                          gm_ndview *out_p);
+gm_status gm__ndview_reshape(const char *fn, const gm_ndview *view, int ndim, const int64_t *shape,
+                             gm_order order, gm_ndview *out_p);
+gm_status gm__ndview_ravel(const char *fn, const gm_ndview *view, gm_order order, gm_ndview *out_p);
+gm_status gm__ndview_getitem(const char *fn, const gm_ndview *view, int nitems,
+                             const gm_index_item *items, gm_ndview *out_p);
+
 #endif

@@ -403,10 +403,10 @@ static gm_status check_reshape_args(const char *fn, const gm_ndview *v, int ndim
     return status;
 }
 
-gm_status gm_ndview_reshape(const gm_ndview *view, int ndim, const int64_t *shape, gm_order order,
-                            gm_ndview *out_p)
+/* gm_ndview_reshape with messages naming `fn`. */
+gm_status gm__ndview_reshape(const char *fn, const gm_ndview *view, int ndim, const int64_t *shape,
+                             gm_order order, gm_ndview *out_p)
 {
-    static const char fn[] = "gm_ndview_reshape";
     int64_t dims[GM_MAX_DIMS] = {0};
     gm_ndview result;
     gm_status status = check_reshape_args(fn, view, ndim, shape, order, out_p);
@@ -421,6 +421,13 @@ gm_status gm_ndview_reshape(const gm_ndview *view, int ndim, const int64_t *shap
     if (status == GM_OK)
         *out_p = result;
     return status;
+}
+
+/* Public form of gm__ndview_reshape. */
+gm_status gm_ndview_reshape(const gm_ndview *view, int ndim, const int64_t *shape, gm_order order,
+                            gm_ndview *out_p)
+{
+    return gm__ndview_reshape("gm_ndview_reshape", view, ndim, shape, order, out_p);
 }
 
 /* Magnitude of a stride, safe for INT64_MIN. */
@@ -501,9 +508,9 @@ static gm_status ravel_needs_copy(const char *fn, const gm_ndview *v, gm_order o
                      resolved_text(order, resolved));
 }
 
-gm_status gm_ndview_ravel(const gm_ndview *view, gm_order order, gm_ndview *out_p)
+/* gm_ndview_ravel with messages naming `fn`. */
+gm_status gm__ndview_ravel(const char *fn, const gm_ndview *view, gm_order order, gm_ndview *out_p)
 {
-    static const char fn[] = "gm_ndview_ravel";
     gm_status status = GM_OK;
     gm_order resolved = order;
     gm_ndview result;
@@ -528,4 +535,10 @@ gm_status gm_ndview_ravel(const gm_ndview *view, gm_order order, gm_ndview *out_
         *out_p = result;
     }
     return status;
+}
+
+/* Public form of gm__ndview_ravel. */
+gm_status gm_ndview_ravel(const gm_ndview *view, gm_order order, gm_ndview *out_p)
+{
+    return gm__ndview_ravel("gm_ndview_ravel", view, order, out_p);
 }

@@ -324,6 +324,11 @@ gm_status gm__array_create_contiguous(gm_context *ctx, const char *fn, gm_dtype 
 gm_status gm__array_wrap_foreign(gm_context *ctx, const char *fn, const gm_ndview *view,
                                  gm__dealloc_entry *entry, gm_array **array_p);
 
+/* gm_array_from_foreign with messages naming `fn` (the DLPack imports). */
+gm_status gm__array_from_foreign(const char *fn, gm_context *ctx, const gm_ndview *view,
+                                 gm_foreign_release_fn release, void *release_user,
+                                 gm_stream *stream, gm_array **array_p);
+
 /* Validate an array argument: non-NULL and, when ctx is given, of that context. */
 gm_status gm__check_array(const char *fn, const gm_array *array, const gm_context *ctx);
 

@@ -9,6 +9,7 @@
  * C/F layout asked for, or gm_ndview_like() of the caller's host array. A
  * copy=false host side is the caller's descriptor, owned by the caller.
  */
+#include <inttypes.h>
 #include <string.h>
 
 #include "gpumem/smartarray.h"
@@ -124,7 +125,7 @@ gm_status gm_smart_array_create(gm_context *ctx, int ndim, const int64_t *shape,
     if (status == GM_OK && i < 0)
         status = bad_where(fn, where);
     if (status == GM_OK)
-        status = gm_ndview_init(NULL, dtype, ndim, shape, NULL, order, &layout);
+        status = gm__ndview_init(fn, NULL, dtype, ndim, shape, NULL, order, &layout);
     if (status == GM_OK)
         status = sa_alloc(ctx, fn, &layout, &sa);
     if (status != GM_OK)
@@ -139,6 +140,40 @@ gm_status gm_smart_array_create(gm_context *ctx, int ndim, const int64_t *shape,
     return GM_OK;
 }
 
+/*
+ * `host` is host memory described as gpumem describes its own arrays:
+ * device_id -1 for pageable and pinned memory; for mapped memory the
+ * context's device (or -1, meaning it).
+ */
+static gm_status check_host_memory(const char *fn, const gm_context *ctx, const gm_ndview *host)
+{
+    switch (host->memory) {
+    case GM_MEMORY_HOST:
+    case GM_MEMORY_PINNED:
+        if (host->device_id == -1)
+            return GM_OK;
+        return gm__error(GM_ERR_INVALID_ARG,
+                         "%s: host %s memory must have device_id -1, got %" PRId32, fn,
+                         host->memory == GM_MEMORY_HOST ? "pageable" : "pinned", host->device_id);
+    case GM_MEMORY_MAPPED:
+        if (host->device_id == -1 || host->device_id == ctx->device_id)
+            return GM_OK;
+        return gm__error(GM_ERR_WRONG_CONTEXT,
+                         "%s: host is mapped memory of device %" PRId32
+                         ", the context's device is %" PRId32,
+                         fn, host->device_id, ctx->device_id);
+    case GM_MEMORY_DEVICE:
+    case GM_MEMORY_MANAGED:
+        return gm__error(GM_ERR_INVALID_ARG,
+                         "%s: host must be host memory (memory kind %" PRId32 ")", fn,
+                         host->memory);
+    default:
+        break;
+    }
+    return gm__error(GM_ERR_INVALID_ARG, "%s: host has an unknown memory kind %" PRId32, fn,
+                     host->memory);
+}
+
 /* Checks of gm_smart_array_from_host; `layout` receives the like-layout. */
 static gm_status check_from_host(const char *fn, const gm_context *ctx, const gm_ndview *host,
                                  gm_smart_array **sa_p, gm_ndview *layout)
@@ -150,11 +185,10 @@ static gm_status check_from_host(const char *fn, const gm_context *ctx, const gm
             gm__error(GM_ERR_NULL_POINTER, "%s: %s is NULL", fn, host == NULL ? "host" : "sa_p");
     if (status == GM_OK)
         status = gm__validate(fn, host);
+    if (status == GM_OK)
+        status = check_host_memory(fn, ctx, host);
     if (status != GM_OK)
         return status;
-    if (host->memory == GM_MEMORY_DEVICE || host->memory == GM_MEMORY_MANAGED)
-        return gm__error(GM_ERR_INVALID_ARG, "%s: host must be host memory (memory kind %d)", fn,
-                         (int)host->memory);
     return gm_ndview_like(host, layout);
 }
 

@@ -77,6 +77,16 @@ gm_status gm__error(gm_status status, const char *fmt, ...)
     return status;
 }
 
+gm_status gm__error_within(const char *fn, gm_status status)
+{
+    char detail[GM__ERROR_MESSAGE_MAX];
+
+    if (status == GM_OK)
+        return status;
+    snprintf(detail, sizeof(detail), "%s", tls_last_message);
+    return gm__error(status, "%s: %s", fn, detail);
+}
+
 /* Parse GM_LOG_LEVEL: a level name or a digit 0-5; anything else is "warn". */
 int gm__parse_log_level(const char *text)
 {

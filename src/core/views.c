@@ -394,10 +394,9 @@ static gm_status apply_item(const char *fn, const gm_ndview *view, const gm_inde
  * (numpy's prepare_index) before any item is applied, then the items in
  * order; axes left over are kept as if by a trailing ellipsis.
  */
-gm_status gm_ndview_getitem(const gm_ndview *view, int nitems, const gm_index_item *items,
-                            gm_ndview *out_p)
+gm_status gm__ndview_getitem(const char *fn, const gm_ndview *view, int nitems,
+                             const gm_index_item *items, gm_ndview *out_p)
 {
-    static const char fn[] = "gm_ndview_getitem";
     gm_status status = check_io(fn, view, out_p);
     index_counts c = {0, 0, 0, false};
     int src = 0;
@@ -426,6 +425,13 @@ gm_status gm_ndview_getitem(const gm_ndview *view, int nitems, const gm_index_it
     if (status == GM_OK)
         *out_p = r;
     return status;
+}
+
+/* Public form of gm__ndview_getitem. */
+gm_status gm_ndview_getitem(const gm_ndview *view, int nitems, const gm_index_item *items,
+                            gm_ndview *out_p)
+{
+    return gm__ndview_getitem("gm_ndview_getitem", view, nitems, items, out_p);
 }
 
 /*

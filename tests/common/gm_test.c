@@ -58,6 +58,17 @@ void gm_test_assert_message_contains(const char *needle, const char *file, int l
     _fail(file, line);
 }
 
+void gm_test_assert_message_begins(const char *prefix, const char *file, int line)
+{
+    const char *message = gm_last_error_message();
+
+    if (strncmp(message, prefix, strlen(prefix)) == 0)
+        return;
+    print_error("%s:%d: last error message \"%s\" does not begin with \"%s\"\n", file, line,
+                message, prefix);
+    _fail(file, line);
+}
+
 long gm_test_vmlck_kb(void)
 {
     char line[256];

@@ -31,6 +31,10 @@ void gm_test_assert_message_contains(const char *needle, const char *file, int l
 #define assert_message_contains(needle) \
     gm_test_assert_message_contains((needle), __FILE__, __LINE__)
 
+/* Assert the calling thread's last error message starts with `prefix`. */
+void gm_test_assert_message_begins(const char *prefix, const char *file, int line);
+#define assert_message_begins(prefix) gm_test_assert_message_begins((prefix), __FILE__, __LINE__)
+
 /* Locked memory of this process in kB (VmLck of /proc/self/status), or -1. */
 long gm_test_vmlck_kb(void);
 

@@ -994,6 +994,60 @@ static gm_status scenario(void)
     return s;
 }
 
+/*
+ * Messages begin with the public call's name, also when the failure comes
+ * from a descriptor helper (gm_ndview_init, reshape, ravel, getitem) or
+ * from the backend's allocator, whose own message follows.
+ */
+static void test_messages_name_the_call(void **state)
+{
+    int64_t n = 4, negative[2] = {3, -1}, huge = (int64_t)1 << 30, stride = 8, two[2] = {2, 2};
+    int64_t unknown[2] = {-1, -1};
+    gm_index_item item = GM_IDX_INT(9);
+    gm_context *ctx = NULL;
+    gm_array *a = NULL, *t = NULL, *r = NULL;
+
+    (void)state;
+    assert_ok(rt_fault_context(NULL, &ctx));
+    assert_status(gm_device_array(ctx, -1, &n, GM_FLOAT64, GM_ORDER_C, &a), GM_ERR_INVALID_ARG);
+    assert_message_begins("gm_device_array: ndim must be >= 0, got -1");
+    assert_status(gm_device_array(ctx, 2, negative, GM_FLOAT64, GM_ORDER_C, &a),
+                  GM_ERR_INVALID_ARG);
+    assert_message_begins("gm_device_array: negative extent -1 on axis 1");
+    assert_status(gm_device_array_strided(ctx, -1, &n, &stride, GM_FLOAT64, &a),
+                  GM_ERR_INVALID_ARG);
+    assert_message_begins("gm_device_array_strided: ndim must be >= 0, got -1");
+    assert_status(gm_pinned_array(ctx, -1, &n, GM_FLOAT64, GM_ORDER_C, &a), GM_ERR_INVALID_ARG);
+    assert_message_begins("gm_pinned_array: ndim must be >= 0, got -1");
+    assert_status(gm_mapped_array(ctx, 1, negative + 1, GM_FLOAT64, GM_ORDER_C, 0, &a),
+                  GM_ERR_INVALID_ARG);
+    assert_message_begins("gm_mapped_array: negative extent -1 on axis 0");
+    /* out of (256 MiB of simulated) device memory: the backend's message follows the call's name */
+    assert_status(gm_device_array_strided(ctx, 1, &huge, &stride, GM_FLOAT64, &a),
+                  GM_ERR_OUT_OF_DEVICE_MEMORY);
+    assert_message_begins("gm_device_array_strided: mem_alloc: cannot allocate");
+    assert_status(gm_device_array(ctx, 1, &huge, GM_FLOAT64, GM_ORDER_C, &a),
+                  GM_ERR_OUT_OF_DEVICE_MEMORY);
+    assert_message_begins("gm_device_array: mem_alloc: cannot allocate");
+    rt_fault_fail_at(RT_HOST_ALLOC, 1, GM_ERR_DRIVER);
+    assert_status(gm_pinned_array(ctx, 1, &n, GM_FLOAT64, GM_ORDER_C, &a), GM_ERR_DRIVER);
+    assert_message_begins("gm_pinned_array: host_alloc: injected failure on call 1");
+    assert_null(a);
+    /* the view wrappers */
+    assert_ok(gm_device_array(ctx, 2, two, GM_FLOAT64, GM_ORDER_C, &a));
+    assert_status(gm_array_reshape(a, 2, unknown, GM_ORDER_C, &r), GM_ERR_INVALID_ARG);
+    assert_message_begins("gm_array_reshape: ");
+    assert_ok(gm_array_transpose(a, &t));
+    assert_status(gm_array_ravel(t, GM_ORDER_C, &r), GM_ERR_NEEDS_COPY);
+    assert_message_begins("gm_array_ravel: flattening the array");
+    assert_status(gm_array_getitem(a, 1, &item, &r), GM_ERR_OUT_OF_RANGE);
+    assert_message_begins("gm_array_getitem: ");
+    assert_null(r);
+    gm_array_release(&t);
+    gm_array_release(&a);
+    gm_context_destroy(&ctx);
+}
+
 /* Fail bookkeeping allocation number N for every N the scenario makes: no leak, no crash. */
 static void test_injected_alloc_failures(void **state)
 {
@@ -1038,6 +1092,7 @@ int main(void)
         cmocka_unit_test_setup(test_views_keep_buffer_alive, test_setup),
         cmocka_unit_test_setup(test_wrong_context, test_setup),
         cmocka_unit_test_setup(test_null_arguments, test_setup),
+        cmocka_unit_test_setup(test_messages_name_the_call, test_setup),
         cmocka_unit_test_setup(test_injected_alloc_failures, test_setup),
     };
     return cmocka_run_group_tests(tests, group_setup, gm_test_restore_allocator);

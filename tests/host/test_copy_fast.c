@@ -9,8 +9,11 @@
  * mismatched-order layouts in every direction (a seeded randomized sweep
  * and named cases), exactly one 1-D copy for dense pairs, the same statuses
  * and messages for every error, and asynchronous copies on a stream.
+ * Overlapping sides in one address space are refused on either path.
  */
+#include <inttypes.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -551,17 +554,22 @@ static void test_errors(void **state)
     bad2 = hv;
     assert_fails(gm_copy(ctx, &bad2, &bad, NULL), GM_ERR_NULL_POINTER,
                  "gm_copy: source data pointer is NULL");
+    bad2.data = NULL; /* both at the same (missing) bytes: not reported as overlap */
+    assert_fails(gm_copy(ctx, &bad2, &bad, NULL), GM_ERR_NULL_POINTER,
+                 "gm_copy: destination data pointer is NULL");
     bad2.shape[0] = 2;
     bad2.strides[0] = INT64_MIN; /* a valid descriptor the engine refuses */
     bad2.offset = INT64_MAX - 1;
-    bad = bad2;
-    bad.data = h + 1;
+    bad2.data = h + 64; /* its extent, from h + 62 up, is disjoint from bad's */
+    bad = hv;
+    bad.shape[0] = 2;
     assert_fails(gm_copy(ctx, &bad, &bad2, NULL), GM_ERR_OVERFLOW, "stride INT64_MIN on axis 0");
     bad = hv;
     bad.shape[0] = 64;
     bad.strides[0] = 0;
     bad2 = hv;
     bad2.shape[0] = 64;
+    bad2.data = h + 64; /* not overlapping */
     assert_fails(gm_copy(ctx, &bad, &bad2, NULL), GM_ERR_INVALID_ARG,
                  "a broadcast destination is not writable");
 
@@ -683,6 +691,133 @@ static void test_async_dense(void **state)
     gm_context_destroy(&ctx);
 }
 
+/* ---------------------------------------------------------------- overlap */
+
+/* The exact overlap message of dst <- src for call `fn`. */
+static void expect_overlap_message(const char *fn, const gm_ndview *dst, const gm_ndview *src)
+{
+    int64_t dlo = 0, dhi = 0, slo = 0, shi = 0;
+    char want[512];
+
+    assert_int_equal(gm_ndview_extent(dst, &dlo, &dhi), GM_OK);
+    assert_int_equal(gm_ndview_extent(src, &slo, &shi), GM_OK);
+    snprintf(want, sizeof(want),
+             "%s: the source and destination overlap: destination bytes [%#" PRIxPTR ", %#" PRIxPTR
+             "), source bytes [%#" PRIxPTR ", %#" PRIxPTR ")",
+             fn, (uintptr_t)dst->data + (uintptr_t)dlo, (uintptr_t)dst->data + (uintptr_t)dhi,
+             (uintptr_t)src->data + (uintptr_t)slo, (uintptr_t)src->data + (uintptr_t)shi);
+    assert_string_equal(gm_last_error_message(), want);
+}
+
+/* `expr`, a copy of dst <- src by `fn`, is refused as overlap and issues nothing. */
+#define assert_overlap(expr, fn, dst, src)          \
+    do {                                            \
+        int64_t calls_before_ = rec_calls;          \
+        assert_status((expr), GM_ERR_INVALID_ARG);  \
+        expect_overlap_message((fn), (dst), (src)); \
+        assert_int_equal(rec_calls, calls_before_); \
+    } while (0)
+
+/* gm_copy(dst <- src) of disjoint views of one region: every element lands, nothing else moves. */
+static void expect_disjoint_copy(gm_context *ctx, region *r, const gm_ndview *dst,
+                                 const gm_ndview *src)
+{
+    unsigned char before[160];
+
+    for (int i = 0; i < 160; i++)
+        r->base[i] = (unsigned char)(i * 7 + 1);
+    memcpy(before, r->base, sizeof(before));
+    assert_ok(gm_copy(ctx, dst, src, NULL));
+    for (int64_t e = 0; e < gm_ndview_size(dst); e++) {
+        size_t at = (size_t)(elem(src, e) - r->base);
+
+        assert_memory_equal(elem(dst, e), before + at, 4);
+    }
+    for (int64_t e = 0; e < gm_ndview_size(src); e++) /* the source is untouched */
+        assert_memory_equal(elem(src, e), before + (elem(src, e) - r->base), 4);
+}
+
+/*
+ * Views of one buffer (160 bytes: 40 int32, or 8 x 5) whose byte extents
+ * intersect are refused with GM_ERR_INVALID_ARG and a message naming the
+ * call and both byte ranges, device to device and host to host, 1-D and
+ * 2-D, either stride sign, the view onto itself included; views with
+ * disjoint extents copy.
+ */
+static void test_overlap(void **state)
+{
+    static const int64_t s1[1] = {4}, neg1[1] = {-4}, two1[1] = {8};
+    static const int64_t s2[2] = {20, 4}, rows_neg[2] = {-20, 4}, cols_neg[2] = {20, -4};
+    int64_t n9[1] = {9}, n10[1] = {10}, n20[1] = {20}, n40[1] = {40};
+    int64_t r4[2] = {4, 5}, r7[2] = {7, 5}, r8[2] = {8, 5};
+    gm_context *ctx = rt_fault_ctx();
+    gm_stream *st = NULL;
+
+    (void)state;
+    assert_ok(gm_stream_create(ctx, 0, &st));
+    for (int device = 0; device < 2; device++) {
+        region r = region_new(ctx, device == 1, 160);
+        gm_ndview dst = view_in(&r, GM_INT32, 1, n9, s1, 4),
+                  src = view_in(&r, GM_INT32, 1, n9, s1, 0);
+
+        /* 1-D: d[1:10] <- d[0:9], also on a stream (nothing is queued) */
+        assert_overlap(gm_copy(ctx, &dst, &src, NULL), "gm_copy", &dst, &src);
+        assert_overlap(gm_copy(ctx, &src, &dst, st), "gm_copy", &src, &dst);
+        /* a view onto itself */
+        dst = view_in(&r, GM_INT32, 1, n40, s1, 0);
+        assert_overlap(gm_copy(ctx, &dst, &dst, NULL), "gm_copy", &dst, &dst);
+        /* negative strides: d[9::-1] <- d[0:10]; d[10:0:-1] <- d[9::-1] */
+        dst = view_in(&r, GM_INT32, 1, n10, neg1, 36);
+        src = view_in(&r, GM_INT32, 1, n10, s1, 0);
+        assert_overlap(gm_copy(ctx, &dst, &src, NULL), "gm_copy", &dst, &src);
+        src = dst;
+        dst = view_in(&r, GM_INT32, 1, n10, neg1, 40);
+        assert_overlap(gm_copy(ctx, &dst, &src, NULL), "gm_copy", &dst, &src);
+        /* interleaved (d[0:20:2] <- d[1:20:2]): the extents intersect */
+        dst = view_in(&r, GM_INT32, 1, n10, two1, 0);
+        src = view_in(&r, GM_INT32, 1, n10, two1, 4);
+        assert_overlap(gm_copy(ctx, &dst, &src, NULL), "gm_copy", &dst, &src);
+        /* 2-D: rows 1..7 <- rows 0..6; flipped rows or columns onto the whole */
+        dst = view_in(&r, GM_INT32, 2, r7, s2, 20);
+        src = view_in(&r, GM_INT32, 2, r7, s2, 0);
+        assert_overlap(gm_copy(ctx, &dst, &src, NULL), "gm_copy", &dst, &src);
+        dst = view_in(&r, GM_INT32, 2, r8, rows_neg, 140);
+        src = view_in(&r, GM_INT32, 2, r8, s2, 0);
+        assert_overlap(gm_copy(ctx, &dst, &src, NULL), "gm_copy", &dst, &src);
+        dst = view_in(&r, GM_INT32, 2, r8, cols_neg, 16);
+        assert_overlap(gm_copy(ctx, &dst, &src, NULL), "gm_copy", &dst, &src);
+
+        /* disjoint extents of the same buffer copy: halves, touching at byte 80 */
+        dst = view_in(&r, GM_INT32, 1, n20, s1, 0);
+        src = view_in(&r, GM_INT32, 1, n20, s1, 80);
+        expect_disjoint_copy(ctx, &r, &dst, &src);
+        expect_disjoint_copy(ctx, &r, &src, &dst);
+        dst = view_in(&r, GM_INT32, 1, n20, neg1, 76); /* d[19::-1] <- d[20:40] */
+        expect_disjoint_copy(ctx, &r, &dst, &src);
+        dst = view_in(&r, GM_INT32, 2, r4, s2, 0); /* rows 0..3 <- rows 7..4 */
+        src = view_in(&r, GM_INT32, 2, r4, rows_neg, 140);
+        expect_disjoint_copy(ctx, &r, &dst, &src);
+        dst = view_in(&r, GM_INT32, 2, r4, cols_neg, 16); /* columns flipped, strided */
+        expect_disjoint_copy(ctx, &r, &dst, &src);
+        dst = view_in(&r, GM_INT32, 1, n10, two1, 0); /* a strided half */
+        src = view_in(&r, GM_INT32, 1, n10, two1, 84);
+        expect_disjoint_copy(ctx, &r, &dst, &src);
+
+        if (device == 1) { /* the array calls: the array's own bytes on the other side */
+            const gm_ndview *v = gm_array_view(r.array);
+
+            assert_overlap(gm_array_copy_to_device(r.array, v, NULL), "gm_array_copy_to_device", v,
+                           v);
+            assert_overlap(gm_array_copy_to_host(r.array, v, st), "gm_array_copy_to_host", v, v);
+        }
+        region_free(&r);
+    }
+    assert_ok(gm_stream_synchronize(st));
+    assert_int_equal(rt_fault_calls(RT_ENQUEUE_HOST), 0);
+    gm_stream_destroy(&st);
+    gm_context_destroy(&ctx);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -691,6 +826,7 @@ int main(void)
         cmocka_unit_test_setup(test_broadcast_pairs, test_setup),
         cmocka_unit_test_setup(test_errors, test_setup),
         cmocka_unit_test_setup(test_async_dense, test_setup),
+        cmocka_unit_test_setup(test_overlap, test_setup),
     };
 
     return cmocka_run_group_tests(tests, group_setup, gm_test_restore_allocator);

@@ -407,11 +407,13 @@ static void test_import_errors(void **state)
     EXPECT(m.t.dl_tensor.ndim = GM_MAX_DIMS + 1, GM_ERR_TOO_MANY_DIMS, "");
     EXPECT(m.t.dl_tensor.ndim = -1, GM_ERR_INVALID_ARG, "");
     EXPECT(m.t.dl_tensor.shape = NULL, GM_ERR_NULL_POINTER, "dl_tensor.shape is NULL");
-    EXPECT(m.shape[1] = -1, GM_ERR_INVALID_ARG, "");
+    EXPECT(m.shape[1] = -1, GM_ERR_INVALID_ARG,
+           "gm_array_from_dlpack: negative extent -1 on axis 1");
     EXPECT((m.strides[0] = INT64_MAX / 2, m.t.dl_tensor.strides = m.strides), GM_ERR_OVERFLOW,
            "stride 4611686018427387903 of axis 0 overflows");
     EXPECT(m.t.dl_tensor.byte_offset = UINT64_MAX, GM_ERR_OVERFLOW, "byte_offset");
-    EXPECT(m.t.dl_tensor.data = NULL, GM_ERR_NULL_POINTER, "data is NULL");
+    EXPECT(m.t.dl_tensor.data = NULL, GM_ERR_NULL_POINTER,
+           "gm_array_from_dlpack: view->data is NULL"); /* the foreign-array checks */
 #undef EXPECT
     /* a copied (IS_COPIED) tensor is fine */
     made_init(&m, data, 2, 2);

@@ -157,6 +157,8 @@ static void test_stream_sync(void **state)
                      GM_ERR_LAUNCH);
     assert_status(gm_array_from_foreign(ctx, gm_array_view(d), count_release, NULL, st, &f),
                   GM_ERR_LAUNCH);
+    assert_message_begins("gm_array_from_foreign: ");
+    assert_message_contains("injected failure");
     assert_null(f);
     assert_int_equal(releases, 1);
     gm_stream_destroy(&foreign_st);

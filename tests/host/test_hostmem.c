@@ -119,6 +119,7 @@ static void test_mapped_array(void **state)
     rt_fault_fail_at(RT_HOST_DEVICE_POINTER, rt_fault_calls(RT_HOST_DEVICE_POINTER) + 1,
                      GM_ERR_DRIVER);
     assert_status(gm_array_device_view(m, &dv), GM_ERR_DRIVER);
+    assert_message_begins("gm_array_device_view: host_device_pointer: injected failure");
     gm_array_release(&z);
     gm_array_release(&d);
     gm_array_release(&like);
@@ -143,7 +144,11 @@ static void test_pin_overlapping_and_repin(void **state)
     assert_ok(gm_pin(ctx, 4, arrays, &scope));
     assert_int_equal(rt_fault_calls(RT_HOST_REGISTER), 1);
     assert_status(gm_pin(ctx, 1, &arrays[1], &again), GM_ERR_STATE); /* already registered */
+    assert_message_begins("gm_pin: host_register: ");
+    assert_message_contains("overlaps memory already");
     assert_null(again);
+    assert_status(gm_register(ctx, 1, &arrays[1], &again), GM_ERR_STATE);
+    assert_message_begins("gm_register: host_register: ");
     assert_ok(gm_host_scope_end(&scope));
     assert_null(scope);
     assert_int_equal(rt_fault_calls(RT_HOST_UNREGISTER), 1);
@@ -154,7 +159,7 @@ static void test_pin_overlapping_and_repin(void **state)
     /* disjoint arrays: one registration each */
     arrays[1] = slice_of(buf, 40, 8, 1);
     assert_ok(gm_register(ctx, 2, arrays, &scope));
-    assert_int_equal(rt_fault_calls(RT_HOST_REGISTER), 6);
+    assert_int_equal(rt_fault_calls(RT_HOST_REGISTER), 7); /* 2 refused above */
     assert_ok(gm_host_scope_end(&scope));
     assert_ok(gm_host_scope_end(&scope));
     assert_ok(gm_host_scope_end(NULL));
@@ -246,21 +251,37 @@ static void test_scope_failures(void **state)
     assert_ok(rt_fault_context(NULL, &ctx));
     rt_fault_fail_at(RT_HOST_REGISTER, 2, GM_ERR_PERMISSION);
     assert_status(gm_pin(ctx, 2, arrays, &scope), GM_ERR_PERMISSION);
+    assert_message_begins("gm_pin: host_register: injected failure on call 2");
     assert_null(scope);
     assert_int_equal(rt_fault_calls(RT_HOST_UNREGISTER), 1);
     rt_fault_reset();
     rt_fault_fail_at(RT_HOST_DEVICE_POINTER, 2, GM_ERR_DRIVER);
     assert_status(gm_map(ctx, 2, arrays, views, &scope), GM_ERR_DRIVER);
+    assert_message_begins("gm_map: host_device_pointer: injected failure on call 2");
     assert_int_equal(rt_fault_calls(RT_HOST_UNREGISTER), 2);
     rt_fault_reset();
     assert_ok(gm_pin(ctx, 2, arrays, &scope));
     rt_fault_fail_at(RT_HOST_UNREGISTER, 1, GM_ERR_DRIVER);
     assert_status(gm_host_scope_end(&scope), GM_ERR_DRIVER);
+    assert_message_begins("gm_host_scope_end: host_unregister: injected failure");
     assert_null(scope);
     assert_int_equal(rt_fault_calls(RT_HOST_UNREGISTER), 2);
     rt_fault_reset();
     assert_ok(gm_pin(ctx, 1, &arrays[0], &scope)); /* the other range is still registered */
-    assert_ok(gm_host_scope_end(&scope));
+    rt_fault_fail_at(RT_HOST_UNREGISTER, 1, GM_ERR_DRIVER);
+    assert_status(gm_deregister(&scope), GM_ERR_DRIVER);
+    assert_message_begins("gm_deregister: host_unregister: injected failure");
+    /* a failing undo is logged; the registration's failure stays the message */
+    arrays[0] = slice_of(buf, 16, 8, 1);
+    arrays[1] = slice_of(buf, 48, 8, 1);
+    rt_fault_reset();
+    rt_fault_fail_at(RT_HOST_REGISTER, 2, GM_ERR_PERMISSION);
+    rt_fault_fail_at(RT_HOST_UNREGISTER, 1, GM_ERR_DRIVER);
+    rt_log_capture(GM_LOG_WARN);
+    assert_status(gm_pin(ctx, 2, arrays, &scope), GM_ERR_PERMISSION);
+    assert_message_begins("gm_pin: host_register: injected failure on call 2");
+    assert_true(rt_log_contains(GM_LOG_WARN, "gm_pin: host_unregister: injected failure"));
+    rt_log_stop();
     gm_context_destroy(&ctx); /* the leftover registration goes with the backend */
 }
 

@@ -193,6 +193,7 @@ static void test_arguments(void **state)
     assert_message_contains("where must be GM_WHERE_HOST or GM_WHERE_DEVICE, got 3");
     assert_status(gm_smart_array_create(ctx, -1, shape, GM_FLOAT64, GM_ORDER_C, GM_WHERE_HOST, &sa),
                   GM_ERR_INVALID_ARG);
+    assert_message_begins("gm_smart_array_create: ndim must be >= 0, got -1");
     assert_status(gm_smart_array_from_host(NULL, &hv, true, &sa), GM_ERR_NULL_POINTER);
     assert_status(gm_smart_array_from_host(ctx, NULL, true, &sa), GM_ERR_NULL_POINTER);
     assert_status(gm_smart_array_from_host(ctx, &hv, true, NULL), GM_ERR_NULL_POINTER);
@@ -216,6 +217,74 @@ static void test_arguments(void **state)
     gm_array_release(&d);
     gm_context_destroy(&ctx);
 }
+
+/* from_host with `host` changed by `change`: refused with `status` and `text`, either copy. */
+#define EXPECT_REFUSED(change, status, text)                                              \
+    do {                                                                                  \
+        for (int copy_ = 0; copy_ < 2; copy_++) {                                         \
+            gm_ndview bad_ = hv;                                                          \
+                                                                                          \
+            change;                                                                       \
+            assert_status(gm_smart_array_from_host(ctx, &bad_, copy_ == 1, &sa), status); \
+            assert_message_begins(text);                                                  \
+            assert_null(sa);                                                              \
+        }                                                                                 \
+    } while (0)
+
+/*
+ * The host side must be host memory described as gpumem's own arrays are: a
+ * known host kind, device_id -1 for pageable and pinned memory, the
+ * context's device (or -1) for mapped memory; with copy true or false.
+ */
+static void test_from_host_memory_kinds(void **state)
+{
+    int64_t shape[1] = {4};
+    double data[4] = {1, 2, 3, 4};
+    gm_context *ctx = rt_fault_ctx();
+    gm_smart_array *sa = NULL;
+    gm_array *p = NULL, *m = NULL;
+    gm_ndview hv, ok[4];
+
+    (void)state;
+    assert_ok(gm_ndview_init(data, GM_FLOAT64, 1, shape, NULL, GM_ORDER_C, &hv));
+    EXPECT_REFUSED(bad_.memory = 42, GM_ERR_INVALID_ARG,
+                   "gm_smart_array_from_host: host has an unknown memory kind 42");
+    EXPECT_REFUSED(bad_.memory = -1, GM_ERR_INVALID_ARG,
+                   "gm_smart_array_from_host: host has an unknown memory kind -1");
+    EXPECT_REFUSED(bad_.memory = GM_MEMORY_DEVICE, GM_ERR_INVALID_ARG,
+                   "gm_smart_array_from_host: host must be host memory (memory kind 1)");
+    EXPECT_REFUSED(bad_.memory = GM_MEMORY_MANAGED, GM_ERR_INVALID_ARG,
+                   "gm_smart_array_from_host: host must be host memory (memory kind 4)");
+    EXPECT_REFUSED(bad_.device_id = 3, GM_ERR_INVALID_ARG,
+                   "gm_smart_array_from_host: host pageable memory must have device_id -1, got 3");
+    EXPECT_REFUSED(bad_.device_id = 0, GM_ERR_INVALID_ARG,
+                   "gm_smart_array_from_host: host pageable memory must have device_id -1, got 0");
+    EXPECT_REFUSED((bad_.memory = GM_MEMORY_PINNED, bad_.device_id = 0), GM_ERR_INVALID_ARG,
+                   "gm_smart_array_from_host: host pinned memory must have device_id -1, got 0");
+    EXPECT_REFUSED((bad_.memory = GM_MEMORY_MAPPED, bad_.device_id = 3), GM_ERR_WRONG_CONTEXT,
+                   "gm_smart_array_from_host: host is mapped memory of device 3, the context's "
+                   "device is 0");
+    /* what gpumem's own host arrays carry is accepted, and a mapped view may say -1 */
+    assert_ok(gm_pinned_array(ctx, 1, shape, GM_FLOAT64, GM_ORDER_C, &p));
+    assert_ok(gm_mapped_array(ctx, 1, shape, GM_FLOAT64, GM_ORDER_C, 0, &m));
+    ok[0] = hv;
+    ok[1] = *gm_array_view(p);
+    ok[2] = *gm_array_view(m);
+    ok[3] = ok[2];
+    ok[3].device_id = -1;
+    assert_int_equal(ok[1].device_id, -1);
+    assert_int_equal(ok[2].device_id, 0);
+    for (int i = 0; i < 4; i++) {
+        for (int copy = 0; copy < 2; copy++) {
+            assert_ok(gm_smart_array_from_host(ctx, &ok[i], copy == 1, &sa));
+            gm_smart_array_destroy(&sa);
+        }
+    }
+    gm_array_release(&p);
+    gm_array_release(&m);
+    gm_context_destroy(&ctx);
+}
+#undef EXPECT_REFUSED
 
 /* A failing allocation or transfer leaves the side stale; a later get succeeds. */
 static void test_transfer_failures(void **state)
@@ -338,6 +407,7 @@ int main(void)
         cmocka_unit_test_setup(test_no_copy_strided, test_setup),
         cmocka_unit_test_setup(test_create_by_shape, test_setup),
         cmocka_unit_test_setup(test_arguments, test_setup),
+        cmocka_unit_test_setup(test_from_host_memory_kinds, test_setup),
         cmocka_unit_test_setup(test_transfer_failures, test_setup),
         cmocka_unit_test_setup(test_allocation_failures, test_setup),
         cmocka_unit_test_setup(test_concurrent_get, test_setup),
