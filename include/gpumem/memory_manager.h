@@ -32,7 +32,9 @@
  *
  * Deallocation (Numba: "the EMM implements the deallocation strategy"): when
  * the last gm_array of an allocation is released, gpumem calls the manager's
- * memfree / memhostfree at once, on the releasing thread, unless the manager
+ * memfree / memhostfree at once, on the releasing thread (after waiting for
+ * the work queued on the context's streams, which may still use the memory,
+ * as cuMemFree does: a device synchronization per release), unless the manager
  * sets GM_MEMORY_MANAGER_DEFERRED_FREE: then the free goes through the
  * context's deallocation queue (its bounds, flushes and defer_cleanup apply,
  * and its statistics count the memory). Host memory gpumem manages for a

@@ -138,8 +138,9 @@ typedef gm_status gm_op_stream_enqueue_host(gm_backend_ctx *bctx, gm_backend_str
  * before the call (cuCtxSynchronize's wait); errors of that work stay with their streams
  * for stream_synchronize (CUDA's may also be returned here). The deallocation queue calls
  * it before it frees memory, host copies, foreign memory or modules, as cuMemFree
- * synchronizes implicitly, so that work still queued never touches freed memory. From a
- * stream's own host work it skips that stream. */
+ * synchronizes implicitly, so that work still queued never touches freed memory. Never
+ * called from stream work (the core runs no flush and no immediate free there; the
+ * simulator skips a worker's own stream all the same). */
 typedef gm_status gm_op_device_synchronize(gm_backend_ctx *bctx);
 
 /* ---- events (MANDATORY) ---- */

@@ -505,7 +505,12 @@ void gm_context_destroy(gm_context **ctx_p)
     *ctx_p = NULL;
     gm__scopes_teardown(ctx);
     gm__streams_synchronize_all(ctx);
-    gm__kernels_context_teardown(ctx); /* modules go to the queue, flushed below */
+    /* Streams already destroyed but still queued are not listed: wait for them too
+     * before modules still loaded are unloaded (directly, below). */
+    if (ctx->ops->device_synchronize(ctx->bctx) != GM_OK)
+        gm__log(GM_LOG_WARN, "gm_context_destroy: waiting for queued device work failed: %s",
+                gm_last_error_message());
+    gm__kernels_context_teardown(ctx);
     release_live_arrays(ctx);
     gm__events_teardown(ctx);
     gm__streams_teardown(ctx);

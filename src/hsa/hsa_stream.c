@@ -813,6 +813,30 @@ gm_status gm__hsa_stream_enqueue_host(gm_backend_ctx *bctx, gm_backend_stream *s
 }
 
 /*
+ * device_synchronize without memory for the signal list: wait for the head
+ * operation of any stream with work pending, one at a time, until none has
+ * any (work queued meanwhile is waited for too). Lock held.
+ */
+static void wait_every_head(gm_backend_ctx *bctx)
+{
+    for (;;) {
+        gm__hsa_sig *sig = NULL;
+
+        for (gm_backend_stream *s = bctx->streams; s != NULL && sig == NULL; s = s->next) {
+            gm__hsa_stream_reap(bctx, s);
+            if (s->ops_head != NULL)
+                sig = gm__hsa_sig_ref(s->ops_head->done);
+        }
+        if (sig == NULL)
+            return;
+        pthread_mutex_unlock(&bctx->lock);
+        (void)gm__hsa_sig_wait(bctx, sig, "device_synchronize");
+        pthread_mutex_lock(&bctx->lock);
+        gm__hsa_sig_unref(bctx, sig);
+    }
+}
+
+/*
  * cuCtxSynchronize's wait: every operation pending on any stream at the call
  * finishes (their completion signals are referenced under the lock, then
  * waited for without it). Failures of that work stay with their streams.
@@ -832,7 +856,7 @@ gm_status gm__hsa_device_synchronize(gm_backend_ctx *bctx)
     if (cap > 0)
         sigs = gm__calloc(cap, sizeof(*sigs));
     if (cap > 0 && sigs == NULL)
-        status = gm__error(GM_ERR_NO_MEMORY, "device_synchronize: out of host memory");
+        wait_every_head(bctx); /* never return with work pending */
     for (gm_backend_stream *s = bctx->streams; s != NULL && sigs != NULL; s = s->next) {
         for (gm__hsa_op *op = s->ops_head; op != NULL; op = op->next)
             sigs[n++] = gm__hsa_sig_ref(op->done);

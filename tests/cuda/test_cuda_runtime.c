@@ -216,6 +216,32 @@ static void test_flush_synchronizes_before_freeing(void **state)
     close_context(ctx);
 }
 
+/*
+ * A context destroyed with a module still loaded (a kernel found through the
+ * registry) waits for its work before it unloads the module: streams already
+ * destroyed are no longer listed, so the teardown synchronizes the context.
+ */
+static void test_teardown_synchronizes_before_unloading(void **state)
+{
+    gm_context *ctx = open_context();
+    gm_kernel *add = NULL;
+    long start = 0, sync = 0;
+    gm_status status = GM_OK;
+
+    (void)state;
+    status = gm_kernel_find(ctx, "add_f32", &add);
+    if (status == GM_ERR_NOT_FOUND) { /* built without the CUDA kernel images */
+        close_context(ctx);
+        skip();
+    }
+    assert_ok(status);
+    start = gm_cuda_double_call_count();
+    close_context(ctx);
+    sync = gm_cuda_double_find_call("cuCtxSynchronize", start);
+    assert_true(sync >= start);
+    assert_true(gm_cuda_double_find_call("cuModuleUnload", start) > sync);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -224,6 +250,7 @@ int main(void)
         cmocka_unit_test_setup(test_copies_through_core, cuda_test_setup),
         cmocka_unit_test_setup(test_host_memory_streams_events, cuda_test_setup),
         cmocka_unit_test_setup(test_flush_synchronizes_before_freeing, cuda_test_setup),
+        cmocka_unit_test_setup(test_teardown_synchronizes_before_unloading, cuda_test_setup),
     };
 
     return cmocka_run_group_tests_name("cuda/runtime", tests, cuda_test_group_setup,

@@ -138,6 +138,8 @@ static void test_flush_waits_for_pending_copy(void **state)
     struct timespec pause = {0, 50 * 1000 * 1000};
     flush_job job = {NULL, GM_OK, false};
     hsa_double_live live;
+    uint64_t held_bytes = 0;
+    bool returned_early = false;
     gm_array *dev = NULL;
     gm_stream *s = NULL;
     gm_ndview hv;
@@ -157,11 +159,13 @@ static void test_flush_waits_for_pending_copy(void **state)
     assert_true(live.device_bytes >= (uint64_t)n);
     assert_int_equal(pthread_create(&thread, NULL, run_flush, &job), 0);
     nanosleep(&pause, NULL);
-    assert_false(atomic_load(&job.done)); /* held: the copy has not run */
+    returned_early = atomic_load(&job.done); /* held: the copy has not run */
     hsa_double_get_live(&live);
-    assert_true(live.device_bytes >= (uint64_t)n); /* not freed under the pending copy */
-    hsa_double_pause(0);
+    held_bytes = live.device_bytes; /* not freed under the pending copy */
+    hsa_double_pause(0);            /* before any assert: a failure must not hang */
     assert_int_equal(pthread_join(thread, NULL), 0);
+    assert_false(returned_early);
+    assert_true(held_bytes >= (uint64_t)n);
     assert_ok(job.status);
     hsa_double_get_live(&live);
     assert_true(live.device_bytes < (uint64_t)n);
