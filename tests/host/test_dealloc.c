@@ -477,6 +477,24 @@ static void hold_stream(gm_stream *stream, gm_status status, void *user)
     nanosleep(&pause, NULL);
 }
 
+/*
+ * Fill `a` with `byte` and queue its copy into `view` (host bytes) on a new
+ * non-blocking stream held ~100 ms first, so the copy is still queued when
+ * the caller goes on.
+ */
+static gm_stream *held_copy_to_host(gm_context *ctx, gm_array *a, unsigned char *host, int64_t n,
+                                    int byte, gm_ndview *view)
+{
+    gm_stream *stream = NULL;
+
+    assert_ok(gm_array_memset(a, byte, NULL));
+    assert_ok(gm_ndview_init(host, GM_UINT8, 1, &n, NULL, GM_ORDER_C, view));
+    assert_ok(gm_stream_create(ctx, GM_STREAM_NON_BLOCKING, &stream));
+    assert_ok(gm_stream_add_callback(stream, hold_stream, NULL));
+    assert_ok(gm_array_copy_to_host(a, view, stream));
+    return stream;
+}
+
 /* Stream callback: note how many entries the queue had freed by now. */
 static void note_freed(gm_stream *stream, gm_status status, void *user)
 {
@@ -508,11 +526,7 @@ static void check_flush_waits(bool automatic)
     assert_ok(gm_context_create(&o, &ctx));
     seen.ctx = ctx;
     a = device_bytes(ctx, n);
-    assert_ok(gm_array_memset(a, 0x5a, NULL));
-    assert_ok(gm_ndview_init(host, GM_UINT8, 1, &n, NULL, GM_ORDER_C, &view));
-    assert_ok(gm_stream_create(ctx, GM_STREAM_NON_BLOCKING, &stream));
-    assert_ok(gm_stream_add_callback(stream, hold_stream, NULL));
-    assert_ok(gm_array_copy_to_host(a, &view, stream));
+    stream = held_copy_to_host(ctx, a, host, n, 0x5a, &view);
     assert_ok(gm_stream_add_callback(stream, note_freed, &seen));
     freed = rt_stats(ctx).freed_count;
     gm_array_release(&a); /* automatic: the count bound 0 flushes here */
@@ -586,11 +600,7 @@ static void test_teardown_waits_for_destroyed_stream(void **state)
     assert_ok(gm_context_create(NULL, &ctx));
     unsetenv("GM_HOST_DEVICE_CACHE");
     a = device_bytes(ctx, n);
-    assert_ok(gm_array_memset(a, 0xc3, NULL));
-    assert_ok(gm_ndview_init(host, GM_UINT8, 1, &n, NULL, GM_ORDER_C, &view));
-    assert_ok(gm_stream_create(ctx, GM_STREAM_NON_BLOCKING, &stream));
-    assert_ok(gm_stream_add_callback(stream, hold_stream, NULL));
-    assert_ok(gm_array_copy_to_host(a, &view, stream));
+    stream = held_copy_to_host(ctx, a, host, n, 0xc3, &view);
     gm_array_release(&a);
     gm_stream_destroy(&stream);
     gm_context_destroy(&ctx);
