@@ -150,25 +150,35 @@ static void view_contiguous(gm_ndview *v, gm_dtype dtype, int64_t itemsize, int 
     }
 }
 
-/* Set a new array's buffer and list the array (queue lock held). */
-static void block_list(gm_context *ctx, array_block *block, gm_memory_kind memory,
-                       const gm__dealloc_entry *mem)
+/* Set a new array's buffer over `bytes` (0: none) at `base` and list the array (queue lock held).
+ */
+static void block_list_at(gm_context *ctx, array_block *block, gm_memory_kind memory,
+                          uintptr_t base, int64_t bytes)
 {
     gm__buffer *buffer = &block->buffer;
     gm_array *array = &block->array;
 
     buffer->ctx = ctx;
     buffer->memory = memory;
-    buffer->base = mem->handle != NULL ? (uintptr_t)mem->handle : (uintptr_t)mem->device;
-    buffer->bytes = mem->bytes;
+    buffer->base = base;
+    buffer->bytes = bytes;
     atomic_init(&buffer->refcount, 1);
-    buffer->entry = mem->bytes > 0 ? &block->entry : NULL;
+    buffer->entry = bytes > 0 ? &block->entry : NULL;
     buffer->block = &block->entry;
     array->ctx = ctx;
     array->buffer = buffer;
     atomic_init(&array->refcount, 1);
     array->in_block = true;
     gm__list_push(&ctx->arrays, &array->link);
+}
+
+/* The same for the memory a filled entry describes. */
+static void block_list(gm_context *ctx, array_block *block, gm_memory_kind memory,
+                       const gm__dealloc_entry *mem)
+{
+    block_list_at(ctx, block, memory,
+                  mem->handle != NULL ? (uintptr_t)mem->handle : (uintptr_t)mem->device,
+                  mem->bytes);
 }
 
 /*
@@ -348,12 +358,84 @@ gm_status gm__array_create(gm_context *ctx, const char *fn, const gm_ndview *lay
     return GM_OK;
 }
 
-/* A contiguous array whose descriptor is built in place (the general path reports errors). */
-gm_status gm__array_create_contiguous(gm_context *ctx, const char *fn, gm_dtype dtype, int ndim,
-                                      const int64_t *shape, gm_order order, gm_memory_kind memory,
-                                      unsigned host_flags, gm_array **array_p)
+/*
+ * A pooled block's entry for device memory at ptr, written in place (the
+ * entry is private until the buffer's last reference goes).
+ */
+static void device_entry(gm__dealloc_entry *e, gm_devptr ptr, int64_t bytes, void *owner,
+                         bool immediate)
 {
-    int64_t itemsize = (int64_t)gm_dtype_itemsize(dtype);
+    e->next = NULL;
+    e->kind = GM__DEALLOC_DEVICE;
+    e->device = ptr;
+    e->handle = NULL;
+    e->bytes = bytes;
+    e->owner = owner;
+    e->immediate = immediate;
+    e->unload = NULL;
+    e->release_fn = NULL;
+    e->bookkeeping = NULL;
+    e->pooled = true;
+}
+
+/*
+ * The common case of gm_device_array: device memory of at least one byte
+ * from the built-in manager, whose slots would only forward to the backend.
+ * The backend is called directly (a failure takes gm__alloc_device's
+ * out-of-memory rule from there), a pooled block is taken and listed under
+ * one queue lock, and its entry is written in place instead of copied.
+ */
+static gm_status device_block_direct(gm_context *ctx, const char *fn, int64_t nbytes,
+                                     array_block **block_p)
+{
+    gm__dealloc_entry *spare = NULL;
+    array_block *block = NULL;
+    gm_devptr ptr = 0;
+    void *owner = NULL;
+    gm_status status = ctx->ops->mem_alloc(ctx->bctx, (size_t)nbytes, &ptr);
+
+    if (status != GM_OK)
+        status = gm__alloc_device_failed(ctx, status, (size_t)nbytes, &ptr, &owner);
+    if (status == GM_OK && ptr == 0)
+        status =
+            gm__error(GM_ERR_INTERNAL, "device memory of %" PRId64 " bytes at address 0", nbytes);
+    if (status != GM_OK)
+        return gm__error_within(fn, status);
+    gm__lock_take(&ctx->queue.lock);
+    spare = gm__dealloc_pool_take_locked(&ctx->queue);
+    if (spare != NULL) {
+        block = GM__CONTAINER_OF(spare, array_block, entry);
+        block_list_at(ctx, block, GM_MEMORY_DEVICE, (uintptr_t)ptr, nbytes);
+    }
+    gm__lock_give(&ctx->queue.lock);
+    if (block == NULL) {
+        static const gm__dealloc_entry empty;
+        gm__dealloc_entry mem = empty;
+
+        mem.kind = GM__DEALLOC_DEVICE;
+        mem.device = ptr;
+        mem.bytes = nbytes;
+        mem.owner = owner;
+        mem.immediate = !ctx->mm.defer_device;
+        return block_publish(ctx, fn, GM_MEMORY_DEVICE, &mem, block_p);
+    }
+    device_entry(&block->entry, ptr, nbytes, owner, !ctx->mm.defer_device);
+    *block_p = block;
+    return GM_OK;
+}
+
+/*
+ * gm_ndview_init(NULL, dtype, ndim, shape, NULL, order) then
+ * gm__array_create, with the same results and errors, but building the
+ * descriptor in place (order is GM_ORDER_C or GM_ORDER_F). Inlined into
+ * gm_device_array, its one caller, whose common case it is.
+ */
+static inline __attribute__((always_inline)) gm_status
+array_create_contiguous(gm_context *ctx, const char *fn, gm_dtype dtype, int ndim,
+                        const int64_t *shape, gm_order order, gm_memory_kind memory,
+                        unsigned host_flags, gm_array **array_p)
+{
+    int64_t itemsize = gm__dtype_bytes(dtype);
     array_block *block = NULL;
     gm_ndview layout;
     int64_t nbytes = 0;
@@ -365,7 +447,10 @@ gm_status gm__array_create_contiguous(gm_context *ctx, const char *fn, gm_dtype 
             status = gm__array_create(ctx, fn, &layout, memory, host_flags, array_p);
         return status;
     }
-    status = block_create(ctx, fn, memory, host_flags, nbytes, &block);
+    if (memory == GM_MEMORY_DEVICE && nbytes > 0 && ctx->mm.direct_device)
+        status = device_block_direct(ctx, fn, nbytes, &block);
+    else
+        status = block_create(ctx, fn, memory, host_flags, nbytes, &block);
     if (status != GM_OK)
         return status;
     view_contiguous(&block->array.view, dtype, itemsize, ndim, shape, order);
@@ -466,8 +551,8 @@ gm_status gm_device_array(gm_context *ctx, int ndim, const int64_t *shape, gm_dt
     if (order != GM_ORDER_C && order != GM_ORDER_F)
         return gm__error(GM_ERR_INVALID_ARG, "%s: order must be 'C' or 'F', got %d", fn,
                          (int)order);
-    return gm__array_create_contiguous(ctx, fn, dtype, ndim, shape, order, GM_MEMORY_DEVICE, 0,
-                                       array_p);
+    return array_create_contiguous(ctx, fn, dtype, ndim, shape, order, GM_MEMORY_DEVICE, 0,
+                                   array_p);
 }
 
 /* A device array with explicit byte strides (any signs). */

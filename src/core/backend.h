@@ -80,6 +80,11 @@ typedef gm_status gm_op_mem_info(gm_backend_ctx *bctx, int64_t *free_p, int64_t 
 /* MANDATORY. OOM must return GM_ERR_OUT_OF_DEVICE_MEMORY (the queue flushes and retries once). */
 typedef gm_status gm_op_mem_alloc(gm_backend_ctx *bctx, size_t bytes, gm_devptr *ptr_p);
 typedef gm_status gm_op_mem_free(gm_backend_ctx *bctx, gm_devptr ptr);
+/* OPTIONAL. Free device allocations ptrs[0..n) in order, as mem_free would, while each is one
+ * the backend frees without a failure or extra work; returns how many it freed (0 ..= n). The
+ * first one not freed is left to mem_free (which frees it or reports why not), so the stub's
+ * 0 is always correct. The deallocation queue's flush hands it runs of device entries. */
+typedef size_t gm_op_mem_free_batch(gm_backend_ctx *bctx, const gm_devptr *ptrs, size_t n);
 /* MANDATORY. Page-locked host memory; flags are gm_host_flags (MAPPED asks for a device mapping).
  * OOM returns GM_ERR_NO_MEMORY or GM_ERR_OUT_OF_DEVICE_MEMORY. */
 typedef gm_status gm_op_host_alloc(gm_backend_ctx *bctx, size_t bytes, unsigned flags,
@@ -232,6 +237,7 @@ typedef struct gm_backend_ops {
     gm_op_mem_info *mem_info;
     gm_op_mem_alloc *mem_alloc;
     gm_op_mem_free *mem_free;
+    gm_op_mem_free_batch *mem_free_batch;
     gm_op_host_alloc *host_alloc;
     gm_op_host_free *host_free;
     gm_op_host_device_pointer *host_device_pointer;
@@ -274,6 +280,7 @@ typedef struct gm_backend_ops {
 
 /* Shared stubs for OPTIONAL ops: record "<op> is not supported by <backend>" and return
  * GM_ERR_UNSUPPORTED. */
+gm_op_mem_free_batch gm__unsupported_mem_free_batch; /* frees none (returns 0, no error) */
 gm_op_managed_alloc gm__unsupported_managed_alloc;
 gm_op_pointer_kind gm__unsupported_pointer_kind;
 gm_op_copy_strided gm__unsupported_copy_strided;

@@ -11,6 +11,15 @@ static gm_status unsupported(const char *op)
     return gm__error(GM_ERR_UNSUPPORTED, "%s is not supported by this backend", op);
 }
 
+/* mem_free_batch: none freed here; the queue frees each entry with mem_free. */
+size_t gm__unsupported_mem_free_batch(gm_backend_ctx *bctx, const gm_devptr *ptrs, size_t n)
+{
+    (void)bctx;
+    (void)ptrs;
+    (void)n;
+    return 0;
+}
+
 /* managed_alloc: no unified memory. */
 gm_status gm__unsupported_managed_alloc(gm_backend_ctx *bctx, size_t bytes, gm_devptr *ptr_p)
 {

@@ -306,6 +306,7 @@ static const struct ops_slot {
     {GM__SLOT(mem_info)},
     {GM__SLOT(mem_alloc)},
     {GM__SLOT(mem_free)},
+    {GM__SLOT(mem_free_batch)},
     {GM__SLOT(host_alloc)},
     {GM__SLOT(host_free)},
     {GM__SLOT(host_device_pointer)},

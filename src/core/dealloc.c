@@ -290,6 +290,25 @@ typedef struct batch_result {
     gm_status status;        /* the first failure */
 } batch_result;
 
+/* Most entries handed to mem_free_batch at once. */
+#define FREE_RUN_MAX 32
+
+/*
+ * Free the run of built-in-manager device entries that starts at `entry`
+ * (up to FREE_RUN_MAX) with one mem_free_batch; returns how many were freed
+ * from its start (0: the first is left to release()).
+ */
+static size_t free_device_run(gm_context *ctx, const gm__dealloc_entry *entry)
+{
+    gm_devptr ptrs[FREE_RUN_MAX];
+    size_t n = 0;
+
+    for (; entry != NULL && n < FREE_RUN_MAX && entry->kind == GM__DEALLOC_DEVICE;
+         entry = entry->next)
+        ptrs[n++] = entry->device;
+    return ctx->ops->mem_free_batch(ctx->bctx, ptrs, n);
+}
+
 /*
  * Release a detached batch in FIFO order without the queue lock. Normal mode
  * stops at a failure (that entry starts the rest) or when a defer scope opens;
@@ -307,6 +326,15 @@ static batch_result release_batch(gm_context *ctx, const char *fn, drain_mode mo
         if (!idle && needs_idle_device(result.rest->kind)) {
             wait_device_idle(ctx); /* once a batch: the batch was queued before it */
             idle = true;
+        }
+        if (result.rest->kind == GM__DEALLOC_DEVICE && ctx->mm.direct_device) {
+            size_t freed = free_device_run(ctx, result.rest);
+
+            result.freed += (int64_t)freed;
+            while (freed-- > 0)
+                result.rest = result.rest->next;
+            if (result.rest == NULL || result.rest->kind != GM__DEALLOC_DEVICE)
+                continue;
         }
         status = release(ctx, result.rest);
 
@@ -520,11 +548,11 @@ static bool is_oom(gm_status status)
     return status == GM_ERR_OUT_OF_DEVICE_MEMORY || status == GM_ERR_NO_MEMORY;
 }
 
-/* Run an allocation; on OOM outside defer_cleanup, flush and retry once. */
-static gm_status alloc_with_retry(gm_context *ctx, alloc_attempt_fn attempt, void *args)
+/* The rule after a first attempt that returned `status`: on OOM outside defer_cleanup,
+ * flush and retry once. */
+static gm_status retry_after(gm_context *ctx, gm_status status, alloc_attempt_fn attempt,
+                             void *args)
 {
-    gm_status status = attempt(ctx, args);
-
     if (!is_oom(status) || gm__in_stream_callback())
         return status;
     if (atomic_load(&ctx->queue.defer_depth) > 0) {
@@ -534,6 +562,12 @@ static gm_status alloc_with_retry(gm_context *ctx, alloc_attempt_fn attempt, voi
     if (gm__dealloc_flush(ctx, "out-of-memory flush") != GM_OK)
         gm__log(GM_LOG_WARN, "out-of-memory flush stopped: %s", gm_last_error_message());
     return attempt(ctx, args);
+}
+
+/* Run an allocation with the out-of-memory rule. */
+static gm_status alloc_with_retry(gm_context *ctx, alloc_attempt_fn attempt, void *args)
+{
+    return retry_after(ctx, attempt(ctx, args), attempt, args);
 }
 
 typedef struct device_request {
@@ -574,6 +608,20 @@ gm_status gm__alloc_device(gm_context *ctx, size_t bytes, gm_devptr *ptr_p, void
     device_request req = {bytes, 0, NULL, false};
     gm_status status = alloc_with_retry(ctx, attempt_device, &req);
 
+    if (status == GM_OK) {
+        *ptr_p = req.ptr;
+        *owner_p = req.owner;
+    }
+    return status;
+}
+
+/* gm__alloc_device after its first attempt was made by the caller and returned `status`. */
+gm_status gm__alloc_device_failed(gm_context *ctx, gm_status status, size_t bytes, gm_devptr *ptr_p,
+                                  void **owner_p)
+{
+    device_request req = {bytes, 0, NULL, false};
+
+    status = retry_after(ctx, status, attempt_device, &req);
     if (status == GM_OK) {
         *ptr_p = req.ptr;
         *owner_p = req.owner;

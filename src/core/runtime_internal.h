@@ -193,6 +193,9 @@ gm_status gm__dealloc_flush(gm_context *ctx, const char *fn);
  * defer_cleanup, where nothing may be freed).
  */
 gm_status gm__alloc_device(gm_context *ctx, size_t bytes, gm_devptr *ptr_p, void **owner_p);
+/* The same rule when the caller made the first attempt itself and it returned `status`. */
+gm_status gm__alloc_device_failed(gm_context *ctx, gm_status status, size_t bytes, gm_devptr *ptr_p,
+                                  void **owner_p);
 gm_status gm__alloc_host(gm_context *ctx, size_t bytes, unsigned flags, void **ptr_p,
                          void **owner_p);
 gm_status gm__alloc_managed(gm_context *ctx, size_t bytes, gm_devptr *ptr_p);
@@ -306,15 +309,6 @@ struct gm_array {
  */
 gm_status gm__array_create(gm_context *ctx, const char *fn, const gm_ndview *layout,
                            gm_memory_kind memory, unsigned host_flags, gm_array **array_p);
-
-/*
- * gm_ndview_init(NULL, dtype, ndim, shape, NULL, order) then
- * gm__array_create, with the same results and errors, but building the
- * descriptor in place (order is GM_ORDER_C or GM_ORDER_F).
- */
-gm_status gm__array_create_contiguous(gm_context *ctx, const char *fn, gm_dtype dtype, int ndim,
-                                      const int64_t *shape, gm_order order, gm_memory_kind memory,
-                                      unsigned host_flags, gm_array **array_p);
 
 /*
  * A new array viewing memory gpumem did not allocate: its buffer covers the

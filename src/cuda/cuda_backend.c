@@ -221,6 +221,7 @@ const gm_backend_ops gm__cuda_backend = {
     .mem_info = cuda_mem_info,
     .mem_alloc = gm__cuda_mem_alloc,
     .mem_free = gm__cuda_mem_free,
+    .mem_free_batch = gm__unsupported_mem_free_batch,
     .host_alloc = gm__cuda_host_alloc,
     .host_free = gm__cuda_host_free,
     .host_device_pointer = gm__cuda_host_device_pointer,

@@ -745,6 +745,35 @@ static gm_status host_mem_free(gm_backend_ctx *bctx, gm_devptr ptr)
     return free_region(gm__host_ctx(bctx), (uintptr_t)ptr, true, "mem_free");
 }
 
+/*
+ * Free a run of device allocations under one mem_lock while each is a live
+ * device block that the cache keeps (free_region's common case, without a
+ * call, a lock round trip and the checks of the other cases per block);
+ * stops at the first that is anything else, for mem_free.
+ */
+static size_t host_mem_free_batch(gm_backend_ctx *bctx, const gm_devptr *ptrs, size_t n)
+{
+    host_ctx *c = gm__host_ctx(bctx);
+    void *evicted = NULL;
+    size_t done = 0;
+
+    gm__lock_take(&c->mem_lock);
+    for (; done < n; done++) {
+        host_region *at = region_at(c, (uintptr_t)ptrs[done]);
+
+        /* what gm__host_cache_keep accepts for certain (it may evict to make room) */
+        if (at == NULL || at->registered || at->kind != GM_MEMORY_DEVICE || at->tail_shared ||
+            at->klass < 0 || (int64_t)at->capacity > c->cache.limit)
+            break;
+        c->device_used -= (int64_t)at->charged;
+        (void)gm__host_cache_keep(&c->cache, &c->registry, at, &evicted);
+    }
+    gm__lock_give(&c->mem_lock);
+    if (evicted != NULL)
+        gm__host_cache_free(evicted);
+    return done;
+}
+
 /* Page-locked (and optionally mapped) host memory. */
 static gm_status host_host_alloc(gm_backend_ctx *bctx, size_t bytes, unsigned flags, void **ptr_p)
 {
@@ -1171,6 +1200,7 @@ const gm_backend_ops gm__host_backend = {
     .mem_info = host_mem_info,
     .mem_alloc = host_mem_alloc,
     .mem_free = host_mem_free,
+    .mem_free_batch = host_mem_free_batch,
     .host_alloc = host_host_alloc,
     .host_free = host_host_free,
     .host_device_pointer = host_host_device_pointer,

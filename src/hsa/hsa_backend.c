@@ -15,6 +15,7 @@ const gm_backend_ops gm__hsa_backend = {
     .mem_info = gm__hsa_mem_info,
     .mem_alloc = gm__hsa_mem_alloc,
     .mem_free = gm__hsa_mem_free,
+    .mem_free_batch = gm__unsupported_mem_free_batch,
     .host_alloc = gm__hsa_host_alloc,
     .host_free = gm__hsa_host_free,
     .host_device_pointer = gm__hsa_host_device_pointer,

@@ -46,6 +46,24 @@ static gm_status f_mem_free(gm_backend_ctx *b, gm_devptr ptr)
     return s != GM_OK ? s : HOST.mem_free(b, ptr);
 }
 
+/*
+ * The host's batch free, one allocation at a time, each counted as a
+ * mem_free call; it stops before the call an injected failure is set for
+ * (mem_free then makes that call and fails it) and where the host declines.
+ */
+static size_t f_mem_free_batch(gm_backend_ctx *b, const gm_devptr *ptrs, size_t n)
+{
+    size_t done = 0;
+
+    for (; done < n; done++) {
+        if (fault_at[RT_MEM_FREE] == atomic_load(&fault_calls[RT_MEM_FREE]) + 1 ||
+            HOST.mem_free_batch(b, &ptrs[done], 1) != 1)
+            break;
+        atomic_fetch_add(&fault_calls[RT_MEM_FREE], 1);
+    }
+    return done;
+}
+
 static gm_status f_host_alloc(gm_backend_ctx *b, size_t bytes, unsigned flags, void **ptr_p)
 {
     gm_status s = fault_hit(RT_HOST_ALLOC, "host_alloc");
@@ -167,6 +185,7 @@ void rt_fault_reset(void)
     fault_ops.init = f_init;
     fault_ops.mem_alloc = f_mem_alloc;
     fault_ops.mem_free = f_mem_free;
+    fault_ops.mem_free_batch = f_mem_free_batch;
     fault_ops.host_alloc = f_host_alloc;
     fault_ops.host_free = f_host_free;
     fault_ops.host_register = f_host_register;

@@ -875,6 +875,7 @@ typedef struct run {
     int64_t cached_bytes;
     int64_t limit;
     int64_t evictions; /* blocks evicted to make room, over the run */
+    int64_t batched;   /* device blocks freed by mem_free_batch */
 } run;
 
 static uint64_t rnd(run *r)
@@ -1089,16 +1090,26 @@ static void step_free(run *r, int i)
         assert_ok(OPS->host_free(r->c, (void *)h->base));
         assert_status(OPS->host_free(r->c, (void *)h->base), GM_ERR_INVALID_ARG);
     } else {
+        gm_devptr ptr = (gm_devptr)h->base;
+        /* Half the frees go to the batch free first: it frees a device block the cache keeps,
+         * exactly as mem_free would, and leaves anything else to mem_free. */
+        size_t batched = (rnd(r) & 1) != 0 ? OPS->mem_free_batch(r->c, &ptr, 1) : 0;
         host_region *at = NULL;
 
-        assert_ok(OPS->mem_free(r->c, (gm_devptr)h->base));
-        assert_status(OPS->mem_free(r->c, (gm_devptr)h->base), GM_ERR_INVALID_ARG);
+        if (batched == 0)
+            assert_ok(OPS->mem_free(r->c, ptr));
+        assert_status(OPS->mem_free(r->c, ptr), GM_ERR_INVALID_ARG);
         at = region_at(r->c, h->base);
         if (model_keep(r, h)) {
             assert_non_null(at);
             assert_int_equal(at->state, HOST_REGION_CACHED);
         } else {
+            assert_int_equal(batched, 0);
             assert_null(at);
+        }
+        if (batched != 0) {
+            assert_int_equal(h->kind, GM_MEMORY_DEVICE);
+            r->batched++;
         }
         add_dead(r, h->base);
     }
@@ -1172,6 +1183,7 @@ static int64_t random_run(const char *limit, uint64_t seed)
         if (r->h[i].kind != 0)
             step_free(r, i);
     check_run(r);
+    assert_true(r->limit == 0 || r->batched > 0);
     evictions = r->evictions;
     OPS->fini(r->c);
     free(r->arena);
@@ -1180,6 +1192,50 @@ static int64_t random_run(const char *limit, uint64_t seed)
 }
 
 /* The default bound (nothing evicted: the run's blocks take far less) and two small ones. */
+/*
+ * mem_free_batch frees a run of live device blocks the cache keeps, under
+ * one lock, and stops at the first pointer that is anything else (a pinned
+ * block, an unknown address, a block the cache does not keep), leaving it
+ * and the rest untouched; with the cache off it frees nothing.
+ */
+static void test_batch_free(void **state)
+{
+    gm_backend_ctx *c = ctx_new(), *off = ctx_with_cache("0");
+    gm_devptr d[4], list[5];
+    void *pinned = NULL;
+    int64_t free_before = 0, free_after = 0, total = 0;
+
+    (void)state;
+    for (int i = 0; i < 4; i++)
+        assert_ok(OPS->mem_alloc(c, 4096, &d[i]));
+    assert_ok(OPS->host_alloc(c, 4096, 0, &pinned));
+    assert_ok(OPS->mem_info(c, &free_before, &total));
+    list[0] = d[0];
+    list[1] = d[1];
+    list[2] = (gm_devptr)(uintptr_t)pinned;
+    list[3] = d[2];
+    assert_int_equal(OPS->mem_free_batch(c, list, 4), 2);
+    assert_int_equal(region_at(c, d[0])->state, HOST_REGION_CACHED);
+    assert_int_equal(region_at(c, d[1])->state, HOST_REGION_CACHED);
+    assert_int_equal(region_at(c, d[2])->state, HOST_REGION_LIVE);
+    assert_ok(OPS->mem_info(c, &free_after, &total));
+    assert_int_equal(free_after - free_before, 2 * 4096); /* uncharged as mem_free would */
+    list[0] = d[1];                                       /* freed already: not live */
+    assert_int_equal(OPS->mem_free_batch(c, list, 1), 0);
+    list[0] = d[2] + 256; /* inside a block, not its start */
+    assert_int_equal(OPS->mem_free_batch(c, list, 1), 0);
+    list[0] = d[2];
+    list[1] = d[3];
+    assert_int_equal(OPS->mem_free_batch(c, list, 2), 2);
+    assert_int_equal(OPS->mem_free_batch(c, list, 0), 0);
+    assert_ok(OPS->host_free(c, pinned));
+    OPS->fini(c);
+    assert_ok(OPS->mem_alloc(off, 4096, &d[0]));
+    assert_int_equal(OPS->mem_free_batch(off, d, 1), 0); /* nothing is cached: mem_free's work */
+    assert_ok(OPS->mem_free(off, d[0]));
+    OPS->fini(off);
+}
+
 static void test_random_alloc_free_register(void **state)
 {
     (void)state;
@@ -1203,6 +1259,7 @@ int main(void)
         cmocka_unit_test(test_full_cache_evicts_oldest),
         cmocka_unit_test(test_block_larger_than_limit_not_cached),
         cmocka_unit_test(test_eviction_small_limits),
+        cmocka_unit_test(test_batch_free),
         cmocka_unit_test(test_random_alloc_free_register),
     };
 
