@@ -47,31 +47,13 @@ void gm__free(void *ptr);
  */
 static inline int64_t gm__dtype_bytes(gm_dtype dtype)
 {
-    bool valid = false;
+    /* Per code, bit bits / 8 is set for each width it allows: int and uint 8-64, float
+     * 16-64, bfloat 16, complex 64 and 128, bool 8 (code 3 is not a gm_dtype_code). */
+    static const uint32_t widths[7] = {0x116, 0x116, 0x114, 0, 0x4, 0x10100, 0x2};
+    bool valid = dtype.lanes >= 1 && dtype.code < 7 && (dtype.bits & 7) == 0 &&
+                 ((widths[dtype.code] >> (dtype.bits >> 3)) & 1u) != 0;
 
-    if (dtype.lanes < 1)
-        return 0;
-    switch (dtype.code) {
-    case GM_DTYPE_INT:
-    case GM_DTYPE_UINT:
-        valid = dtype.bits == 8 || dtype.bits == 16 || dtype.bits == 32 || dtype.bits == 64;
-        break;
-    case GM_DTYPE_FLOAT:
-        valid = dtype.bits == 16 || dtype.bits == 32 || dtype.bits == 64;
-        break;
-    case GM_DTYPE_BFLOAT:
-        valid = dtype.bits == 16;
-        break;
-    case GM_DTYPE_COMPLEX:
-        valid = dtype.bits == 64 || dtype.bits == 128;
-        break;
-    case GM_DTYPE_BOOL:
-        valid = dtype.bits == 8;
-        break;
-    default:
-        break;
-    }
-    return valid ? (int64_t)dtype.bits / 8 * dtype.lanes : 0;
+    return valid ? (int64_t)(dtype.bits >> 3) * dtype.lanes : 0;
 }
 
 /* Whether two dtypes are the same (gm_dtype_equal, inlined for the same hot paths). */
