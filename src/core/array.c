@@ -397,8 +397,10 @@ static gm_status device_block_direct(gm_context *ctx, const char *fn, int64_t nb
     if (status != GM_OK)
         status = gm__alloc_device_failed(ctx, status, (size_t)nbytes, &ptr, &owner);
     if (status == GM_OK && ptr == 0)
-        status =
-            gm__error(GM_ERR_INTERNAL, "device memory of %" PRId64 " bytes at address 0", nbytes);
+        status = gm__error(GM_ERR_INTERNAL,
+                           "memory manager 'builtin': memalloc of %" PRId64
+                           " bytes returned GM_OK and no address",
+                           nbytes);
     if (status != GM_OK)
         return gm__error_within(fn, status);
     gm__lock_take(&ctx->queue.lock);

@@ -312,7 +312,9 @@ static size_t free_device_run(gm_context *ctx, const gm__dealloc_entry *entry)
 /*
  * Release a detached batch in FIFO order without the queue lock. Normal mode
  * stops at a failure (that entry starts the rest) or when a defer scope opens;
- * teardown logs failures and goes on.
+ * teardown logs failures and goes on. A defer scope opened by another thread
+ * meanwhile is seen between runs of device entries, not inside one (up to
+ * FREE_RUN_MAX more frees; the built-in manager's run calls no user code).
  */
 static batch_result release_batch(gm_context *ctx, const char *fn, drain_mode mode,
                                   gm__dealloc_entry *batch)
@@ -327,7 +329,8 @@ static batch_result release_batch(gm_context *ctx, const char *fn, drain_mode mo
             wait_device_idle(ctx); /* once a batch: the batch was queued before it */
             idle = true;
         }
-        if (result.rest->kind == GM__DEALLOC_DEVICE && ctx->mm.direct_device) {
+        if (result.rest->kind == GM__DEALLOC_DEVICE && ctx->mm.direct_device &&
+            ctx->ops->mem_free_batch != gm__unsupported_mem_free_batch) {
             size_t freed = free_device_run(ctx, result.rest);
 
             result.freed += (int64_t)freed;

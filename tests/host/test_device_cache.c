@@ -1191,7 +1191,6 @@ static int64_t random_run(const char *limit, uint64_t seed)
     return evictions;
 }
 
-/* The default bound (nothing evicted: the run's blocks take far less) and two small ones. */
 /*
  * mem_free_batch frees a run of live device blocks the cache keeps, under
  * one lock, and stops at the first pointer that is anything else (a pinned
@@ -1201,7 +1200,7 @@ static int64_t random_run(const char *limit, uint64_t seed)
 static void test_batch_free(void **state)
 {
     gm_backend_ctx *c = ctx_new(), *off = ctx_with_cache("0");
-    gm_devptr d[4], list[5];
+    gm_devptr d[4], list[4];
     void *pinned = NULL;
     int64_t free_before = 0, free_after = 0, total = 0;
 
@@ -1236,6 +1235,7 @@ static void test_batch_free(void **state)
     OPS->fini(off);
 }
 
+/* The default bound (nothing evicted: the run's blocks take far less) and two small ones. */
 static void test_random_alloc_free_register(void **state)
 {
     (void)state;
