@@ -159,7 +159,12 @@ typedef struct DLManagedTensorVersioned DLManagedTensorVersioned;
  * stays valid until the consumer calls tensor->deleter(tensor), which
  * releases that reference and frees the tensor (allocated with gpumem's
  * bookkeeping allocator); the deleter may be called from any thread, and
- * must be called exactly once. data is the buffer's start and byte_offset
+ * must be called exactly once. The tensor may outlive the array's context:
+ * gm_context_destroy() detaches every export still alive (logging a warning,
+ * and counting their arrays among the live arrays it frees), after which the
+ * tensor's data pointer dangles but its deleter stays safe to call, from any
+ * thread, even while the context is being destroyed: it then frees only the
+ * tensor. data is the buffer's start and byte_offset
  * the first element's offset in it (0 and NULL data for size-0 arrays);
  * strides are always given, in elements; flags are 0 (writable, not a copy);
  * version is {1, 0}.

@@ -114,8 +114,11 @@ GM_API gm_status gm_context_create(const gm_context_options *options, gm_context
  *        failing deallocations are logged at error level and dropped), and
  *        shuts the backend down. Arrays, streams, events and scopes still
  *        alive are freed with the context: their handles become invalid and
- *        must not be used afterwards, not even released. NULL and
- *        *ctx_p == NULL are accepted.
+ *        must not be used afterwards, not even released. DLPack exports
+ *        still alive are detached first (warn; their arrays count among the
+ *        live arrays): their deleters stay safe to call, but their data
+ *        pointers dangle (gpumem/dlpack.h). NULL and *ctx_p == NULL are
+ *        accepted.
  */
 GM_API void gm_context_destroy(gm_context **ctx_p);
 
@@ -235,10 +238,14 @@ GM_API gm_status gm_array_transpose(gm_array *array, gm_array **array_p);
  * device side, with the rearrangement done on the host. Host-to-host copies
  * run on the host.
  *
- * Overlap is refused: when both descriptors are in one address space (both
- * device-side, or both host-side) and their byte extents (gm_ndview_extent)
- * intersect, the copy fails with GM_ERR_INVALID_ARG before anything moves.
- * Copying a view onto itself is overlap too (an error, not a no-op). The
+ * Overlap is refused: when the byte extents (gm_ndview_extent) of the two
+ * descriptors intersect, whatever their memory kinds, the copy fails with
+ * GM_ERR_INVALID_ARG before anything moves. Device and host addresses share
+ * one virtual address space on every supported backend (the simulator, CUDA
+ * with unified addressing, HSA), so a mapped or registered host range and its
+ * device view (gm_array_device_view) are the same bytes, and managed memory
+ * is both: copying one onto the other is overlap. Copying a view onto itself
+ * is overlap too (an error, not a no-op). The
  * test is on extents: interleaved views such as a[0::2] <- a[1::2] are
  * refused as well; views of one buffer with disjoint extents copy.
  * @param stream NULL: synchronous (Numba's default). Otherwise ordered on

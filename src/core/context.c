@@ -384,6 +384,7 @@ static gm_status context_alloc(const gm_backend_ops *ops, const gm_context_optio
     gm__list_init(&ctx->streams);
     gm__list_init(&ctx->events);
     gm__list_init(&ctx->scopes);
+    gm__list_init(&ctx->exports);
     *ctx_p = ctx;
     return GM_OK;
 }
@@ -493,8 +494,24 @@ static void release_live_arrays(gm_context *ctx)
 }
 
 /*
- * Teardown order: registrations, stream work, arrays, events, streams, queue,
- * the memory manager's reset, backend, plugin.
+ * Detach the DLPack exports still alive: their deleters may run after the
+ * context is gone. Their arrays stay referenced and are reported with the
+ * live arrays.
+ */
+static void detach_live_exports(gm_context *ctx)
+{
+    int64_t exports = gm__dlpack_detach_exports(ctx);
+
+    if (exports > 0)
+        gm__log(GM_LOG_WARN,
+                "gm_context_destroy: %" PRId64 " DLPack exports still alive; their data pointers "
+                "dangle from now on (their deleters stay safe to call)",
+                exports);
+}
+
+/*
+ * Teardown order: DLPack exports, registrations, stream work, arrays, events,
+ * streams, queue, the memory manager's reset, backend, plugin.
  */
 void gm_context_destroy(gm_context **ctx_p)
 {
@@ -504,6 +521,7 @@ void gm_context_destroy(gm_context **ctx_p)
         return;
     ctx = *ctx_p;
     *ctx_p = NULL;
+    detach_live_exports(ctx);
     gm__scopes_teardown(ctx);
     gm__streams_synchronize_all(ctx);
     /* Streams already destroyed but still queued are not listed: wait for them too

@@ -578,10 +578,14 @@ static gm_status check_pair(const char *fn, const gm_context *ctx, const gm_ndvi
 
 /*
  * GM_ERR_INVALID_ARG when the byte extents [lo, hi) of the two sides
- * (relative to their data) intersect in one address space, a view copied
- * onto itself included. Disjoint extents, the common case, are told apart
- * first; only intersecting ones look at the memory kinds. A side without
- * data (NULL) is left to the copy's own error.
+ * (relative to their data) intersect, a view copied onto itself included.
+ * The memory kinds do not matter: device and host addresses share one
+ * virtual address space on every supported backend (the simulator's device
+ * memory is host memory; CUDA's unified addressing; HSA's shared virtual
+ * memory), and mapped or registered host memory and its device view
+ * (gm_array_device_view) are the same bytes at the same address, managed
+ * memory both at once. So any numeric intersection is overlap. A side
+ * without data (NULL) is left to the copy's own error.
  */
 static gm_status check_overlap(const char *fn, const gm_ndview *dst, int64_t dst_lo, int64_t dst_hi,
                                const gm_ndview *src, int64_t src_lo, int64_t src_hi)
@@ -591,8 +595,7 @@ static gm_status check_overlap(const char *fn, const gm_ndview *dst, int64_t dst
     uintptr_t s_lo = (uintptr_t)src->data + (uintptr_t)src_lo;
     uintptr_t s_hi = (uintptr_t)src->data + (uintptr_t)src_hi;
 
-    if (d_lo >= s_hi || s_lo >= d_hi || side_of(dst) != side_of(src) || dst->data == NULL ||
-        src->data == NULL)
+    if (d_lo >= s_hi || s_lo >= d_hi || dst->data == NULL || src->data == NULL)
         return GM_OK;
     return gm__error(GM_ERR_INVALID_ARG,
                      "%s: the source and destination overlap: destination bytes [%#" PRIxPTR

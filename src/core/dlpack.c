@@ -1,12 +1,15 @@
 /*
  * DLPack export and import (gpumem/dlpack.h).
  *
- * Export: one bookkeeping allocation holds the DLManagedTensorVersioned and
- * its shape and strides; manager_ctx holds a reference to the array, which
- * the deleter releases. Import: the DLTensor is turned into a descriptor
- * (element strides to bytes, byte_offset as the descriptor's offset, the
- * DLDevice to a memory kind) and wrapped by gm_array_from_foreign(), whose
- * release callback calls the producer's deleter.
+ * Export: one bookkeeping allocation holds the DLManagedTensorVersioned, its
+ * shape and strides, and a reference to the array, which the deleter
+ * releases; manager_ctx points at that block. Live exports are listed in
+ * their context, so that context teardown can detach them (see
+ * gm__dlpack_detach_exports). Import: the DLTensor is turned into a
+ * descriptor (element strides to bytes, byte_offset as the descriptor's
+ * offset, the DLDevice to a memory kind) and wrapped by
+ * gm_array_from_foreign(), whose release callback calls the producer's
+ * deleter.
  */
 #include <inttypes.h>
 #include <string.h>
@@ -15,11 +18,32 @@
 #include "ndview_internal.h"
 #include "runtime_internal.h"
 
-/* The exported tensor followed by its shape and strides (2 x ndim). */
+/*
+ * The exported tensor followed by its shape and strides (2 x ndim).
+ *
+ * Detach protocol: the deleter may run on any thread, during or after the
+ * context's teardown, and a consumer cannot know the context died. One
+ * process-wide lock, which outlives every context, guards every context's
+ * export list and the blocks' link, array and deleting fields:
+ *   - the deleter takes `array` under the lock and, if it was still attached,
+ *     sets `deleting`, releases the array outside the lock (the release may
+ *     flush the queue and run other deleters), then unlinks the block under
+ *     the lock and wakes a waiting teardown;
+ *   - teardown, under the lock, unlinks every block not being deleted and
+ *     clears its `array` (detached: its deleter frees only the block), then
+ *     waits until the deleters in progress have unlinked theirs. The context
+ *     is thus alive for as long as any deleter uses it.
+ */
 typedef struct export_block {
+    gm__link link;   /* in ctx->exports while attached */
+    gm_array *array; /* the reference the export holds; NULL once detached */
+    bool deleting;   /* a deleter is releasing `array` */
     DLManagedTensorVersioned tensor;
     int64_t dims[];
 } export_block;
+
+static pthread_mutex_t export_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t export_unlinked = PTHREAD_COND_INITIALIZER; /* a deleter unlinked a block */
 
 /* ---------------------------------------------------------------- export */
 
@@ -61,13 +85,60 @@ static gm_status export_strides(const char *fn, const gm_ndview *v, int64_t *str
     return GM_OK;
 }
 
-/* Release the exported array's reference and free the tensor. */
+/*
+ * Release the exported array's reference and free the block; after the
+ * context's teardown detached the export, only free the block.
+ */
 static void export_deleter(DLManagedTensorVersioned *self)
 {
-    gm_array *array = self->manager_ctx;
+    export_block *block = self->manager_ctx;
+    gm_array *array = NULL;
 
-    gm_array_release(&array);
-    gm__free(self);
+    pthread_mutex_lock(&export_lock);
+    array = block->array;
+    block->array = NULL;
+    block->deleting = array != NULL;
+    pthread_mutex_unlock(&export_lock);
+    if (array != NULL) {
+        gm_array_release(&array);
+        pthread_mutex_lock(&export_lock);
+        gm__list_remove(&block->link);
+        pthread_cond_broadcast(&export_unlinked);
+        pthread_mutex_unlock(&export_lock);
+    }
+    gm__free(block);
+}
+
+/* Attach an export to its array's context. */
+static void export_attach(export_block *block, gm_array *array)
+{
+    block->array = gm_array_retain(array);
+    pthread_mutex_lock(&export_lock);
+    gm__list_push(&array->ctx->exports, &block->link);
+    pthread_mutex_unlock(&export_lock);
+}
+
+/* Context teardown: detach the exports (the protocol is at export_block). */
+int64_t gm__dlpack_detach_exports(gm_context *ctx)
+{
+    int64_t detached = 0;
+    gm__link *link = NULL, *next = NULL;
+
+    pthread_mutex_lock(&export_lock);
+    for (link = ctx->exports.next; link != &ctx->exports; link = next) {
+        export_block *block = GM__CONTAINER_OF(link, export_block, link);
+
+        next = link->next;
+        if (block->deleting)
+            continue;
+        gm__list_remove(link);
+        block->array = NULL; /* its reference goes with the context's live arrays */
+        detached++;
+    }
+    while (!gm__list_empty(&ctx->exports))
+        pthread_cond_wait(&export_unlinked, &export_lock);
+    pthread_mutex_unlock(&export_lock);
+    return detached;
 }
 
 /* Fill the DLTensor of an exported array (shape and strides point into the block). */
@@ -115,9 +186,10 @@ gm_status gm_array_to_dlpack(gm_array *array, DLManagedTensorVersioned **tensor_
     export_fill(block, array, export_device(array));
     block->tensor.version.major = DLPACK_MAJOR_VERSION;
     block->tensor.version.minor = 0;
-    block->tensor.manager_ctx = gm_array_retain(array);
+    block->tensor.manager_ctx = block;
     block->tensor.deleter = export_deleter;
     block->tensor.flags = 0;
+    export_attach(block, array);
     *tensor_p = &block->tensor;
     return GM_OK;
 }

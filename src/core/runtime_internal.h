@@ -263,6 +263,7 @@ struct gm_context {
     gm__link streams;     /* gm_stream.link: created, built-in and wrapped */
     gm__link events;      /* gm_event.link */
     gm__link scopes;      /* gm_host_scope.link */
+    gm__link exports;     /* live DLPack exports (dlpack.c); guarded by dlpack.c's global lock */
 };
 
 /* Whether this build has the backend of `kind` (host always). */
@@ -278,6 +279,15 @@ gm_status gm__context_create_with_ops(const gm_backend_ops *ops, const gm_contex
 
 /* GM_ERR_NULL_POINTER naming `fn` when ctx is NULL. */
 gm_status gm__check_context(const char *fn, const gm_context *ctx);
+
+/*
+ * Context teardown: detach every live DLPack export of `ctx` (dlpack.c), so
+ * that its deleter, called later, frees only the export's own allocation.
+ * Waits for deleters already running on other threads. The detached exports
+ * keep their array references: the arrays are freed (and reported) with the
+ * context's live arrays. Returns how many exports were detached.
+ */
+int64_t gm__dlpack_detach_exports(gm_context *ctx);
 
 /* ---------------------------------------------------- buffers, arrays */
 

@@ -173,6 +173,13 @@ static gm_status f_event_destroy(gm_backend_ctx *b, gm_backend_event *e)
     return s != GM_OK ? s : HOST.event_destroy(b, e);
 }
 
+static gm_status f_device_synchronize(gm_backend_ctx *b)
+{
+    gm_status s = fault_hit(RT_DEVICE_SYNCHRONIZE, "device_synchronize");
+
+    return s != GM_OK ? s : HOST.device_synchronize(b);
+}
+
 void rt_fault_reset(void)
 {
     for (int i = 0; i < RT_OP_COUNT; i++) {
@@ -201,6 +208,7 @@ void rt_fault_reset(void)
     fault_ops.stream_add_callback = f_add_callback;
     fault_ops.event_create = f_event_create;
     fault_ops.event_destroy = f_event_destroy;
+    fault_ops.device_synchronize = f_device_synchronize;
 }
 
 void rt_fault_fail_at(rt_fault_op op, int64_t call, gm_status status)

@@ -38,6 +38,7 @@ typedef enum rt_fault_op {
     RT_ADD_CALLBACK,
     RT_EVENT_CREATE,
     RT_EVENT_DESTROY,
+    RT_DEVICE_SYNCHRONIZE,
     RT_OP_COUNT
 } rt_fault_op;
 

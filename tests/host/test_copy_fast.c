@@ -737,12 +737,72 @@ static void expect_disjoint_copy(gm_context *ctx, region *r, const gm_ndview *ds
         assert_memory_equal(elem(src, e), before + (elem(src, e) - r->base), 4);
 }
 
+/* A 1-D int32 view of `n` elements of `whole` from byte `offset`. */
+static gm_ndview part_of(const gm_ndview *whole, int64_t n, int64_t offset)
+{
+    gm_ndview v = *whole;
+
+    v.shape[0] = n;
+    v.offset = offset;
+    return v;
+}
+
+/* gm_copy(dst <- src) across the two views of mapped memory whose halves are disjoint. */
+static void expect_mapped_halves(gm_context *ctx, gm_ndview *host, const gm_ndview *dst,
+                                 const gm_ndview *src)
+{
+    int32_t *data = (int32_t *)((char *)host->data + host->offset);
+
+    for (int i = 0; i < 40; i++)
+        data[i] = i + 1;
+    assert_ok(gm_copy(ctx, dst, src, NULL));
+    for (int64_t e = 0; e < 20; e++) {
+        int32_t want = 0, got = 0;
+
+        memcpy(&want, elem(src, e), 4);
+        memcpy(&got, elem(dst, e), 4);
+        assert_int_equal(got, want);
+    }
+}
+
+/*
+ * Mapped host memory and its device view are one range of addresses (one
+ * virtual address space on every backend): a copy between them is overlap
+ * although one side is host memory and the other device memory; disjoint
+ * halves across the two views copy.
+ */
+static void check_mapped_overlap(gm_context *ctx, gm_stream *st)
+{
+    int64_t n40[1] = {40};
+    gm_array *m = NULL;
+    gm_ndview host, dev, dst, src;
+
+    assert_ok(gm_mapped_array(ctx, 1, n40, GM_INT32, GM_ORDER_C, 0, &m));
+    host = *gm_array_view(m);
+    assert_ok(gm_array_device_view(m, &dev));
+    assert_int_equal(dev.memory, GM_MEMORY_DEVICE);
+    assert_ptr_equal((char *)dev.data + dev.offset, (char *)host.data + host.offset);
+    assert_overlap(gm_copy(ctx, &dev, &host, NULL), "gm_copy", &dev, &host);
+    assert_overlap(gm_copy(ctx, &host, &dev, st), "gm_copy", &host, &dev);
+    dst = part_of(&dev, 10, 4); /* elements 1..10 <- 0..9 */
+    src = part_of(&host, 10, 0);
+    assert_overlap(gm_copy(ctx, &dst, &src, NULL), "gm_copy", &dst, &src);
+    dst = part_of(&dev, 20, 0); /* halves touching at byte 80 */
+    src = part_of(&host, 20, 80);
+    expect_mapped_halves(ctx, &host, &dst, &src);
+    dst = part_of(&host, 20, 0);
+    src = part_of(&dev, 20, 80);
+    expect_mapped_halves(ctx, &host, &dst, &src);
+    gm_array_release(&m);
+}
+
 /*
  * Views of one buffer (160 bytes: 40 int32, or 8 x 5) whose byte extents
  * intersect are refused with GM_ERR_INVALID_ARG and a message naming the
  * call and both byte ranges, device to device and host to host, 1-D and
  * 2-D, either stride sign, the view onto itself included; views with
- * disjoint extents copy.
+ * disjoint extents copy. So are a mapped array's host and device views,
+ * which share their addresses (check_mapped_overlap).
  */
 static void test_overlap(void **state)
 {
@@ -812,6 +872,7 @@ static void test_overlap(void **state)
         }
         region_free(&r);
     }
+    check_mapped_overlap(ctx, st);
     assert_ok(gm_stream_synchronize(st));
     assert_int_equal(rt_fault_calls(RT_ENQUEUE_HOST), 0);
     gm_stream_destroy(&st);

@@ -3,10 +3,12 @@
  * ABI, export (shape, element strides, data + byte_offset, DLDevice per
  * backend and memory kind, reference held until the deleter), import
  * (versioned and legacy, strides NULL, byte_offset, devices, the deleter on
- * the last release), round trips, and every error path. CUDA and HSA
+ * the last release), round trips, exports that outlive their context, and
+ * every error path. CUDA and HSA
  * placement is checked on the simulator's fault table relabelled as those
  * backends.
  */
+#include <pthread.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -487,6 +489,117 @@ static void test_import_allocation_failures(void **state)
     gm_context_destroy(&ctx);
 }
 
+/*
+ * An export outlives its context: teardown detaches it (warning, and its
+ * array counts among the live arrays); the deleter, called afterwards, frees
+ * only the tensor (cmocka checks that nothing leaks, ASan that nothing freed is
+ * touched).
+ */
+static void test_export_outlives_context(void **state)
+{
+    int64_t shape[2] = {3, 4};
+    float host[12] = {0};
+    gm_context *ctx = ctx_as(GM_BACKEND_HOST);
+    gm_array *a = NULL, *row = NULL;
+    DLManagedTensorVersioned *t = NULL, *u = NULL, *done = NULL;
+    gm_ndview hv;
+
+    (void)state;
+    assert_ok(gm_ndview_init(host, GM_FLOAT32, 2, shape, NULL, GM_ORDER_C, &hv));
+    assert_ok(gm_to_device(ctx, &hv, NULL, &a));
+    assert_ok(gm_array_to_dlpack(a, &t));    /* held by the export only */
+    assert_ok(gm_array_to_dlpack(a, &done)); /* deleted before the teardown */
+    assert_ok(gm_array_transpose(a, &row));
+    assert_ok(gm_array_to_dlpack(row, &u)); /* a view still held by the application */
+    gm_array_release(&a);
+    done->deleter(done);
+    rt_log_capture(GM_LOG_WARN);
+    gm_context_destroy(&ctx);
+    rt_log_stop();
+    assert_true(t->dl_tensor.shape[0] == 3 && u->dl_tensor.shape[0] == 4); /* the tensor's own */
+    t->deleter(t);
+    u->deleter(u);
+    assert_true(rt_log_contains(GM_LOG_WARN, "2 DLPack exports still alive"));
+    assert_true(rt_log_contains(GM_LOG_WARN, "2 arrays still alive"));
+}
+
+/*
+ * An export imported back into its own context and still alive at teardown:
+ * freeing the imported array calls the export's deleter during the teardown,
+ * after the exported array itself was freed.
+ */
+static void test_export_imported_at_teardown(void **state)
+{
+    int64_t shape[1] = {16};
+    float host[16] = {0};
+    gm_context *ctx = ctx_as(GM_BACKEND_HOST);
+    gm_array *a = NULL, *b = NULL;
+    DLManagedTensorVersioned *t = NULL;
+    gm_ndview hv;
+
+    (void)state;
+    assert_ok(gm_ndview_init(host, GM_FLOAT32, 1, shape, NULL, GM_ORDER_C, &hv));
+    assert_ok(gm_to_device(ctx, &hv, NULL, &a));
+    assert_ok(gm_array_to_dlpack(a, &t));
+    assert_ok(gm_array_from_dlpack(ctx, t, &b)); /* b owns t */
+    gm_array_release(&a);
+    rt_log_capture(GM_LOG_WARN);
+    gm_context_destroy(&ctx); /* frees a, then b, whose release calls t's deleter */
+    rt_log_stop();
+    assert_true(rt_log_contains(GM_LOG_WARN, "1 DLPack exports still alive"));
+    assert_true(rt_log_contains(GM_LOG_WARN, "2 arrays still alive"));
+}
+
+/* Deleters running on another thread while the context is destroyed. */
+typedef struct deleter_run {
+    DLManagedTensorVersioned **tensors;
+    int count;
+} deleter_run;
+
+static void *delete_all(void *arg)
+{
+    deleter_run *run = arg;
+
+    for (int i = 0; i < run->count; i++)
+        run->tensors[i]->deleter(run->tensors[i]);
+    return NULL;
+}
+
+/*
+ * Whichever side wins each race (the deleter releasing the array, or the
+ * teardown detaching the export first), nothing is freed twice or leaked
+ * (ASan; TSan checks the locking). cmocka's leak-checking allocator is
+ * single-threaded, so this test runs on the C library's allocator.
+ */
+static void test_export_deleter_races_teardown(void **state)
+{
+    enum { ROUNDS = 20, EXPORTS = 64 };
+    int64_t shape[1] = {8};
+
+    (void)state;
+    assert_ok(gm_set_host_allocator(NULL));
+    for (int round = 0; round < ROUNDS; round++) {
+        DLManagedTensorVersioned *tensors[EXPORTS];
+        deleter_run run = {tensors, EXPORTS};
+        gm_context *ctx = ctx_as(GM_BACKEND_HOST);
+        pthread_t thread;
+
+        for (int i = 0; i < EXPORTS; i++) {
+            gm_array *a = NULL;
+
+            assert_ok(gm_device_array(ctx, 1, shape, GM_FLOAT32, GM_ORDER_C, &a));
+            assert_ok(gm_array_to_dlpack(a, &tensors[i]));
+            gm_array_release(&a);
+        }
+        rt_log_capture(GM_LOG_WARN); /* keep the teardown's warnings off the output */
+        assert_int_equal(pthread_create(&thread, NULL, delete_all, &run), 0);
+        gm_context_destroy(&ctx);
+        assert_int_equal(pthread_join(thread, NULL), 0);
+        rt_log_stop();
+    }
+    assert_ok(gm_test_use_cmocka_allocator(NULL));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -499,6 +612,9 @@ int main(void)
         cmocka_unit_test_setup(test_import_errors, test_setup),
         cmocka_unit_test_setup(test_import_legacy, test_setup),
         cmocka_unit_test_setup(test_import_allocation_failures, test_setup),
+        cmocka_unit_test_setup(test_export_outlives_context, test_setup),
+        cmocka_unit_test_setup(test_export_imported_at_teardown, test_setup),
+        cmocka_unit_test_setup(test_export_deleter_races_teardown, test_setup),
     };
     return cmocka_run_group_tests(tests, group_setup, gm_test_restore_allocator);
 }

@@ -2,7 +2,8 @@
  * Tests for streams and events (src/core/stream.c, src/core/event.c):
  * created streams destroyed through the queue, the built-in streams,
  * wrapped external streams, synchronize / query / callbacks,
- * auto_synchronize nesting, and events.
+ * auto_synchronize nesting, events, and a failing wait for the context's
+ * queued device work (device_synchronize).
  */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -383,6 +384,51 @@ static void test_injected_alloc_failures(void **state)
     assert_true(n > 5);
 }
 
+/*
+ * A failing device_synchronize (the wait for the context's queued work
+ * before memory is freed) is logged and the release goes on: a flush still
+ * frees and returns GM_OK, and context teardown still completes, freeing
+ * what was queued (cmocka checks for leaks).
+ */
+static void test_device_synchronize_fails(void **state)
+{
+    int64_t n = 64, calls = 0;
+    gm_context *ctx = rt_fault_ctx();
+    gm_stream *st = NULL;
+    gm_array *a = NULL;
+    gm_dealloc_stats s0;
+
+    (void)state;
+    assert_ok(gm_stream_create(ctx, 0, &st));
+    assert_ok(gm_device_array(ctx, 1, &n, GM_UINT8, GM_ORDER_C, &a));
+    gm_array_release(&a);
+    s0 = rt_stats(ctx);
+    assert_int_equal(s0.pending_count, 1);
+    calls = rt_fault_calls(RT_DEVICE_SYNCHRONIZE);
+    rt_fault_fail_at(RT_DEVICE_SYNCHRONIZE, calls + 1, GM_ERR_DRIVER);
+    rt_log_capture(GM_LOG_WARN);
+    assert_ok(gm_deallocations_flush(ctx));
+    assert_int_equal(rt_fault_calls(RT_DEVICE_SYNCHRONIZE), calls + 1);
+    assert_true(rt_log_contains(GM_LOG_WARN, "deallocation queue: waiting for queued device work "
+                                             "failed: device_synchronize: injected failure"));
+    assert_int_equal(rt_stats(ctx).freed_count, s0.freed_count + 1);
+    assert_int_equal(rt_stats(ctx).pending_count, 0);
+
+    /* teardown, with a released array and a destroyed stream queued */
+    assert_ok(gm_device_array(ctx, 1, &n, GM_UINT8, GM_ORDER_C, &a));
+    gm_array_release(&a);
+    gm_stream_destroy(&st);
+    assert_int_equal(rt_stats(ctx).pending_count, 2);
+    calls = rt_fault_calls(RT_DEVICE_SYNCHRONIZE);
+    rt_fault_fail_at(RT_DEVICE_SYNCHRONIZE, calls + 1, GM_ERR_DRIVER);
+    gm_context_destroy(&ctx);
+    rt_log_stop();
+    assert_true(rt_fault_calls(RT_DEVICE_SYNCHRONIZE) > calls);
+    assert_true(rt_log_contains(GM_LOG_WARN, "gm_context_destroy: waiting for queued device work "
+                                             "failed: device_synchronize: injected failure"));
+    assert_false(rt_log_contains(GM_LOG_ERROR, "gm_context_destroy"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -394,6 +440,7 @@ int main(void)
         cmocka_unit_test_setup(test_events, test_setup),
         cmocka_unit_test_setup(test_callback_releases, test_setup),
         cmocka_unit_test_setup(test_injected_alloc_failures, test_setup),
+        cmocka_unit_test_setup(test_device_synchronize_fails, test_setup),
     };
     return cmocka_run_group_tests(tests, group_setup, gm_test_restore_allocator);
 }

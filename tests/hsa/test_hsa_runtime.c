@@ -2,15 +2,18 @@
  * The core runtime on the HSA backend (runtime double underneath):
  * Numba's out-of-memory rule (an allocation that fails for lack of device
  * memory flushes the deallocation queue and retries once) proven with the
- * HSA pool's real OUT_OF_RESOURCES status, a public-API round trip, and a
- * flush that waits for the work still using the memory it frees.
+ * HSA pool's real OUT_OF_RESOURCES status, a public-API round trip, a
+ * flush that waits for the work still using the memory it frees, and one
+ * that keeps the caller's last error while that work failed on the device.
  */
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "hsa_internal.h"
 #include "hsa_test_util.h"
 #include "runtime_internal.h"
 
@@ -177,12 +180,74 @@ static void test_flush_waits_for_pending_copy(void **state)
     free(host);
 }
 
+static void sleep_ms(long ms)
+{
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+
+    nanosleep(&ts, NULL);
+}
+
+/* The last operation pending on a stream (the test's own thread only touches the list). */
+static gm__hsa_op *last_op(const gm_stream *stream)
+{
+    gm__hsa_op *op = stream->bstream->ops_tail;
+
+    assert_non_null(op);
+    return op;
+}
+
+/*
+ * A flush waits for the context's queued work (device_synchronize), which
+ * reaps a stream operation that failed on the device and records that
+ * failure for the stream: the flush returns GM_OK and the caller's last
+ * error (status and message) is what it was before; the stream reports the
+ * failure on its next synchronize. The device failure is a copy's
+ * completion signal left negative, as the runtime reports a failed copy.
+ */
+static void test_flush_keeps_last_error(void **state)
+{
+    gm_context *ctx = open_context(1.0, 100);
+    int64_t n = 4096;
+    gm_array *a = NULL, *b = NULL;
+    gm_stream *s = NULL;
+    gm__hsa_op *op = NULL;
+    gm_dealloc_stats stats;
+    char before[512];
+    int spins = 0;
+
+    (void)state;
+    assert_ok(gm_device_array(ctx, 1, &n, GM_UINT8, GM_ORDER_C, &a));
+    assert_ok(gm_device_array(ctx, 1, &n, GM_UINT8, GM_ORDER_C, &b));
+    assert_ok(gm_stream_create(ctx, GM_STREAM_NON_BLOCKING, &s));
+    assert_ok(gm_copy(ctx, gm_array_view(b), gm_array_view(a), s));
+    op = last_op(s);
+    while (hsa_signal_load_scacquire(op->done->handle) != 0 && spins++ < 10000)
+        sleep_ms(1);
+    assert_int_equal(hsa_signal_load_scacquire(op->done->handle), 0);
+    hsa_signal_store_screlease(op->done->handle, -1); /* the copy failed on the device */
+    gm_array_release(&b);
+    assert_status(gm_device_array(ctx, 1, &n, GM_UINT8, GM_ORDER_C, NULL), GM_ERR_NULL_POINTER);
+    snprintf(before, sizeof(before), "%s", gm_last_error_message());
+    assert_ok(gm_deallocations_flush(ctx));
+    assert_ok(gm_deallocations_stats(ctx, &stats));
+    assert_int_equal(stats.pending_count, 0);
+    assert_int_equal(stats.freed_count, 1);
+    assert_int_equal(gm_last_error(), GM_ERR_NULL_POINTER);
+    assert_string_equal(gm_last_error_message(), before);
+    assert_status(gm_stream_synchronize(s), GM_ERR_DRIVER);
+    assert_message_contains("failed on the device");
+    gm_array_release(&a);
+    gm_stream_destroy(&s);
+    close_context(ctx);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_oom_flush_and_retry),
         cmocka_unit_test(test_public_round_trip),
         cmocka_unit_test(test_flush_waits_for_pending_copy),
+        cmocka_unit_test(test_flush_keeps_last_error),
     };
 
     return cmocka_run_group_tests(tests, gm_test_use_cmocka_allocator, gm_test_restore_allocator);
