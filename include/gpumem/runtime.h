@@ -241,10 +241,11 @@ GM_API gm_status gm_array_transpose(gm_array *array, gm_array **array_p);
  * Overlap is refused: when the byte extents (gm_ndview_extent) of the two
  * descriptors intersect, whatever their memory kinds, the copy fails with
  * GM_ERR_INVALID_ARG before anything moves. Device and host addresses share
- * one virtual address space on every supported backend (the simulator, CUDA
- * with unified addressing, HSA), so a mapped or registered host range and its
- * device view (gm_array_device_view) are the same bytes, and managed memory
- * is both: copying one onto the other is overlap. Copying a view onto itself
+ * one virtual address space on every supported backend, so this also refuses
+ * a mapped range copied onto its device view (gm_array_device_view) where
+ * that view has the host address (the simulator, CUDA with unified
+ * addressing); an alias at another address (HSA's agent address of locked
+ * memory) is not detected and must not be copied. Copying a view onto itself
  * is overlap too (an error, not a no-op). The
  * test is on extents: interleaved views such as a[0::2] <- a[1::2] are
  * refused as well; views of one buffer with disjoint extents copy.

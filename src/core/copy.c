@@ -581,11 +581,13 @@ static gm_status check_pair(const char *fn, const gm_context *ctx, const gm_ndvi
  * (relative to their data) intersect, a view copied onto itself included.
  * The memory kinds do not matter: device and host addresses share one
  * virtual address space on every supported backend (the simulator's device
- * memory is host memory; CUDA's unified addressing; HSA's shared virtual
- * memory), and mapped or registered host memory and its device view
- * (gm_array_device_view) are the same bytes at the same address, managed
- * memory both at once. So any numeric intersection is overlap. A side
- * without data (NULL) is left to the copy's own error.
+ * memory is host memory; CUDA's unified addressing; HSA's flat addressing),
+ * so any numeric intersection is the same bytes. That covers mapped memory
+ * and its device view where the backend gives the host address (the
+ * simulator; CUDA with unified addressing) and managed memory. An alias at
+ * another address (HSA's agent address of locked memory, a registered range
+ * on a device that cannot use the host pointer) is not seen. A side without
+ * data (NULL) is left to the copy's own error.
  */
 static gm_status check_overlap(const char *fn, const gm_ndview *dst, int64_t dst_lo, int64_t dst_hi,
                                const gm_ndview *src, int64_t src_lo, int64_t src_hi)

@@ -26,6 +26,19 @@ gm_status gm__error(gm_status status, const char *fmt, ...) GM_PRINTF_LIKE(2, 3)
  */
 gm_status gm__error_within(const char *fn, gm_status status);
 
+/* Size of the thread's last-error message buffer. */
+#define GM__ERROR_MESSAGE_MAX 1024
+
+/* The calling thread's last error, kept across an internal step that may record its own. */
+typedef struct gm__saved_error {
+    gm_status status;
+    char message[GM__ERROR_MESSAGE_MAX];
+} gm__saved_error;
+
+void gm__error_save(gm__saved_error *saved);
+/* Put a saved error back as the thread's last error, without logging it again. */
+void gm__error_restore(const gm__saved_error *saved);
+
 /* Log through the hook if `level` passes the threshold. */
 void gm__log(gm_log_level level, const char *fmt, ...) GM_PRINTF_LIKE(2, 3);
 

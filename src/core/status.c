@@ -11,9 +11,8 @@
 
 #include "core.h"
 
-#define GM__ERROR_MESSAGE_MAX 1024
-#define GM__LOG_MESSAGE_MAX   1024
-#define GM__LOG_LEVEL_UNSET   (-1)
+#define GM__LOG_MESSAGE_MAX 1024
+#define GM__LOG_LEVEL_UNSET (-1)
 
 static _Thread_local gm_status tls_last_status = GM_OK;
 static _Thread_local char tls_last_message[GM__ERROR_MESSAGE_MAX];
@@ -75,6 +74,18 @@ gm_status gm__error(gm_status status, const char *fmt, ...)
     tls_last_status = status;
     gm__log(GM_LOG_DEBUG, "%s (%s)", tls_last_message, gm_status_name(status));
     return status;
+}
+
+void gm__error_save(gm__saved_error *saved)
+{
+    saved->status = tls_last_status;
+    memcpy(saved->message, tls_last_message, sizeof(saved->message));
+}
+
+void gm__error_restore(const gm__saved_error *saved)
+{
+    tls_last_status = saved->status;
+    memcpy(tls_last_message, saved->message, sizeof(tls_last_message));
 }
 
 gm_status gm__error_within(const char *fn, gm_status status)

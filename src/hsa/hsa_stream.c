@@ -836,23 +836,6 @@ static void wait_every_head(gm_backend_ctx *bctx)
     }
 }
 
-/* The calling thread's last error (gm_last_error, gm_last_error_message). */
-typedef struct saved_error {
-    gm_status status;
-    char message[1024]; /* the size of the thread's message buffer (status.c) */
-} saved_error;
-
-static void save_error(saved_error *saved)
-{
-    saved->status = gm_last_error();
-    snprintf(saved->message, sizeof(saved->message), "%s", gm_last_error_message());
-}
-
-static void restore_error(const saved_error *saved)
-{
-    (void)gm__error(saved->status, "%s", saved->message);
-}
-
 /*
  * cuCtxSynchronize's wait: every operation pending on any stream at the call
  * finishes (their completion signals are referenced under the lock, then
@@ -866,9 +849,9 @@ gm_status gm__hsa_device_synchronize(gm_backend_ctx *bctx)
     gm__hsa_sig **sigs = NULL;
     size_t n = 0, cap = 0;
     gm_status status = GM_OK;
-    saved_error saved;
+    gm__saved_error saved;
 
-    save_error(&saved);
+    gm__error_save(&saved);
     pthread_mutex_lock(&bctx->lock);
     for (gm_backend_stream *s = bctx->streams; s != NULL; s = s->next) {
         gm__hsa_stream_reap(bctx, s);
@@ -896,6 +879,6 @@ gm_status gm__hsa_device_synchronize(gm_backend_ctx *bctx)
     pthread_mutex_unlock(&bctx->lock);
     gm__free(sigs);
     if (status == GM_OK)
-        restore_error(&saved);
+        gm__error_restore(&saved);
     return status;
 }
