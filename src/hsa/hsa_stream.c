@@ -564,7 +564,11 @@ gm_status gm__hsa_stream_destroy(gm_backend_ctx *bctx, gm_backend_stream *stream
         status = take_error(stream, "stream_destroy");
     stream_free(bctx, stream);
     pthread_mutex_unlock(&bctx->lock);
-    return status;
+    /* The stream is gone either way: an error of its work is logged, not returned, so that
+     * the deallocation queue does not keep the entry and destroy the stream again. */
+    if (status != GM_OK)
+        gm__log(GM_LOG_WARN, "stream_destroy: pending work failed: %s", gm_last_error_message());
+    return GM_OK;
 }
 
 /*

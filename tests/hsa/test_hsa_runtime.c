@@ -241,12 +241,43 @@ static void test_flush_keeps_last_error(void **state)
     close_context(ctx);
 }
 
+/* Host work that fails, as a failed operation on the device would. */
+static gm_status failing_work(void *user)
+{
+    (void)user;
+    return gm__error(GM_ERR_DRIVER, "injected host-work failure");
+}
+
+/*
+ * A stream whose work failed, destroyed through the queue: the destroy frees
+ * the stream and logs the failure instead of returning it (a returned failure
+ * would keep the entry queued, and the next flush would destroy the freed
+ * stream again).
+ */
+static void test_failed_stream_destroyed_once(void **state)
+{
+    gm_context *ctx = open_context(1.0, 100);
+    gm_stream *s = NULL;
+    gm_dealloc_stats stats;
+
+    (void)state;
+    assert_ok(gm_stream_create(ctx, GM_STREAM_NON_BLOCKING, &s));
+    assert_ok(ctx->ops->stream_enqueue_host(ctx->bctx, s->bstream, failing_work, NULL, NULL));
+    gm_stream_destroy(&s);
+    assert_ok(gm_deallocations_flush(ctx));
+    assert_ok(gm_deallocations_stats(ctx, &stats));
+    assert_int_equal(stats.pending_count, 0);
+    assert_ok(gm_deallocations_flush(ctx));
+    close_context(ctx);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_oom_flush_and_retry),
         cmocka_unit_test(test_public_round_trip),
         cmocka_unit_test(test_flush_waits_for_pending_copy),
+        cmocka_unit_test(test_failed_stream_destroyed_once),
         cmocka_unit_test(test_flush_keeps_last_error),
     };
 
