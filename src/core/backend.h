@@ -65,7 +65,7 @@ typedef struct gm_backend_init_args {
 /* Completion callback used by stream_add_callback and stream_enqueue_host. */
 typedef void (*gm_backend_callback_fn)(gm_status status, void *user);
 
-/* Host work run in stream order (MANDATORY for host; GPU backends may use cuLaunchHostFunc). */
+/* Host work run in stream order (MANDATORY for host; GPU backends may use cuStreamAddCallback). */
 typedef gm_status (*gm_backend_host_work_fn)(void *user);
 
 /* ---- lifecycle (MANDATORY) ---- */

@@ -96,7 +96,7 @@
     X(cuStreamSynchronize, NULL, GM_CUDA_REQUIRED)                              \
     X(cuStreamQuery, NULL, GM_CUDA_REQUIRED)                                    \
     X(cuStreamWaitEvent, NULL, GM_CUDA_REQUIRED)                                \
-    X(cuLaunchHostFunc, NULL, GM_CUDA_REQUIRED)                                 \
+    X(cuStreamAddCallback, NULL, GM_CUDA_REQUIRED)                              \
     X(cuEventCreate, NULL, GM_CUDA_REQUIRED)                                    \
     X(cuEventDestroy, NULL, GM_CUDA_REQUIRED)                                   \
     X(cuEventRecord, NULL, GM_CUDA_REQUIRED)                                    \

@@ -5,13 +5,14 @@
  * three built-in ones owned by the backend context (the default stream is
  * the NULL stream; CU_STREAM_LEGACY; CU_STREAM_PER_THREAD) and wrapped
  * external CUstreams, of which only the wrapper is ours. Callbacks and host
- * work run through cuLaunchHostFunc on a driver thread; like every CUDA
- * host function they must not call the CUDA API (so no gpumem call that
- * reaches the driver either). cuLaunchHostFunc does not report the status
- * of the work before it, so callbacks receive GM_OK; errors of that work
- * surface at the next synchronize. A failing host work function's status
- * is kept on the stream and returned by its next stream_synchronize or
- * stream_query.
+ * work run through cuStreamAddCallback on a driver thread; like every CUDA
+ * callback they must not call the CUDA API (so no gpumem call that reaches
+ * the driver either). cuStreamAddCallback, unlike cuLaunchHostFunc, runs its
+ * function even after an error in the context, with that error: callbacks
+ * receive it (as Numba's add_callback does), host work is skipped then but
+ * its cleanup still runs, so nothing queued leaks or waits forever. A failing
+ * (or skipped) host work's status is kept on the stream and returned by its
+ * next stream_synchronize or stream_query.
  *
  * Events are the driver's CUevents; timing ones are created without
  * CU_EVENT_DISABLE_TIMING.
@@ -20,7 +21,7 @@
 
 #include "cuda_internal.h"
 
-/* What a host function queued with cuLaunchHostFunc runs. */
+/* What a function queued with cuStreamAddCallback runs. */
 typedef struct host_call {
     gm_backend_stream *stream;       /* where a failing work status is kept (host work only) */
     gm_backend_callback_fn callback; /* stream_add_callback, or NULL */
@@ -184,17 +185,23 @@ gm_status gm__cuda_stream_query(gm_backend_ctx *bctx, gm_backend_stream *stream)
     return status;
 }
 
-/* The cuLaunchHostFunc function: run the callback or the work, then free the call. */
-static void CUDA_CB run_host_call(void *data)
+/*
+ * The cuStreamAddCallback function: run the callback with the stream's
+ * status, or the work when the stream is fine (its cleanup either way),
+ * then free the call. No CUDA call here (gm__cuda_translate only maps).
+ */
+static void CUDA_CB run_host_call(CUstream handle, CUresult result, void *data)
 {
     host_call *call = data;
-    gm_status status = GM_OK;
+    gm_status status = result == CUDA_SUCCESS ? GM_OK : gm__cuda_translate((int)result);
     int expected = GM_OK;
 
+    (void)handle;
     if (call->callback != NULL) {
-        call->callback(GM_OK, call->user);
+        call->callback(status, call->user);
     } else {
-        status = call->work(call->user);
+        if (status == GM_OK)
+            status = call->work(call->user);
         if (call->cleanup != NULL)
             call->cleanup(call->user);
         if (status != GM_OK)
@@ -218,7 +225,8 @@ static gm_status launch_host_call(gm_backend_ctx *bctx, gm_backend_stream *strea
     *call = *proto;
     status = gm__cuda_enter(bctx);
     if (status == GM_OK)
-        status = GM_CUDA_CALL(&bctx->drv, cuLaunchHostFunc, stream->handle, run_host_call, call);
+        status =
+            GM_CUDA_CALL(&bctx->drv, cuStreamAddCallback, stream->handle, run_host_call, call, 0);
     if (status != GM_OK)
         goto free_call;
     return GM_OK;

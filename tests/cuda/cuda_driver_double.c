@@ -126,6 +126,7 @@ static struct {
     char last_violation[512];
     double clock_ms;
     unsigned last_launch_shared;
+    CUresult callback_status; /* what cuStreamAddCallback's functions are given */
 } S = {.device_count = 1,
        .device_memory = DEFAULT_MEMORY,
        .pinned_memory = DEFAULT_MEMORY,
@@ -1290,17 +1291,25 @@ CUresult CUDAAPI cuStreamWaitEvent(CUstream hStream, CUevent hEvent, unsigned in
     return rc;
 }
 
-CUresult CUDAAPI cuLaunchHostFunc(CUstream hStream, CUhostFn fn, void *userData)
+CUresult CUDAAPI cuStreamAddCallback(CUstream hStream, CUstreamCallback callback, void *userData,
+                                     unsigned int flags)
 {
     CUresult rc = enter(__func__, NEED_CONTEXT);
 
     if (rc == CUDA_SUCCESS)
         rc = valid_stream(__func__, hStream);
-    if (rc == CUDA_SUCCESS && fn == NULL)
-        rc = violation(CUDA_ERROR_INVALID_VALUE, "cuLaunchHostFunc: NULL fn");
+    if (rc == CUDA_SUCCESS && callback == NULL)
+        rc = violation(CUDA_ERROR_INVALID_VALUE, "cuStreamAddCallback: NULL callback");
+    if (rc == CUDA_SUCCESS && flags != 0)
+        rc = violation(CUDA_ERROR_INVALID_VALUE, "cuStreamAddCallback: flags %u", flags);
     if (rc == CUDA_SUCCESS)
-        fn(userData);
+        callback(hStream, S.callback_status, userData);
     return rc;
+}
+
+void gm_cuda_double_set_callback_status(CUresult status)
+{
+    S.callback_status = status;
 }
 
 CUresult CUDAAPI cuEventCreate(CUevent *phEvent, unsigned int Flags)

@@ -26,8 +26,9 @@
  * module keeps its own). gm_test_fill_u32 and gm_test_scale_f32 (see
  * tests/cuda/test_kernels.h) run from hand-written host code; any other
  * kernel is CUDA_ERROR_NOT_SUPPORTED at launch. All work is synchronous:
- * async calls complete before they return and host functions run inside
- * cuLaunchHostFunc.
+ * async calls complete before they return and callbacks run inside
+ * cuStreamAddCallback (given CUDA_SUCCESS, or what
+ * gm_cuda_double_set_callback_status set, as after a context error).
  *
  * The test program links this library to reach the control functions
  * below; the backend's dlopen of the same file gets the same instance.
@@ -62,6 +63,9 @@ void gm_cuda_double_set_max_pitch(int pitch);
  * time; cuGetErrorName / cuGetErrorString are never counted.
  */
 void gm_cuda_double_fail(const char *symbol, long n, CUresult result);
+
+/* The status cuStreamAddCallback's functions receive from now on (reset: CUDA_SUCCESS). */
+void gm_cuda_double_set_callback_status(CUresult status);
 
 /* The call log since the last reset or clear: count, and the symbol of call i (0-based). */
 long gm_cuda_double_call_count(void);

@@ -337,7 +337,11 @@ static void host_cleanup(void *user)
     cleanup_runs++;
 }
 
-/* Callbacks and host work through cuLaunchHostFunc; a failing work status reaches synchronize. */
+/*
+ * Callbacks and host work through cuStreamAddCallback; a failing work status
+ * reaches synchronize. After a context error the callback gets the error,
+ * and host work is skipped with its cleanup still run.
+ */
 static void test_host_functions(void **state)
 {
     gm_backend_ctx *bctx = cuda_test_open();
@@ -353,7 +357,7 @@ static void test_host_functions(void **state)
     assert_ok(CUDA_OPS->stream_add_callback(bctx, def, on_callback, &calls));
     assert_int_equal(calls, 2);
     assert_int_equal(callback_status, GM_OK);
-    assert_int_equal(gm_cuda_double_count_calls("cuLaunchHostFunc"), 2);
+    assert_int_equal(gm_cuda_double_count_calls("cuStreamAddCallback"), 2);
 
     work_result = GM_OK;
     assert_ok(CUDA_OPS->stream_enqueue_host(bctx, stream, host_work, NULL, host_cleanup));
@@ -368,12 +372,24 @@ static void test_host_functions(void **state)
     assert_ok(CUDA_OPS->stream_synchronize(bctx, stream)); /* reported once */
 
     /* refused by the driver: nothing runs, nothing is cleaned up, nothing leaks */
-    gm_cuda_double_fail("cuLaunchHostFunc", 1, CUDA_ERROR_INVALID_VALUE);
+    gm_cuda_double_fail("cuStreamAddCallback", 1, CUDA_ERROR_INVALID_VALUE);
     assert_status(CUDA_OPS->stream_enqueue_host(bctx, stream, host_work, NULL, host_cleanup),
                   GM_ERR_INVALID_ARG);
     assert_int_equal(work_runs, 3);
     assert_int_equal(cleanup_runs, 2);
     assert_status(CUDA_OPS->stream_add_callback(bctx, stream, NULL, NULL), GM_ERR_NULL_POINTER);
+
+    /* after a context error: the callback gets it; the work is skipped, its cleanup runs */
+    gm_cuda_double_set_callback_status(CUDA_ERROR_ILLEGAL_ADDRESS);
+    assert_ok(CUDA_OPS->stream_add_callback(bctx, stream, on_callback, &calls));
+    assert_int_equal(calls, 3);
+    assert_int_equal(callback_status, GM_ERR_LAUNCH); /* a kernel fault */
+    work_result = GM_OK;
+    assert_ok(CUDA_OPS->stream_enqueue_host(bctx, stream, host_work, NULL, host_cleanup));
+    assert_int_equal(work_runs, 3);
+    assert_int_equal(cleanup_runs, 3);
+    gm_cuda_double_set_callback_status(CUDA_SUCCESS);
+    assert_status(CUDA_OPS->stream_synchronize(bctx, stream), GM_ERR_LAUNCH);
     assert_ok(CUDA_OPS->stream_destroy(bctx, stream));
     cuda_test_close(bctx);
 }
