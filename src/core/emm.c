@@ -18,6 +18,7 @@
  * detail; a thread-local flag notes that, so a manager failure without such
  * a detail (a plugin cannot record messages) gets one naming the manager.
  */
+#define _GNU_SOURCE /* secure_getenv */
 #include <dlfcn.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -388,7 +389,7 @@ fail_close:
 gm_status gm__mm_open(gm_context *ctx, const gm_context_options *options)
 {
     const gm_memory_manager *table = options->memory_manager;
-    const char *env = getenv("GM_MEMORY_MANAGER");
+    const char *env = secure_getenv("GM_MEMORY_MANAGER"); /* a library path: not when setuid */
     char source[512];
     void *plugin = NULL;
     gm_status status = GM_OK;

@@ -1,6 +1,7 @@
 /*
  * Loading the HSA runtime at run time and translating its status codes.
  */
+#define _GNU_SOURCE /* secure_getenv */
 #include <dlfcn.h>
 #include <stddef.h>
 #include <stdlib.h>
@@ -157,7 +158,7 @@ static gm_status resolve_symbols(gm__hsa_api *api, const char *path)
 
 gm_status gm__hsa_api_load(gm__hsa_api *api)
 {
-    const char *path = getenv(GM_HSA_RUNTIME_PATH_ENV);
+    const char *path = secure_getenv(GM_HSA_RUNTIME_PATH_ENV); /* ignored when setuid */
     gm_status status = GM_OK;
     const char *why = NULL;
 
