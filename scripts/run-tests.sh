@@ -10,7 +10,8 @@
 #   5. gcc ASan+UBSan: full suite; then the CUDA and HSA backends' suites (their
 #      driver doubles, fault sweeps included) under ASan+UBSan when their headers exist
 #   6. clang TSan: the core (its lock), host runtime and kernel suites (streams, queue, stress,
-#      simulator), and with the HSA headers the HSA and conformance suites too
+#      simulator), and with the HSA headers the HSA and conformance suites too; then the
+#      kernel suites again in a -O0 TSan build (the simulator's fiber switches)
 #   7. clang-format check of every C source
 #   8. libFuzzer smoke runs on the descriptor code and the copy engine (clang)
 # Build directories are build-ci-*; each run starts them fresh.
@@ -109,6 +110,16 @@ ninja -C build-ci-tsan -j "$jobs"
 # shellcheck disable=SC2086
 TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
     run_suite build-ci-tsan $tsan_suites
+
+# The fiber switches of the simulator at -O0, where nothing is inlined unless forced: an
+# instrumented frame returning between __tsan_switch_to_fiber and the switch crashed
+# every kernel suite there, and the -O2 build above cannot show it.
+step "6b. TSan at -O0 (the simulator's fibers)"
+CC=clang meson setup build-ci-tsan-o0 -Dtests=enabled -Db_sanitize=thread -Db_lundef=false \
+    -Dbuildtype=debug $no_images >/dev/null
+ninja -C build-ci-tsan-o0 -j "$jobs"
+TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
+    run_suite build-ci-tsan-o0 --suite kernels
 
 step "7. clang-format"
 files=$(git ls-files '*.c' '*.h' 2>/dev/null || find include src tests examples bench kernels -name '*.[ch]')

@@ -523,9 +523,10 @@ void gm_context_destroy(gm_context **ctx_p)
     *ctx_p = NULL;
     detach_live_exports(ctx);
     gm__scopes_teardown(ctx);
-    gm__streams_synchronize_all(ctx);
-    /* Streams already destroyed but still queued are not listed: wait for them too
-     * before modules still loaded are unloaded (directly, below). */
+    /* Wait for every stream's work: listed streams, streams destroyed but still queued, and
+     * those a callback destroys meanwhile (a walk of ctx->streams raced such a callback and
+     * spun on a stream it unlinked), before modules still loaded are unloaded (directly,
+     * below). An unreported error of a stream's work is logged when the stream is destroyed. */
     if (ctx->ops->device_synchronize(ctx->bctx) != GM_OK)
         gm__log(GM_LOG_WARN, "gm_context_destroy: waiting for queued device work failed: %s",
                 gm_last_error_message());

@@ -78,6 +78,25 @@ static bool kind_fits(param_class c, gm_arg_type t)
     }
 }
 
+/* The size a scalar argument of type t has (the gm_arg_* helpers' sizes); 0 for BYTES. */
+static uint32_t scalar_size(gm_arg_type t)
+{
+    switch (t) {
+    case GM_ARG_I32:
+    case GM_ARG_U32:
+    case GM_ARG_F32:
+        return 4;
+    case GM_ARG_I64:
+    case GM_ARG_U64:
+    case GM_ARG_F64:
+        return 8;
+    case GM_ARG_PTR:
+        return (uint32_t)sizeof(void *);
+    default:
+        return 0;
+    }
+}
+
 /* The number and sizes of the arguments against the signature. */
 static gm_status check_args(const char *fn, const gm_kernel *k, int nargs, const gm_arg *args)
 {
@@ -89,7 +108,9 @@ static gm_status check_args(const char *fn, const gm_kernel *k, int nargs, const
     if (nargs > 0 && args == NULL)
         return gm__error(GM_ERR_NULL_POINTER, "%s: kernel '%s': args is NULL", fn, k->name);
     for (int i = 0; i < nargs; i++) {
-        if (args[i].type < GM_ARG_I32 || args[i].type > GM_ARG_BYTES || args[i].size == 0)
+        /* a scalar's value is read from the 8-byte union: its size must be its type's */
+        if (args[i].type < GM_ARG_I32 || args[i].type > GM_ARG_BYTES || args[i].size == 0 ||
+            (args[i].type != GM_ARG_BYTES && args[i].size != scalar_size(args[i].type)))
             return gm__error(GM_ERR_INVALID_ARG,
                              "%s: kernel '%s': argument %d has type %d and size %u (make "
                              "arguments with the gm_arg_* helpers)",

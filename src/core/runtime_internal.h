@@ -385,9 +385,6 @@ gm_status gm__stream_backend(const char *fn, const gm_context *ctx, const gm_str
  */
 bool gm__in_stream_callback(void);
 
-/* Context teardown: synchronize every stream (errors logged). */
-void gm__streams_synchronize_all(gm_context *ctx);
-
 /* Context teardown: destroy created streams, unwrap external ones, free built-in wrappers. */
 void gm__streams_teardown(gm_context *ctx);
 

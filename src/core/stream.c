@@ -318,20 +318,6 @@ gm_status gm_stream_auto_synchronize_end(gm_stream *stream)
 
 /* ------------------------------------------------------------- teardown */
 
-/* Wait for every stream of the context, logging errors. */
-void gm__streams_synchronize_all(gm_context *ctx)
-{
-    /* Without ctx->lock: teardown owns the context, and a stream callback that
-     * releases an array takes that lock while we wait for it. */
-    for (gm__link *l = ctx->streams.next; l != &ctx->streams; l = l->next) {
-        gm_stream *s = GM__CONTAINER_OF(l, gm_stream, link);
-
-        if (ctx->ops->stream_synchronize(ctx->bctx, s->bstream) != GM_OK)
-            gm__log(GM_LOG_WARN, "gm_context_destroy: a stream reported: %s",
-                    gm_last_error_message());
-    }
-}
-
 /* Queue created streams, unwrap external ones, free built-in wrappers. */
 void gm__streams_teardown(gm_context *ctx)
 {

@@ -57,10 +57,19 @@ static gm_status check_table(const gm_host_table *t)
     for (int32_t i = 0; i < t->nkernels; i++) {
         const gm_host_kernel *k = t->kernels[i];
 
-        if (k != NULL && (k->abi != GM_HOST_KERNEL_ABI || k->block_fn == NULL || k->name == NULL))
+        if (k == NULL)
+            continue;
+        if (k->abi != GM_HOST_KERNEL_ABI)
             return gm__error(GM_ERR_VERSION_MISMATCH,
                              "module_load: kernel %d of the host table has ABI %u (expected %u)",
                              (int)i, (unsigned)k->abi, (unsigned)GM_HOST_KERNEL_ABI);
+        if (k->name == NULL || k->block_fn == NULL || (k->nparams > 0 && k->param_sizes == NULL))
+            return gm__error(
+                GM_ERR_INVALID_ARG,
+                "module_load: kernel %d of the host table is malformed: its %s is NULL", (int)i,
+                k->name == NULL       ? "name"
+                : k->block_fn == NULL ? "block function"
+                                      : "parameter size list");
     }
     return GM_OK;
 }

@@ -544,7 +544,7 @@ gm_status gm__host_stream_destroy(gm_backend_ctx *bctx, gm_backend_stream *strea
     pthread_join(s->thread, NULL);
     pthread_mutex_lock(&c->lock);
     if (s->sticky != GM_OK)
-        gm__log(GM_LOG_DEBUG, "stream_destroy: discarding unreported error: %s", s->sticky_message);
+        gm__log(GM_LOG_WARN, "stream_destroy: discarding unreported error: %s", s->sticky_message);
     unlink_stream_locked(c, s);
     reap_locked(c);
     pthread_mutex_unlock(&c->lock);

@@ -342,6 +342,48 @@ static void test_callback_releases(void **state)
     assert_ok(gm_test_use_cmocka_allocator(NULL));
 }
 
+/* Streams a callback destroys: its own and another one. */
+typedef struct destroy_job {
+    gm_stream *own;
+    gm_stream *other;
+} destroy_job;
+
+static void destroy_streams_callback(gm_stream *stream, gm_status status, void *user)
+{
+    destroy_job *job = user;
+    struct timespec pause = {0, 20 * 1000 * 1000}; /* the context is being destroyed by now */
+
+    (void)stream;
+    (void)status;
+    nanosleep(&pause, NULL);
+    gm_stream_destroy(&job->other);
+    gm_stream_destroy(&job->own);
+}
+
+/*
+ * A callback may destroy streams, its own included, while the context is
+ * being destroyed: the teardown returns (it used to walk the context's
+ * stream list while the callback unlinked from it, and spun forever on the
+ * unlinked stream; TSan saw the race when the stream was another one).
+ */
+static void test_callback_destroys_streams_during_teardown(void **state)
+{
+    gm_context *ctx = NULL;
+    destroy_job job = {NULL, NULL};
+
+    (void)state;
+    assert_ok(gm_set_host_allocator(NULL)); /* the worker frees */
+    assert_ok(gm_context_create(NULL, &ctx));
+    assert_ok(gm_stream_create(ctx, 0, &job.own));
+    assert_ok(gm_stream_create(ctx, GM_STREAM_NON_BLOCKING, &job.other));
+    assert_ok(gm_stream_add_callback(job.own, destroy_streams_callback, &job));
+    gm_context_destroy(&ctx);
+    assert_null(ctx);
+    assert_null(job.own);
+    assert_null(job.other);
+    assert_ok(gm_test_use_cmocka_allocator(NULL));
+}
+
 /* Every bookkeeping allocation of stream and event calls may fail. */
 static void test_injected_alloc_failures(void **state)
 {
@@ -439,6 +481,7 @@ int main(void)
         cmocka_unit_test_setup(test_auto_synchronize, test_setup),
         cmocka_unit_test_setup(test_events, test_setup),
         cmocka_unit_test_setup(test_callback_releases, test_setup),
+        cmocka_unit_test_setup(test_callback_destroys_streams_during_teardown, test_setup),
         cmocka_unit_test_setup(test_injected_alloc_failures, test_setup),
         cmocka_unit_test_setup(test_device_synchronize_fails, test_setup),
     };

@@ -118,6 +118,14 @@ static void test_argument_errors(void **state)
     assert_message_contains("argument 1 (const float *restrict b) cannot take a f64 value");
     assert_status(gm_launch(f.add, d1(1), d1(32), 0, NULL, 4, bad_bytes), GM_ERR_NULL_POINTER);
     assert_status(gm_launch(f.add, d1(1), d1(32), 0, NULL, 4, bad_type), GM_ERR_INVALID_ARG);
+    /* a scalar whose size is not its type's (its value is read from the 8-byte union) */
+    bad_type[3] = gm_arg_i64(100);
+    bad_type[3].size = 104;
+    assert_status(gm_launch(f.add, d1(1), d1(32), 0, NULL, 4, bad_type), GM_ERR_INVALID_ARG);
+    assert_message_contains("argument 3 has type 3 and size 104");
+    bad_type[3].size = 4;
+    assert_status(gm_launch(f.add, d1(1), d1(32), 0, NULL, 4, bad_type), GM_ERR_INVALID_ARG);
+    assert_message_contains("argument 3 has type 3 and size 4");
     assert_status(gm_launch(f.add, d1(1), d1(32), 0, NULL, -1, args), GM_ERR_INVALID_ARG);
     assert_status(gm_launch(f.add, d1(1), d1(32), 0, NULL, 4, NULL), GM_ERR_NULL_POINTER);
     add_teardown(&f);
@@ -273,6 +281,29 @@ static void test_module_errors(void **state)
     assert_status(gm_module_load_image(ctx, GM_IMAGE_FORMAT_HOST, &bad, sizeof bad, &m),
                   GM_ERR_VERSION_MISMATCH);
     assert_message_contains("ABI 99");
+    {
+        /* a kernel entry without a block function or a name is malformed, not another ABI */
+        gm_host_kernel broken = *kt_test_table.kernels[0];
+        const gm_host_kernel *const one[] = {&broken};
+
+        bad = kt_test_table;
+        bad.nkernels = 1;
+        bad.kernels = one;
+        broken.block_fn = NULL;
+        assert_status(gm_module_load_image(ctx, GM_IMAGE_FORMAT_HOST, &bad, sizeof bad, &m),
+                      GM_ERR_INVALID_ARG);
+        assert_message_contains("kernel 0 of the host table is malformed: its block function");
+        broken = *kt_test_table.kernels[0];
+        broken.name = NULL;
+        assert_status(gm_module_load_image(ctx, GM_IMAGE_FORMAT_HOST, &bad, sizeof bad, &m),
+                      GM_ERR_INVALID_ARG);
+        assert_message_contains("its name is NULL");
+        broken = *kt_test_table.kernels[0];
+        broken.abi = 7;
+        assert_status(gm_module_load_image(ctx, GM_IMAGE_FORMAT_HOST, &bad, sizeof bad, &m),
+                      GM_ERR_VERSION_MISMATCH);
+        bad = kt_test_table;
+    }
     assert_status(gm_module_load_image(ctx, GM_IMAGE_FORMAT_HOST, NULL, 0, &m),
                   GM_ERR_NULL_POINTER);
     assert_status(gm_module_load_image(NULL, GM_IMAGE_FORMAT_HOST, &bad, sizeof bad, &m),

@@ -180,7 +180,12 @@ static void make_context(gm__fiber *fiber)
     initial_frame(fiber, top & ~(uintptr_t)15);
 }
 
-static void raw_switch(gm__fiber *from, gm__fiber *to)
+/*
+ * Inlined even at -O0: under TSan nothing instrumented may run between
+ * __tsan_switch_to_fiber and the switch itself, and a call would enter and
+ * leave an instrumented frame there (a crash in __tsan_func_entry at -O0).
+ */
+static inline __attribute__((always_inline)) void raw_switch(gm__fiber *from, gm__fiber *to)
 {
     (void)gm__fiber_switch_asm(from->regs, to->regs, 0);
 }
@@ -203,7 +208,7 @@ static void make_context(gm__fiber *fiber)
     makecontext(&fiber->uc, ucontext_entry, 0);
 }
 
-static void raw_switch(gm__fiber *from, gm__fiber *to)
+static inline __attribute__((always_inline)) void raw_switch(gm__fiber *from, gm__fiber *to)
 {
     tls_starting = to;
     swapcontext(&from->uc, &to->uc);
@@ -212,8 +217,13 @@ static void raw_switch(gm__fiber *from, gm__fiber *to)
 
 /* ------------------------------------------------- sanitizer glue */
 
-/* Just before leaving `from` for `to`. */
-static void before_switch(gm__fiber *from, gm__fiber *to, int leaving)
+/*
+ * Just before leaving `from` for `to`. Inlined even at -O0, like raw_switch:
+ * once __tsan_switch_to_fiber has run, a return from an instrumented frame
+ * would pop the new fiber's shadow stack.
+ */
+static inline __attribute__((always_inline)) void before_switch(gm__fiber *from, gm__fiber *to,
+                                                                int leaving)
 {
     tls_switch_from = from;
 #if defined(GM__ASAN)
