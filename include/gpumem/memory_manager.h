@@ -27,7 +27,9 @@
  * host-memory pair memhostalloc/memhostfree and the registration pair
  * mempin/memunpin, both or neither of each (NULL: gpumem manages host memory
  * itself, like Numba's HostOnlyCUDAMemoryManager); get_ipc_handle (NULL: the
- * driver's handle of the allocation, like Numba's GetIpcHandleMixin);
+ * driver's handle of the allocation, like Numba's GetIpcHandleMixin; on CUDA
+ * that needs memalloc's pointer to start a driver allocation, so a manager
+ * that suballocates makes its own, or gets GM_ERR_UNSUPPORTED);
  * initialize, reset and the defer_cleanup_begin/end pair (NULL: nothing to do).
  *
  * Deallocation (Numba: "the EMM implements the deallocation strategy"): when

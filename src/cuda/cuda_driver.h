@@ -68,6 +68,7 @@
     X(cuMemHostUnregister, NULL, GM_CUDA_REQUIRED)                              \
     X(cuMemAllocManaged, NULL, GM_CUDA_REQUIRED)                                \
     X(cuPointerGetAttribute, NULL, GM_CUDA_REQUIRED)                            \
+    X(cuMemGetAddressRange, NULL, GM_CUDA_REQUIRED)                             \
     X(cuIpcGetMemHandle, NULL, GM_CUDA_REQUIRED)                                \
     X(cuIpcOpenMemHandle, "cuIpcOpenMemHandle", GM_CUDA_REQUIRED)               \
     X(cuIpcCloseMemHandle, NULL, GM_CUDA_REQUIRED)                              \

@@ -225,6 +225,8 @@ gm_status gm__cuda_ipc_get_handle(gm_backend_ctx *bctx, gm_devptr ptr, void *han
                                   size_t handle_bytes)
 {
     CUipcMemHandle ipc;
+    CUdeviceptr base = 0;
+    size_t size = 0;
     gm_status status = GM_OK;
 
     if (handle == NULL || handle_bytes < sizeof(ipc))
@@ -233,6 +235,17 @@ gm_status gm__cuda_ipc_get_handle(gm_backend_ctx *bctx, gm_devptr ptr, void *han
                          handle == NULL ? (size_t)0 : handle_bytes);
     memset(&ipc, 0, sizeof(ipc));
     status = gm__cuda_enter(bctx);
+    if (status == GM_OK)
+        status = GM_CUDA_CALL(&bctx->drv, cuMemGetAddressRange, &base, &size, (CUdeviceptr)ptr);
+    /* The handle names the whole driver allocation and opens at its start: a pointer inside
+     * one (a memory manager's suballocation) would open at the wrong address. */
+    if (status == GM_OK && base != (CUdeviceptr)ptr)
+        return gm__error(GM_ERR_UNSUPPORTED,
+                         "cuda ipc_get_handle: 0x%llx is %llu bytes into a driver allocation of "
+                         "%zu bytes at 0x%llx; its handle would open at the allocation's start "
+                         "(a memory manager that suballocates must make its own IPC handles)",
+                         (unsigned long long)ptr, (unsigned long long)(ptr - base), size,
+                         (unsigned long long)base);
     if (status == GM_OK)
         status = GM_CUDA_CALL(&bctx->drv, cuIpcGetMemHandle, &ipc, (CUdeviceptr)ptr);
     if (status != GM_OK)

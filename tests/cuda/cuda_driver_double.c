@@ -837,6 +837,24 @@ CUresult CUDAAPI cuPointerGetAttribute(void *data, CUpointer_attribute attribute
     return CUDA_SUCCESS;
 }
 
+CUresult CUDAAPI cuMemGetAddressRange(CUdeviceptr *pbase, size_t *psize, CUdeviceptr dptr)
+{
+    alloc *a = NULL;
+    CUresult rc = enter(__func__, NEED_CONTEXT);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    a = containing((uintptr_t)dptr, 1, 1);
+    if (a == NULL)
+        return violation(CUDA_ERROR_NOT_FOUND, "cuMemGetAddressRange: 0x%llx is not allocated",
+                         (unsigned long long)dptr);
+    if (pbase != NULL)
+        *pbase = (CUdeviceptr)a->base;
+    if (psize != NULL)
+        *psize = a->bytes;
+    return CUDA_SUCCESS;
+}
+
 CUresult CUDAAPI cuIpcGetMemHandle(CUipcMemHandle *pHandle, CUdeviceptr dptr)
 {
     alloc *a = NULL;

@@ -402,6 +402,11 @@ static void test_ipc(void **state)
     (void)state;
     assert_ok(CUDA_OPS->mem_alloc(bctx, 1024, &device));
     assert_status(CUDA_OPS->ipc_get_handle(bctx, device, handle, 16), GM_ERR_INVALID_ARG);
+    /* a handle names a whole driver allocation: a pointer inside one is refused, not opened
+     * at the allocation's start */
+    assert_status(CUDA_OPS->ipc_get_handle(bctx, device + 256, handle, sizeof(handle)),
+                  GM_ERR_UNSUPPORTED);
+    assert_message_contains("is 256 bytes into a driver allocation of 1024 bytes");
     assert_ok(CUDA_OPS->ipc_get_handle(bctx, device, handle, sizeof(handle)));
     assert_status(CUDA_OPS->ipc_open(bctx, handle, 8, &opened), GM_ERR_INVALID_ARG);
     assert_ok(CUDA_OPS->ipc_open(bctx, handle, sizeof(handle), &opened));
