@@ -537,6 +537,7 @@ void gm_context_destroy(gm_context **ctx_p)
     gm__dealloc_queue_teardown(ctx);
     gm__mm_reset(ctx);
     ctx->ops->fini(ctx->bctx);
+    gm__streams_free_callbacks(ctx);
     gm__mm_unload(ctx);
     pthread_mutex_destroy(&ctx->lock);
     gm__free(ctx);

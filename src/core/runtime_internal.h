@@ -264,6 +264,7 @@ struct gm_context {
     gm__link events;      /* gm_event.link */
     gm__link scopes;      /* gm_host_scope.link */
     gm__link exports;     /* live DLPack exports (dlpack.c); guarded by dlpack.c's global lock */
+    void *done_callbacks; /* finished stream-callback trampolines (stream.c); queue.lock */
 };
 
 /* Whether this build has the backend of `kind` (host always). */
@@ -387,6 +388,8 @@ bool gm__in_stream_callback(void);
 
 /* Context teardown: destroy created streams, unwrap external ones, free built-in wrappers. */
 void gm__streams_teardown(gm_context *ctx);
+/* After the backend is gone: free the finished stream-callback trampolines. */
+void gm__streams_free_callbacks(gm_context *ctx);
 
 struct gm_event {
     gm__link link; /* in ctx->events */

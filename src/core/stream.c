@@ -8,13 +8,20 @@
 
 #include "runtime_internal.h"
 
-/* A gm_stream_callback and its arguments, carried through the backend callback. */
+/*
+ * A gm_stream_callback and its arguments, carried through the backend
+ * callback. Once the callback has run, the trampoline goes on its context's
+ * list of finished ones (a worker thread must not free: a user's allocator
+ * may be single-threaded); the next gm_stream_add_callback reuses one and
+ * frees the rest, and context teardown frees what is left. It is internal
+ * bookkeeping, not a deallocation: it never counts in the queue.
+ */
 typedef struct callback_trampoline {
     gm_context *ctx;   /* not read through `stream`: a wrapper may be gone by then */
     gm_stream *stream; /* only passed on to fn */
     gm_stream_callback fn;
     void *user;
-    gm__dealloc_entry *entry; /* frees this trampoline through the queue */
+    struct callback_trampoline *next_done; /* in ctx->done_callbacks */
 } callback_trampoline;
 
 /* Set while this thread runs a user's stream callback. */
@@ -243,20 +250,45 @@ gm_status gm_stream_query(gm_stream *stream)
     return stream->ctx->ops->stream_query(stream->ctx->bctx, stream->bstream);
 }
 
-/* Backend callback: call the user's function, then queue the trampoline's release. */
+/* Backend callback: call the user's function, then list the trampoline as finished. */
 static void trampoline_cb(gm_status status, void *user)
 {
     callback_trampoline *t = user;
     gm_context *ctx = t->ctx;
-    gm__dealloc_entry *entry = t->entry;
 
     tls_in_callback = true;
     t->fn(t->stream, status, t->user);
     tls_in_callback = false;
-    gm__dealloc_enqueue_no_flush(ctx, entry);
+    gm__lock_take(&ctx->queue.lock);
+    t->next_done = ctx->done_callbacks;
+    ctx->done_callbacks = t;
+    gm__lock_give(&ctx->queue.lock);
 }
 
-/* Queue a user callback through a trampoline that the queue frees later. */
+/* Take the finished trampolines off the context's list. */
+static callback_trampoline *take_done(gm_context *ctx)
+{
+    callback_trampoline *done = NULL;
+
+    gm__lock_take(&ctx->queue.lock);
+    done = ctx->done_callbacks;
+    ctx->done_callbacks = NULL;
+    gm__lock_give(&ctx->queue.lock);
+    return done;
+}
+
+/* Free a list of finished trampolines. */
+static void free_done(callback_trampoline *done)
+{
+    while (done != NULL) {
+        callback_trampoline *next = done->next_done;
+
+        gm__free(done);
+        done = next;
+    }
+}
+
+/* Queue a user callback through a trampoline (a finished one reused, the others freed). */
 gm_status gm_stream_add_callback(gm_stream *stream, gm_stream_callback fn, void *user)
 {
     static const char name[] = "gm_stream_add_callback";
@@ -267,24 +299,25 @@ gm_status gm_stream_add_callback(gm_stream *stream, gm_stream_callback fn, void 
         status = gm__error(GM_ERR_NULL_POINTER, "%s: fn is NULL", name);
     if (status != GM_OK)
         return status;
-    t = gm__calloc(1, sizeof(*t));
+    t = take_done(stream->ctx);
+    if (t != NULL)
+        free_done(t->next_done);
+    else
+        t = gm__malloc(sizeof(*t));
     if (t == NULL)
         return gm__error(GM_ERR_NO_MEMORY, "%s: out of host memory", name);
-    status = gm__dealloc_entry_create(name, GM__DEALLOC_HOST_COPY, &t->entry);
-    if (status != GM_OK)
-        goto fail_trampoline;
-    *t = (callback_trampoline){stream->ctx, stream, fn, user, t->entry};
-    t->entry->handle = t;
+    *t = (callback_trampoline){stream->ctx, stream, fn, user, NULL};
     status =
         stream->ctx->ops->stream_add_callback(stream->ctx->bctx, stream->bstream, trampoline_cb, t);
     if (status != GM_OK)
-        goto fail_entry;
-    return GM_OK;
-fail_entry:
-    gm__dealloc_entry_discard(t->entry);
-fail_trampoline:
-    gm__free(t);
+        gm__free(t);
     return status;
+}
+
+/* Context teardown, after the backend is gone: free the finished trampolines. */
+void gm__streams_free_callbacks(gm_context *ctx)
+{
+    free_done(take_done(ctx));
 }
 
 /* Open an auto_synchronize scope (atomic nesting counter). */
