@@ -3,7 +3,11 @@
  * an atomic counter by the calling thread and by the pool's threads, each
  * running its blocks with gm__sim_run_blocks. The pool is process-wide,
  * started on the first launch with more than one block, and sized to the
- * online CPUs minus one (the caller works too), or GM_SIM_THREADS - 1.
+ * online CPUs minus one (the caller works too), or GM_SIM_THREADS - 1. Its
+ * threads are stopped and joined when the library is unloaded or the
+ * process exits (a destructor), so that dlclose never leaves a thread
+ * running unmapped code and leak checkers see no thread left behind; a
+ * launch after that runs on the calling thread alone.
  *
  * The first failing block stops the launch: no new block starts, the
  * blocks already running finish, and its detail is returned.
@@ -11,6 +15,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -50,7 +55,10 @@ static struct {
     pthread_cond_t work;
     sim_job *jobs;
     unsigned threads; /* pool threads started */
-} pool = {PTHREAD_ONCE_INIT, PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, NULL, 0};
+    bool stopping;    /* the destructor asked the threads to end */
+    pthread_t ids[SIM_MAX_THREADS];
+} pool = {
+    PTHREAD_ONCE_INIT, PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, NULL, 0, false, {0}};
 
 unsigned gm__sim_thread_count(void)
 {
@@ -141,8 +149,10 @@ static void *pool_main(void *arg)
     (void)arg;
     pthread_mutex_lock(&pool.lock);
     for (;;) {
-        sim_job *job = find_work();
+        sim_job *job = pool.stopping ? NULL : find_work();
 
+        if (job == NULL && pool.stopping)
+            break;
         if (job == NULL) {
             pthread_cond_wait(&pool.work, &pool.lock);
             continue;
@@ -154,6 +164,7 @@ static void *pool_main(void *arg)
         if (--job->helpers == 0)
             pthread_cond_broadcast(&job->idle);
     }
+    pthread_mutex_unlock(&pool.lock);
     return NULL;
 }
 
@@ -161,19 +172,23 @@ static void *pool_main(void *arg)
 static void pool_start(void)
 {
     unsigned want = gm__sim_thread_count() - 1u;
-    pthread_attr_t attr;
 
-    if (want == 0 || pthread_attr_init(&attr) != 0)
-        return;
-    (void)pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-    for (unsigned i = 0; i < want; i++) {
-        pthread_t thread;
-
-        if (pthread_create(&thread, &attr, pool_main, NULL) != 0)
+    for (unsigned i = 0; i < want && i < SIM_MAX_THREADS; i++) {
+        if (pthread_create(&pool.ids[i], NULL, pool_main, NULL) != 0)
             break;
         pool.threads++;
     }
-    pthread_attr_destroy(&attr);
+}
+
+/* Library unload or process exit: end the pool threads (between jobs) and join them. */
+static void __attribute__((destructor)) pool_stop(void)
+{
+    pthread_mutex_lock(&pool.lock);
+    pool.stopping = true;
+    pthread_cond_broadcast(&pool.work);
+    pthread_mutex_unlock(&pool.lock);
+    for (unsigned i = 0; i < pool.threads; i++)
+        (void)pthread_join(pool.ids[i], NULL);
 }
 
 static void job_unlink(sim_job *job)

@@ -1,0 +1,155 @@
+/*
+ * Unloading the library after multi-block launches: dlopen libgpumem (path
+ * in argv[1]), run a launch whose blocks the simulator's pool threads help
+ * with, destroy the context, dlclose. The pool's threads must be gone then
+ * (the library's destructor stops and joins them): before, they stayed
+ * parked in unmapped code and crashed the process now and then, and leak
+ * checkers reported their memory. Checked by counting this process's
+ * threads in /proc/self/task: one (the main thread) after dlclose.
+ * Not a cmocka test: the program must not link the library it unloads.
+ */
+#include <dirent.h>
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <gpumem/gpumem.h>
+
+#define SKIP 77
+
+/* ThreadSanitizer starts a thread of its own once the program has threads. */
+#if defined(__SANITIZE_THREAD__)
+#define UNDER_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define UNDER_TSAN 1
+#endif
+#endif
+
+typedef gm_status (*context_create_fn)(const gm_context_options *, gm_context **);
+typedef void (*context_destroy_fn)(gm_context **);
+typedef gm_status (*device_array_fn)(gm_context *, int, const int64_t *, gm_dtype, gm_order,
+                                     gm_array **);
+typedef void (*array_release_fn)(gm_array **);
+typedef const gm_ndview *(*array_view_fn)(const gm_array *);
+typedef gm_status (*kernel_find_fn)(gm_context *, const char *, gm_kernel **);
+typedef gm_status (*launch_fn)(gm_kernel *, gm_dim3, gm_dim3, size_t, gm_stream *, int,
+                               const gm_arg *);
+
+/* Threads of this process, or -1. */
+static int thread_count(void)
+{
+    DIR *d = opendir("/proc/self/task");
+    struct dirent *e = NULL;
+    int n = 0;
+
+    if (d == NULL)
+        return -1;
+    while ((e = readdir(d)) != NULL)
+        n += e->d_name[0] != '.';
+    closedir(d);
+    return n;
+}
+
+/* Look a function up into *fn_p (through memcpy: ISO C has no object-to-function cast). */
+static void sym(void *lib, const char *name, void *fn_p, size_t fn_bytes)
+{
+    void *p = dlsym(lib, name);
+
+    if (p == NULL || fn_bytes != sizeof(p)) {
+        fprintf(stderr, "test_unload: %s not found: %s\n", name, dlerror());
+        exit(1);
+    }
+    memcpy(fn_p, &p, fn_bytes);
+}
+
+#define SYM(lib, name, fn) sym((lib), (name), &(fn), sizeof(fn))
+
+/* A pointer argument at a device array's first element. */
+static gm_arg array_arg(array_view_fn view, const gm_array *a)
+{
+    const gm_ndview *v = view(a);
+
+    return gm_arg_ptr((char *)v->data + v->offset);
+}
+
+int main(int argc, char **argv)
+{
+    const int64_t n = 1 << 16;
+    void *lib = NULL;
+    gm_context *ctx = NULL;
+    gm_array *x = NULL, *y = NULL, *out = NULL;
+    gm_kernel *add = NULL;
+    int threads = 0;
+
+#if defined(UNDER_TSAN)
+    fprintf(stderr, "test_unload: skipped under ThreadSanitizer (its own thread is counted)\n");
+    return SKIP;
+#endif
+    if (argc < 2 || thread_count() != 1) {
+        fprintf(stderr, "test_unload: needs the library path and /proc/self/task\n");
+        return SKIP;
+    }
+    setenv("GM_BACKEND", "host", 1);
+    setenv("GM_SIM_THREADS", "4", 1); /* three pool threads, whatever the machine */
+    lib = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);
+    if (lib == NULL) {
+        fprintf(stderr, "test_unload: dlopen %s: %s\n", argv[1], dlerror());
+        return 1;
+    }
+    {
+        context_create_fn create = NULL;
+        context_destroy_fn destroy = NULL;
+        device_array_fn device_array = NULL;
+        array_release_fn release = NULL;
+        array_view_fn view = NULL;
+        kernel_find_fn find = NULL;
+        launch_fn launch = NULL;
+        gm_arg args[4];
+
+        SYM(lib, "gm_context_create", create);
+        SYM(lib, "gm_context_destroy", destroy);
+        SYM(lib, "gm_device_array", device_array);
+        SYM(lib, "gm_array_release", release);
+        SYM(lib, "gm_array_view", view);
+        SYM(lib, "gm_kernel_find", find);
+        SYM(lib, "gm_launch", launch);
+        if (create(NULL, &ctx) != GM_OK || device_array(ctx, 1, &n, GM_FLOAT32, GM_ORDER_C, &x) ||
+            device_array(ctx, 1, &n, GM_FLOAT32, GM_ORDER_C, &y) ||
+            device_array(ctx, 1, &n, GM_FLOAT32, GM_ORDER_C, &out) ||
+            find(ctx, "add_f32", &add) != GM_OK) {
+            fprintf(stderr, "test_unload: setting up failed\n");
+            return 1;
+        }
+        args[0] = array_arg(view, x);
+        args[1] = array_arg(view, y);
+        args[2] = array_arg(view, out);
+        args[3] = gm_arg_i64(n);
+        if (launch(add, gm_dim3_make(256, 1, 1), gm_dim3_make(256, 1, 1), 0, NULL, 4, args) !=
+            GM_OK) {
+            fprintf(stderr, "test_unload: the launch failed\n");
+            return 1;
+        }
+        threads = thread_count();
+        release(&x);
+        release(&y);
+        release(&out);
+        destroy(&ctx);
+    }
+    if (threads < 2) {
+        fprintf(stderr, "test_unload: no pool thread ran the launch (%d threads)\n", threads);
+        return 1;
+    }
+    if (dlclose(lib) != 0) {
+        fprintf(stderr, "test_unload: dlclose: %s\n", dlerror());
+        return 1;
+    }
+    threads = thread_count();
+    if (threads != 1) {
+        fprintf(stderr, "test_unload: %d threads left after dlclose (expected 1)\n", threads);
+        return 1;
+    }
+    printf("test_unload: pool threads joined at unload\n");
+    return 0;
+}
