@@ -372,7 +372,10 @@ typedef struct gm_strided_layout {
  * Checks, before anything runs: every grid and block extent >= 1 and within
  * the device's limits, threads per block within the device's and the
  * kernel's limit, static + dynamic shared memory within the device's limit
- * (GM_ERR_INVALID_ARG naming the value and the limit); nargs equal to the
+ * (GM_ERR_INVALID_ARG naming the value and the limit; the simulator does not
+ * know a host kernel's static shared memory, static_shared_bytes 0, so there
+ * only the dynamic part is checked: a kernel whose GM_SHARED_ARRAYs exceed
+ * the GPU's limit runs on the simulator and fails on a GPU); nargs equal to the
  * kernel's parameter count and each argument's size (and, where the kernel's
  * parameter types are known, kind: pointer, integer or float) matching its
  * parameter (GM_ERR_INVALID_ARG quoting the signature). Argument values are
