@@ -526,10 +526,11 @@ void gm_context_destroy(gm_context **ctx_p)
     /* Wait for every stream's work: listed streams, streams destroyed but still queued, and
      * those a callback destroys meanwhile (a walk of ctx->streams raced such a callback and
      * spun on a stream it unlinked), before modules still loaded are unloaded (directly,
-     * below). An unreported error of a stream's work is logged when the stream is destroyed. */
+     * below); then log the errors the listed streams still hold. */
     if (ctx->ops->device_synchronize(ctx->bctx) != GM_OK)
         gm__log(GM_LOG_WARN, "gm_context_destroy: waiting for queued device work failed: %s",
                 gm_last_error_message());
+    gm__streams_report_errors(ctx);
     gm__kernels_context_teardown(ctx);
     release_live_arrays(ctx);
     gm__events_teardown(ctx);

@@ -387,6 +387,8 @@ gm_status gm__stream_backend(const char *fn, const gm_context *ctx, const gm_str
 bool gm__in_stream_callback(void);
 
 /* Context teardown: destroy created streams, unwrap external ones, free built-in wrappers. */
+/* Context teardown, once the streams are idle: log the errors they still hold. */
+void gm__streams_report_errors(gm_context *ctx);
 void gm__streams_teardown(gm_context *ctx);
 /* After the backend is gone: free the finished stream-callback trampolines. */
 void gm__streams_free_callbacks(gm_context *ctx);

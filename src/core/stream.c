@@ -11,9 +11,10 @@
 /*
  * A gm_stream_callback and its arguments, carried through the backend
  * callback. Once the callback has run, the trampoline goes on its context's
- * list of finished ones (a worker thread must not free: a user's allocator
+ * list of finished ones (the worker does not free it: a user's allocator
  * may be single-threaded); the next gm_stream_add_callback reuses one and
- * frees the rest, and context teardown frees what is left. It is internal
+ * frees the rest (on a worker only when a callback itself adds a callback),
+ * and context teardown frees what is left. It is internal
  * bookkeeping, not a deallocation: it never counts in the queue.
  */
 typedef struct callback_trampoline {
@@ -350,6 +351,34 @@ gm_status gm_stream_auto_synchronize_end(gm_stream *stream)
 }
 
 /* ------------------------------------------------------------- teardown */
+
+/*
+ * Context teardown, after its device_synchronize: take and log the errors
+ * the built-in streams still hold (a created stream's destroy logs its own;
+ * a wrapped one's belong to its owner). Their backend streams live until
+ * the backend's fini, so they are synchronized without ctx->lock, which a
+ * callback may need meanwhile. At most BUILTIN_REPORTED of them.
+ */
+#define BUILTIN_REPORTED 16
+void gm__streams_report_errors(gm_context *ctx)
+{
+    gm_backend_stream *builtin[BUILTIN_REPORTED];
+    size_t n = 0;
+
+    pthread_mutex_lock(&ctx->lock);
+    for (gm__link *l = ctx->streams.next; l != &ctx->streams && n < BUILTIN_REPORTED; l = l->next) {
+        const gm_stream *s = GM__CONTAINER_OF(l, gm_stream, link);
+
+        if (s->kind == GM__STREAM_BUILTIN)
+            builtin[n++] = s->bstream;
+    }
+    pthread_mutex_unlock(&ctx->lock);
+    for (size_t i = 0; i < n; i++) {
+        if (ctx->ops->stream_synchronize(ctx->bctx, builtin[i]) != GM_OK)
+            gm__log(GM_LOG_WARN, "gm_context_destroy: a built-in stream reported: %s",
+                    gm_last_error_message());
+    }
+}
 
 /* Queue created streams, unwrap external ones, free built-in wrappers. */
 void gm__streams_teardown(gm_context *ctx)

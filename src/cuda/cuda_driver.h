@@ -98,6 +98,7 @@
     X(cuStreamQuery, NULL, GM_CUDA_REQUIRED)                                    \
     X(cuStreamWaitEvent, NULL, GM_CUDA_REQUIRED)                                \
     X(cuStreamAddCallback, NULL, GM_CUDA_REQUIRED)                              \
+    X(cuStreamIsCapturing, NULL, GM_CUDA_OPTIONAL)                              \
     X(cuEventCreate, NULL, GM_CUDA_REQUIRED)                                    \
     X(cuEventDestroy, NULL, GM_CUDA_REQUIRED)                                   \
     X(cuEventRecord, NULL, GM_CUDA_REQUIRED)                                    \

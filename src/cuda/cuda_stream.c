@@ -210,6 +210,21 @@ static void CUDA_CB run_host_call(CUstream handle, CUresult result, void *data)
     gm__free(call);
 }
 
+/*
+ * Whether the stream is capturing into a graph: cuStreamAddCallback is not
+ * allowed then (and would invalidate the capture), and a captured host step
+ * would run at every replay while its bookkeeping is freed after the first.
+ * Unknown (no cuStreamIsCapturing, or a failing query) counts as no.
+ */
+static bool capturing(gm_backend_ctx *bctx, const gm_backend_stream *stream)
+{
+    CUstreamCaptureStatus capture = CU_STREAM_CAPTURE_STATUS_NONE;
+
+    return bctx->drv.cuStreamIsCapturing != NULL &&
+           bctx->drv.cuStreamIsCapturing(stream->handle, &capture) == CUDA_SUCCESS &&
+           capture != CU_STREAM_CAPTURE_STATUS_NONE;
+}
+
 /* Queue a host_call on the stream; on failure it is freed and nothing will run. */
 static gm_status launch_host_call(gm_backend_ctx *bctx, gm_backend_stream *stream,
                                   const host_call *proto)
@@ -224,6 +239,10 @@ static gm_status launch_host_call(gm_backend_ctx *bctx, gm_backend_stream *strea
         return gm__error(GM_ERR_NO_MEMORY, "cuda: out of host memory for a stream callback");
     *call = *proto;
     status = gm__cuda_enter(bctx);
+    if (status == GM_OK && capturing(bctx, stream))
+        status = gm__error(GM_ERR_UNSUPPORTED,
+                           "cuda: the stream is being captured into a CUDA graph; stream callbacks "
+                           "and gpumem's host steps cannot be captured (they run once)");
     if (status == GM_OK)
         status =
             GM_CUDA_CALL(&bctx->drv, cuStreamAddCallback, stream->handle, run_host_call, call, 0);

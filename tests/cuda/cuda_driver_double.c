@@ -127,6 +127,7 @@ static struct {
     double clock_ms;
     unsigned last_launch_shared;
     CUresult callback_status; /* what cuStreamAddCallback's functions are given */
+    int capturing;            /* what cuStreamIsCapturing reports (gm_cuda_double_set_capturing) */
 } S = {.device_count = 1,
        .device_memory = DEFAULT_MEMORY,
        .pinned_memory = DEFAULT_MEMORY,
@@ -1328,6 +1329,25 @@ CUresult CUDAAPI cuStreamAddCallback(CUstream hStream, CUstreamCallback callback
 void gm_cuda_double_set_callback_status(CUresult status)
 {
     S.callback_status = status;
+}
+
+CUresult CUDAAPI cuStreamIsCapturing(CUstream hStream, CUstreamCaptureStatus *captureStatus)
+{
+    CUresult rc = enter(__func__, NEED_CONTEXT);
+
+    if (rc == CUDA_SUCCESS)
+        rc = valid_stream(__func__, hStream);
+    if (rc == CUDA_SUCCESS && captureStatus == NULL)
+        rc = violation(CUDA_ERROR_INVALID_VALUE, "cuStreamIsCapturing: NULL captureStatus");
+    if (rc == CUDA_SUCCESS)
+        *captureStatus =
+            S.capturing ? CU_STREAM_CAPTURE_STATUS_ACTIVE : CU_STREAM_CAPTURE_STATUS_NONE;
+    return rc;
+}
+
+void gm_cuda_double_set_capturing(int capturing)
+{
+    S.capturing = capturing;
 }
 
 CUresult CUDAAPI cuEventCreate(CUevent *phEvent, unsigned int Flags)

@@ -67,6 +67,9 @@ void gm_cuda_double_fail(const char *symbol, long n, CUresult result);
 /* The status cuStreamAddCallback's functions receive from now on (reset: CUDA_SUCCESS). */
 void gm_cuda_double_set_callback_status(CUresult status);
 
+/* Whether cuStreamIsCapturing reports every stream as capturing (reset: no). */
+void gm_cuda_double_set_capturing(int capturing);
+
 /* The call log since the last reset or clear: count, and the symbol of call i (0-based). */
 long gm_cuda_double_call_count(void);
 const char *gm_cuda_double_call_name(long i);

@@ -348,6 +348,7 @@ static void test_host_functions(void **state)
     gm_backend_stream *stream = NULL;
     gm_backend_stream *def = NULL;
     int calls = 0;
+    long before = 0;
 
     (void)state;
     work_runs = cleanup_runs = 0;
@@ -390,6 +391,19 @@ static void test_host_functions(void **state)
     assert_int_equal(cleanup_runs, 3);
     gm_cuda_double_set_callback_status(CUDA_SUCCESS);
     assert_status(CUDA_OPS->stream_synchronize(bctx, stream), GM_ERR_LAUNCH);
+
+    /* a stream capturing into a graph: refused before the driver is asked, nothing runs */
+    gm_cuda_double_set_capturing(1);
+    before = gm_cuda_double_count_calls("cuStreamAddCallback");
+    assert_status(CUDA_OPS->stream_add_callback(bctx, stream, on_callback, &calls),
+                  GM_ERR_UNSUPPORTED);
+    assert_message_contains("captured into a CUDA graph");
+    assert_status(CUDA_OPS->stream_enqueue_host(bctx, stream, host_work, NULL, host_cleanup),
+                  GM_ERR_UNSUPPORTED);
+    assert_int_equal(gm_cuda_double_count_calls("cuStreamAddCallback"), before);
+    assert_int_equal(calls, 3);
+    assert_int_equal(cleanup_runs, 3);
+    gm_cuda_double_set_capturing(0);
     assert_ok(CUDA_OPS->stream_destroy(bctx, stream));
     cuda_test_close(bctx);
 }

@@ -379,6 +379,34 @@ static void test_callbacks_not_queued(void **state)
     gm_context_destroy(&ctx);
 }
 
+/* Host work that fails. */
+static gm_status failing_work(void *user)
+{
+    (void)user;
+    return gm__error(GM_ERR_LAUNCH, "injected host-work failure");
+}
+
+/*
+ * An error a built-in stream still holds at context teardown is logged (a
+ * created stream's destroy logs its own; nothing destroys a built-in one).
+ */
+static void test_teardown_reports_builtin_stream_error(void **state)
+{
+    gm_context *ctx = NULL;
+    gm_stream *def = NULL;
+
+    (void)state;
+    assert_ok(gm_context_create(NULL, &ctx));
+    def = gm_default_stream(ctx);
+    assert_non_null(def);
+    assert_ok(ctx->ops->stream_enqueue_host(ctx->bctx, def->bstream, failing_work, NULL, NULL));
+    rt_log_capture(GM_LOG_WARN);
+    gm_context_destroy(&ctx);
+    rt_log_stop();
+    assert_true(rt_log_contains(GM_LOG_WARN, "gm_context_destroy: a built-in stream reported"));
+    assert_true(rt_log_contains(GM_LOG_WARN, "injected host-work failure"));
+}
+
 /* Streams a callback destroys: its own and another one. */
 typedef struct destroy_job {
     gm_stream *own;
@@ -519,6 +547,7 @@ int main(void)
         cmocka_unit_test_setup(test_events, test_setup),
         cmocka_unit_test_setup(test_callback_releases, test_setup),
         cmocka_unit_test_setup(test_callbacks_not_queued, test_setup),
+        cmocka_unit_test_setup(test_teardown_reports_builtin_stream_error, test_setup),
         cmocka_unit_test_setup(test_callback_destroys_streams_during_teardown, test_setup),
         cmocka_unit_test_setup(test_injected_alloc_failures, test_setup),
         cmocka_unit_test_setup(test_device_synchronize_fails, test_setup),

@@ -5,7 +5,8 @@
  * (the library's destructor stops and joins them): before, they stayed
  * parked in unmapped code and crashed the process now and then, and leak
  * checkers reported their memory. Checked by counting this process's
- * threads in /proc/self/task: one (the main thread) after dlclose.
+ * threads in /proc/self/task: one (the main thread) after dlclose. A fork
+ * child of the process, which has none of the pool's threads, exits cleanly.
  * Not a cmocka test: the program must not link the library it unloads.
  */
 #include <dirent.h>
@@ -13,6 +14,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <gpumem/gpumem.h>
 
@@ -140,6 +144,23 @@ int main(int argc, char **argv)
     if (threads < 2) {
         fprintf(stderr, "test_unload: no pool thread ran the launch (%d threads)\n", threads);
         return 1;
+    }
+    {
+        /* A fork child has none of the pool's threads: its exit must not join them (a join
+         * of the parent's thread ids crashed or hung the child). */
+        int wstatus = 0;
+        pid_t child = fork();
+
+        if (child == 0) {
+            alarm(20); /* a hang fails the test instead of stalling it */
+            exit(0);   /* runs the library's destructor */
+        }
+        if (child < 0 || waitpid(child, &wstatus, 0) != child || !WIFEXITED(wstatus) ||
+            WEXITSTATUS(wstatus) != 0) {
+            fprintf(stderr, "test_unload: the fork child's exit failed (status 0x%x)\n",
+                    (unsigned)wstatus);
+            return 1;
+        }
     }
     if (dlclose(lib) != 0) {
         fprintf(stderr, "test_unload: dlclose: %s\n", dlerror());

@@ -7,7 +7,10 @@
  * threads are stopped and joined when the library is unloaded or the
  * process exits (a destructor), so that dlclose never leaves a thread
  * running unmapped code and leak checkers see no thread left behind; a
- * launch after that runs on the calling thread alone.
+ * launch after that runs on the calling thread alone. A fork child has none
+ * of the parent's pool threads: an atfork handler forgets them (and resets
+ * the lock a parent thread may have held), so the child's launches run on
+ * its calling thread and its exit joins nothing.
  *
  * The first failing block stops the launch: no new block starts, the
  * blocks already running finish, and its detail is returned.
@@ -168,11 +171,22 @@ static void *pool_main(void *arg)
     return NULL;
 }
 
+/* In a fork child: the pool's threads stayed in the parent. */
+static void pool_forget_in_child(void)
+{
+    (void)pthread_mutex_init(&pool.lock, NULL);
+    (void)pthread_cond_init(&pool.work, NULL);
+    pool.jobs = NULL;
+    pool.threads = 0;
+}
+
 /* Start the pool threads (once); a thread that cannot start is simply missing. */
 static void pool_start(void)
 {
     unsigned want = gm__sim_thread_count() - 1u;
 
+    if (want == 0 || pthread_atfork(NULL, NULL, pool_forget_in_child) != 0)
+        return;
     for (unsigned i = 0; i < want && i < SIM_MAX_THREADS; i++) {
         if (pthread_create(&pool.ids[i], NULL, pool_main, NULL) != 0)
             break;
