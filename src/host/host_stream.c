@@ -175,11 +175,15 @@ static bool clear_before(const host_stream *s, uint64_t ticket)
     return s->head == NULL || s->head->ticket > ticket;
 }
 
-/* Whether every blocking stream other than `skip` is clear before `ticket`. */
-static bool blocking_clear(const host_ctx *c, uint64_t ticket, const host_stream *skip)
+/*
+ * Whether every stream other than `skip` (only the blocking ones when
+ * `only_blocking`) has finished its items with a ticket below `ticket`.
+ */
+static bool streams_clear(const host_ctx *c, uint64_t ticket, const host_stream *skip,
+                          bool only_blocking)
 {
     for (const host_stream *s = c->streams; s != NULL; s = s->next) {
-        if (s != skip && is_blocking(c, s) && !clear_before(s, ticket))
+        if (s != skip && (!only_blocking || is_blocking(c, s)) && !clear_before(s, ticket))
             return false;
     }
     return true;
@@ -191,7 +195,7 @@ static bool work_ready(const host_ctx *c, const host_stream *s, const host_work 
     if (w->wait != NULL && !w->wait->done)
         return false;
     if (s == c->legacy_stream)
-        return blocking_clear(c, w->ticket, s);
+        return streams_clear(c, w->ticket, s, true);
     if (is_blocking(c, s) && c->legacy_stream != NULL)
         return clear_before(c->legacy_stream, w->ticket);
     return true;
@@ -220,7 +224,13 @@ void gm__host_submit(host_ctx *c, gm_backend_stream *stream, host_work *w)
     pthread_mutex_unlock(&c->lock);
 }
 
-void gm__host_sync_barrier(host_ctx *c)
+/*
+ * Wait until the streams have finished every item queued before the call
+ * (the calling worker's own stream is skipped): every stream when
+ * `every_stream`, else what a legacy-stream item waits for (the blocking
+ * streams and the legacy stream).
+ */
+static void wait_queued_before(host_ctx *c, bool every_stream)
 {
     uint64_t ticket = 0;
     const host_stream *legacy = NULL;
@@ -234,22 +244,19 @@ void gm__host_sync_barrier(host_ctx *c)
     ticket = ++c->next_ticket;
     for (;;) {
         legacy = c->legacy_stream;
-        if (blocking_clear(c, ticket, tls_worker) &&
-            (legacy == NULL || legacy == tls_worker || clear_before(legacy, ticket)))
+        /* every stream, or the blocking ones and the legacy one (which is not blocking) */
+        if (streams_clear(c, ticket, tls_worker, !every_stream) &&
+            (every_stream || legacy == NULL || legacy == tls_worker ||
+             clear_before(legacy, ticket)))
             break;
         pthread_cond_wait(&c->progress, &c->lock);
     }
     pthread_mutex_unlock(&c->lock);
 }
 
-/* Whether every stream other than `skip` has finished its items with a ticket below `ticket`. */
-static bool all_clear(const host_ctx *c, uint64_t ticket, const host_stream *skip)
+void gm__host_sync_barrier(host_ctx *c)
 {
-    for (const host_stream *s = c->streams; s != NULL; s = s->next) {
-        if (s != skip && !clear_before(s, ticket))
-            return false;
-    }
-    return true;
+    wait_queued_before(c, false);
 }
 
 /*
@@ -259,17 +266,7 @@ static bool all_clear(const host_ctx *c, uint64_t ticket, const host_stream *ski
  */
 gm_status gm__host_device_synchronize(gm_backend_ctx *bctx)
 {
-    host_ctx *c = gm__host_ctx(bctx);
-    uint64_t ticket = 0;
-
-    if (atomic_load_explicit(&c->queued, memory_order_acquire) == 0)
-        return GM_OK;
-    pthread_mutex_lock(&c->lock);
-    reap_locked(c);
-    ticket = ++c->next_ticket;
-    while (!all_clear(c, ticket, tls_worker))
-        pthread_cond_wait(&c->progress, &c->lock);
-    pthread_mutex_unlock(&c->lock);
+    wait_queued_before(gm__host_ctx(bctx), true);
     return GM_OK;
 }
 
