@@ -135,6 +135,17 @@ static uint64_t xorshift(uint64_t x)
     return x;
 }
 
+/* Insert a region at b (b / 16 bytes) into the registry and into the reference. */
+static void add_key(host_registry *reg, ref_set *s, uintptr_t b)
+{
+    host_region r = {0};
+
+    r.base = b;
+    r.bytes = b / 16;
+    assert_non_null(gm__host_registry_insert(reg, &r));
+    ref_insert(s, b);
+}
+
 static void test_registry_matches_sorted_array(void **state)
 {
     host_registry reg = {0};
@@ -153,12 +164,7 @@ static void test_registry_matches_sorted_array(void **state)
             gm__host_registry_remove(&reg, gm__host_registry_lower_bound(&reg, b));
             ref_remove(s, at);
         } else if (at < 0 && s->n < KEYS) {
-            host_region r = {0};
-
-            r.base = b;
-            r.bytes = b / 16;
-            assert_non_null(gm__host_registry_insert(&reg, &r));
-            ref_insert(s, b);
+            add_key(&reg, s, b);
         }
         check_probe(&reg, s, b);
         check_probe(&reg, s, b + 1);
@@ -177,14 +183,8 @@ static void test_registry_matches_sorted_array(void **state)
     check_same(&reg, s);
     assert_null(gm__host_registry_first(&reg));
     assert_non_null(reg.spare);
-    for (uintptr_t b = 16; b < 16 * 200; b += 16) {
-        host_region r = {0};
-
-        r.base = b;
-        r.bytes = b / 16;
-        assert_non_null(gm__host_registry_insert(&reg, &r));
-        ref_insert(s, b);
-    }
+    for (uintptr_t b = 16; b < 16 * 200; b += 16)
+        add_key(&reg, s, b);
     check_same(&reg, s);
     gm__host_registry_free(&reg); /* the leak checker sees every node go */
     assert_null(reg.root);
@@ -200,14 +200,8 @@ static void test_registry_sorted_inserts(void **state)
 
     (void)state;
     for (int dir = 0; dir < 2; dir++) {
-        for (int i = 0; i < KEYS; i++) {
-            host_region r = {0};
-
-            r.base = (uintptr_t)(dir == 0 ? i + 1 : KEYS - i) * 64;
-            r.bytes = r.base / 16;
-            assert_non_null(gm__host_registry_insert(&reg, &r));
-            ref_insert(s, r.base);
-        }
+        for (int i = 0; i < KEYS; i++)
+            add_key(&reg, s, (uintptr_t)(dir == 0 ? i + 1 : KEYS - i) * 64);
         check_same(&reg, s);
         check_shape(&reg); /* sorted inserts: a plain search tree would be a list */
         for (int i = 0; i < KEYS; i += 2) {
@@ -252,12 +246,7 @@ static void test_registry_index_clusters(void **state)
             gm__host_registry_remove(&reg, gm__host_registry_find(&reg, b));
             ref_remove(s, at);
         } else if (s->n < KEYS) {
-            host_region r = {0};
-
-            r.base = b;
-            r.bytes = b / 16;
-            assert_non_null(gm__host_registry_insert(&reg, &r));
-            ref_insert(s, b);
+            add_key(&reg, s, b);
         }
         check_probe(&reg, s, b);
         if (step % 499 == 0)
