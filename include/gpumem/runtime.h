@@ -144,6 +144,18 @@ GM_API gm_status gm_context_device_info(gm_context *ctx, gm_device_info *info_p)
  *         memory manager reports them; both outputs required. */
 GM_API gm_status gm_context_memory_info(gm_context *ctx, int64_t *free_p, int64_t *total_p);
 
+/**
+ * @brief Block until the work queued on every stream of the context before
+ *        the call has finished (Numba's cuda.synchronize(), CUDA's
+ *        cuCtxSynchronize): created, built-in and wrapped external streams
+ *        alike. Errors of that work stay with their streams, where
+ *        gm_stream_synchronize() returns them; on CUDA the driver's error
+ *        for that work is returned here too (a kernel fault: GM_ERR_LAUNCH).
+ * @return GM_OK; GM_ERR_STATE inside a stream callback (a callback must not
+ *         wait for streams).
+ */
+GM_API gm_status gm_context_synchronize(gm_context *ctx);
+
 /** @brief The backend actually running the context. */
 GM_API gm_backend_kind gm_context_backend(const gm_context *ctx);
 

@@ -587,6 +587,19 @@ gm_status gm_context_memory_info(gm_context *ctx, int64_t *free_p, int64_t *tota
     return GM_OK;
 }
 
+/* Wait for the work queued on every stream so far (the backend's device_synchronize). */
+gm_status gm_context_synchronize(gm_context *ctx)
+{
+    static const char fn[] = "gm_context_synchronize";
+    gm_status status = gm__check_context(fn, ctx);
+
+    if (status != GM_OK)
+        return status;
+    if (gm__in_stream_callback())
+        return gm__error(GM_ERR_STATE, "%s: not allowed inside a stream callback", fn);
+    return gm__error_within(fn, ctx->ops->device_synchronize(ctx->bctx));
+}
+
 /* The kind of the ops table the context runs on. */
 gm_backend_kind gm_context_backend(const gm_context *ctx)
 {

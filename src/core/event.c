@@ -112,9 +112,11 @@ gm_status gm_event_query(gm_event *event)
 {
     gm_status status = check_event("gm_event_query", event);
 
-    if (status != GM_OK)
-        return status;
-    return event->ctx->ops->event_query(event->ctx->bctx, event->bevent);
+    if (status == GM_OK)
+        status = event->ctx->ops->event_query(event->ctx->bctx, event->bevent);
+    if (status == GM_ERR_NOT_READY) /* the thread's message must not be an older one */
+        return gm__error(status, "gm_event_query: the event has not completed yet");
+    return status;
 }
 
 /* Wait for the event. */

@@ -246,9 +246,11 @@ gm_status gm_stream_query(gm_stream *stream)
 {
     gm_status status = check_stream("gm_stream_query", stream);
 
-    if (status != GM_OK)
-        return status;
-    return stream->ctx->ops->stream_query(stream->ctx->bctx, stream->bstream);
+    if (status == GM_OK)
+        status = stream->ctx->ops->stream_query(stream->ctx->bctx, stream->bstream);
+    if (status == GM_ERR_NOT_READY) /* the thread's message must not be an older one */
+        return gm__error(status, "gm_stream_query: the stream still has work pending");
+    return status;
 }
 
 /* Backend callback: call the user's function, then list the trampoline as finished. */

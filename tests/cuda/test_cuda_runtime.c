@@ -216,6 +216,22 @@ static void test_flush_synchronizes_before_freeing(void **state)
     close_context(ctx);
 }
 
+/* gm_context_synchronize is cuCtxSynchronize, whose error for earlier work comes back. */
+static void test_context_synchronize(void **state)
+{
+    gm_context *ctx = open_context();
+    long before = gm_cuda_double_count_calls("cuCtxSynchronize");
+
+    (void)state;
+    assert_ok(gm_context_synchronize(ctx));
+    assert_int_equal(gm_cuda_double_count_calls("cuCtxSynchronize") - before, 1);
+    gm_cuda_double_fail("cuCtxSynchronize", 1, CUDA_ERROR_ILLEGAL_ADDRESS);
+    assert_int_equal(gm_context_synchronize(ctx), GM_ERR_LAUNCH); /* a kernel fault */
+    assert_non_null(strstr(gm_last_error_message(), "gm_context_synchronize: "));
+    assert_non_null(strstr(gm_last_error_message(), "cuCtxSynchronize"));
+    close_context(ctx);
+}
+
 /*
  * A context destroyed with a module still loaded (a kernel found through the
  * registry) waits for its work before it unloads the module: streams already
@@ -251,6 +267,7 @@ int main(void)
         cmocka_unit_test_setup(test_host_memory_streams_events, cuda_test_setup),
         cmocka_unit_test_setup(test_flush_synchronizes_before_freeing, cuda_test_setup),
         cmocka_unit_test_setup(test_teardown_synchronizes_before_unloading, cuda_test_setup),
+        cmocka_unit_test_setup(test_context_synchronize, cuda_test_setup),
     };
 
     return cmocka_run_group_tests_name("cuda/runtime", tests, cuda_test_group_setup,

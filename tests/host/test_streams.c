@@ -7,6 +7,7 @@
  */
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -168,6 +169,7 @@ static void test_synchronize_query_callback(void **state)
 {
     gm_context *ctx = rt_fault_ctx();
     gm_stream *st = NULL;
+    gm_event *ev = NULL;
     gate g;
 
     (void)state;
@@ -175,7 +177,14 @@ static void test_synchronize_query_callback(void **state)
     g.seen_status = GM_ERR_INTERNAL;
     assert_ok(gm_stream_create(ctx, 0, &st));
     assert_ok(gm_stream_add_callback(st, gate_callback, &g));
+    assert_ok(gm_event_create(ctx, false, &ev));
+    assert_ok(gm_event_record(ev, st));
+    assert_status(gm_stream_query(NULL), GM_ERR_NULL_POINTER); /* an older message */
     assert_status(gm_stream_query(st), GM_ERR_NOT_READY);
+    assert_message_contains("gm_stream_query: the stream still has work pending");
+    assert_status(gm_stream_query(NULL), GM_ERR_NULL_POINTER);
+    assert_status(gm_event_query(ev), GM_ERR_NOT_READY);
+    assert_message_contains("gm_event_query: the event has not completed yet");
     atomic_store(&g.release, 1);
     assert_ok(gm_stream_synchronize(st));
     assert_ok(gm_stream_query(st));
@@ -189,6 +198,8 @@ static void test_synchronize_query_callback(void **state)
     assert_status(gm_stream_query(NULL), GM_ERR_NULL_POINTER);
     rt_fault_fail_at(RT_ADD_CALLBACK, 2, GM_ERR_DRIVER);
     assert_status(gm_stream_add_callback(st, gate_callback, &g), GM_ERR_DRIVER);
+    assert_ok(gm_event_query(ev));
+    gm_event_destroy(&ev);
     gm_stream_destroy(&st);
     gm_context_destroy(&ctx);
 }
@@ -227,6 +238,69 @@ static void test_auto_synchronize(void **state)
     assert_status(gm_stream_auto_synchronize_begin(NULL), GM_ERR_NULL_POINTER);
     assert_status(gm_stream_auto_synchronize_end(NULL), GM_ERR_NULL_POINTER);
     gm_stream_destroy(&st);
+    gm_context_destroy(&ctx);
+}
+
+/* What a callback saw when it called gm_context_synchronize. */
+typedef struct sync_probe {
+    gm_context *ctx;
+    gm_status status;
+    char message[128];
+} sync_probe;
+
+static void sync_in_callback(gm_stream *stream, gm_status status, void *user)
+{
+    sync_probe *p = user;
+
+    (void)stream;
+    (void)status;
+    p->status = gm_context_synchronize(p->ctx);
+    snprintf(p->message, sizeof(p->message), "%s", gm_last_error_message());
+}
+
+/* gm_context_synchronize waits for every stream (created, default, per-thread). */
+static void test_context_synchronize(void **state)
+{
+    gm_context *ctx = rt_fault_ctx();
+    gm_stream *a = NULL, *b = NULL;
+    atomic_int done_a, done_b, done_default;
+    sync_probe probe = {0};
+    int64_t calls = 0;
+
+    (void)state;
+    atomic_init(&done_a, 0);
+    atomic_init(&done_b, 0);
+    atomic_init(&done_default, 0);
+    assert_ok(gm_stream_create(ctx, 0, &a));
+    assert_ok(gm_stream_create(ctx, GM_STREAM_NON_BLOCKING, &b));
+    assert_ok(gm_stream_add_callback(a, slow_callback, &done_a));
+    assert_ok(gm_stream_add_callback(b, slow_callback, &done_b));
+    assert_ok(
+        gm_stream_add_callback(gm_per_thread_default_stream(ctx), slow_callback, &done_default));
+    calls = rt_fault_calls(RT_DEVICE_SYNCHRONIZE);
+    assert_ok(gm_context_synchronize(ctx));
+    assert_int_equal(rt_fault_calls(RT_DEVICE_SYNCHRONIZE), calls + 1);
+    assert_int_equal(atomic_load(&done_a), 1);
+    assert_int_equal(atomic_load(&done_b), 1);
+    assert_int_equal(atomic_load(&done_default), 1);
+    assert_ok(gm_stream_query(a));
+    assert_ok(gm_stream_query(b));
+    /* Inside a callback it would wait for its own stream: refused. */
+    probe.ctx = ctx;
+    probe.status = GM_ERR_INTERNAL;
+    assert_ok(gm_stream_add_callback(a, sync_in_callback, &probe));
+    assert_ok(gm_stream_synchronize(a));
+    assert_int_equal(probe.status, GM_ERR_STATE);
+    assert_non_null(strstr(probe.message, "gm_context_synchronize: not allowed inside a stream "
+                                          "callback"));
+    /* The backend's failure, named by the public call. */
+    rt_fault_fail_at(RT_DEVICE_SYNCHRONIZE, rt_fault_calls(RT_DEVICE_SYNCHRONIZE) + 1,
+                     GM_ERR_DRIVER);
+    assert_status(gm_context_synchronize(ctx), GM_ERR_DRIVER);
+    assert_message_contains("gm_context_synchronize: ");
+    assert_status(gm_context_synchronize(NULL), GM_ERR_NULL_POINTER);
+    gm_stream_destroy(&a);
+    gm_stream_destroy(&b);
     gm_context_destroy(&ctx);
 }
 
@@ -543,6 +617,7 @@ int main(void)
         cmocka_unit_test_setup(test_builtin_streams, test_setup),
         cmocka_unit_test_setup(test_wrap_external, test_setup),
         cmocka_unit_test_setup(test_synchronize_query_callback, test_setup),
+        cmocka_unit_test_setup(test_context_synchronize, test_setup),
         cmocka_unit_test_setup(test_auto_synchronize, test_setup),
         cmocka_unit_test_setup(test_events, test_setup),
         cmocka_unit_test_setup(test_callback_releases, test_setup),

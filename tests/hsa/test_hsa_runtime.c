@@ -116,13 +116,15 @@ typedef struct flush_job {
     gm_context *ctx;
     gm_status status;
     atomic_bool done;
+    bool synchronize; /* gm_context_synchronize instead of a flush */
 } flush_job;
 
 static void *run_flush(void *user)
 {
     flush_job *job = user;
 
-    job->status = gm_deallocations_flush(job->ctx);
+    job->status =
+        job->synchronize ? gm_context_synchronize(job->ctx) : gm_deallocations_flush(job->ctx);
     atomic_store(&job->done, true);
     return NULL;
 }
@@ -139,7 +141,7 @@ static void test_flush_waits_for_pending_copy(void **state)
     int64_t n = 1 << 16;
     unsigned char *host = calloc((size_t)n, 1);
     struct timespec pause = {0, 50 * 1000 * 1000};
-    flush_job job = {NULL, GM_OK, false};
+    flush_job job = {NULL, GM_OK, false, false};
     hsa_double_live live;
     uint64_t held_bytes = 0;
     bool returned_early = false;
@@ -175,6 +177,45 @@ static void test_flush_waits_for_pending_copy(void **state)
     for (int64_t i = 0; i < n; i++)
         assert_int_equal(host[i], 0x77);
     assert_ok(gm_stream_synchronize(s));
+    gm_stream_destroy(&s);
+    close_context(ctx);
+    free(host);
+}
+
+/* gm_context_synchronize returns only once the engine has run a copy queued on a stream. */
+static void test_context_synchronize_waits(void **state)
+{
+    gm_context *ctx = open_context(1.0, 100);
+    int64_t n = 4096;
+    unsigned char *host = calloc((size_t)n, 1);
+    struct timespec pause = {0, 50 * 1000 * 1000};
+    flush_job job = {NULL, GM_OK, false, true};
+    bool returned_early = false;
+    gm_array *dev = NULL;
+    gm_stream *s = NULL;
+    gm_ndview hv;
+    pthread_t thread;
+
+    (void)state;
+    assert_non_null(host);
+    job.ctx = ctx;
+    assert_ok(gm_device_array(ctx, 1, &n, GM_UINT8, GM_ORDER_C, &dev));
+    assert_ok(gm_array_memset(dev, 0x5a, NULL));
+    assert_ok(gm_ndview_init(host, GM_UINT8, 1, &n, NULL, GM_ORDER_C, &hv));
+    assert_ok(gm_stream_create(ctx, GM_STREAM_NON_BLOCKING, &s));
+    hsa_double_pause(1);
+    assert_ok(gm_array_copy_to_host(dev, &hv, s));
+    assert_int_equal(pthread_create(&thread, NULL, run_flush, &job), 0);
+    nanosleep(&pause, NULL);
+    returned_early = atomic_load(&job.done);
+    hsa_double_pause(0); /* before any assert: a failure must not hang */
+    assert_int_equal(pthread_join(thread, NULL), 0);
+    assert_false(returned_early);
+    assert_ok(job.status);
+    for (int64_t i = 0; i < n; i++)
+        assert_int_equal(host[i], 0x5a);
+    assert_ok(gm_stream_query(s));
+    gm_array_release(&dev);
     gm_stream_destroy(&s);
     close_context(ctx);
     free(host);
@@ -277,6 +318,7 @@ int main(void)
         cmocka_unit_test(test_oom_flush_and_retry),
         cmocka_unit_test(test_public_round_trip),
         cmocka_unit_test(test_flush_waits_for_pending_copy),
+        cmocka_unit_test(test_context_synchronize_waits),
         cmocka_unit_test(test_failed_stream_destroyed_once),
         cmocka_unit_test(test_flush_keeps_last_error),
     };
