@@ -642,6 +642,7 @@ static gm_status fresh_allocation(host_ctx *c, const device_request *q, gm_devpt
                          "simulated device memory is exhausted",
                          fn, q->bytes);
     }
+    gm__host_poison_tail(p, q->bytes, q->capacity);
     r.base = (uintptr_t)p;
     r.bytes = q->bytes;
     r.charged = q->charged;
@@ -798,6 +799,7 @@ static gm_status host_host_alloc(gm_backend_ctx *bctx, size_t bytes, unsigned fl
         uncharge(c, &c->pinned_used, r.charged);
         return gm__error(GM_ERR_NO_MEMORY, "%s: out of host memory for %zu bytes", fn, bytes);
     }
+    gm__host_poison_tail(p, bytes, r.charged);
     r.base = r.lock_base = (uintptr_t)p;
     r.bytes = bytes;
     r.lock_bytes = r.charged;

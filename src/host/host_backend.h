@@ -254,6 +254,15 @@ bool gm__host_cache_keep(host_cache *cache, host_registry *reg, host_region *r, 
 host_region *gm__host_cache_take(host_cache *cache, host_registry *reg, int klass, size_t bytes,
                                  void **bad_p);
 
+/*
+ * Under AddressSanitizer, mark bytes [bytes, capacity) of a new block
+ * inaccessible, as a cached block's are once reused: an access past the
+ * requested size (an off-by-one in a kernel) is reported instead of landing
+ * in the rounding up to the allocation's size class or page. Nothing in
+ * other builds. No lock needed.
+ */
+void gm__host_poison_tail(void *block, size_t bytes, size_t capacity);
+
 /* Report a block from gm__host_cache_take's *bad_p and free it (no lock needed). */
 void gm__host_cache_discard(void *block, size_t capacity);
 

@@ -62,7 +62,9 @@
  * and its own, each xor a constant), written when it is cached and verified
  * when it is reused, so a write into freed device memory is detected and
  * logged: that block is freed and never handed out; the rest of its class is
- * unaffected. Under AddressSanitizer the rest of the block is poisoned.
+ * unaffected. Under AddressSanitizer the rest of the block is poisoned,
+ * and a live block's bytes past its request are too (gm__host_poison_tail
+ * for a new block; a reused one unpoisons only its request).
  * Every function here except gm__host_cache_discard and gm__host_cache_free
  * runs with the context's mem_lock held.
  */
@@ -126,6 +128,18 @@ static void unpoison(void *block, size_t bytes)
 #else
     (void)block;
     (void)bytes;
+#endif
+}
+
+void gm__host_poison_tail(void *block, size_t bytes, size_t capacity)
+{
+#if defined(GM__HOST_CACHE_ASAN)
+    if (bytes < capacity)
+        ASAN_POISON_MEMORY_REGION((char *)block + bytes, capacity - bytes);
+#else
+    (void)block;
+    (void)bytes;
+    (void)capacity;
 #endif
 }
 
@@ -222,6 +236,7 @@ static inline void cache_region(host_cache *cache, host_region *r)
     cache->bytes += (int64_t)r->capacity;
     r->cached_at = ++cache->clock;
     r->state = HOST_REGION_CACHED;
+    unpoison(block, sizeof(*block)); /* a block of fewer bytes has its tail poisoned */
     block->region = (uintptr_t)r ^ CHECK_REGION;
     block->self = r->base ^ CHECK_BLOCK;
     poison(block, r->capacity);
@@ -279,6 +294,7 @@ host_region *gm__host_cache_take(host_cache *cache, host_registry *reg, int klas
     }
     r->state = HOST_REGION_LIVE;
     unpoison((void *)r->base, bytes);
+    gm__host_poison_tail((void *)r->base, bytes, sizeof(cached_block)); /* its check words */
     return r;
 }
 

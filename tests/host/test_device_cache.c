@@ -44,6 +44,18 @@
 #endif
 #endif
 
+/* AddressSanitizer itself (not only its allocator): its poisoning can be asked. */
+#if defined(__SANITIZE_ADDRESS__)
+#define ASAN_BUILD 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define ASAN_BUILD 1
+#endif
+#endif
+#if defined(ASAN_BUILD)
+#include <sanitizer/asan_interface.h>
+#endif
+
 /* ------------------------------------------------------------ helpers */
 
 /* A context with default settings (the environment variables unset). */
@@ -250,6 +262,50 @@ static gm_copy_desc byte_copy(gm_copy_side dside, gm_devptr dst, gm_copy_side ss
  * A freed, cached block is in the registry (cached), yet every op treats it
  * as freed memory; reused, it is live again, for its new size and kind.
  */
+/*
+ * Under ASan the bytes past a request are poisoned up to the block's size
+ * class (new and reused blocks) or page (pinned), so an off-by-one access
+ * is reported; caching a block smaller than its check words works.
+ */
+static void test_asan_poisons_past_request(void **state)
+{
+#if defined(ASAN_BUILD)
+    gm_backend_ctx *c = ctx_new();
+    gm_devptr a = 0, b = 0;
+    void *pinned = NULL;
+    unsigned char *p = NULL;
+
+    (void)state;
+    assert_ok(OPS->mem_alloc(c, 100, &a)); /* a new block of the 256-byte class */
+    p = (unsigned char *)(uintptr_t)a;
+    assert_false(__asan_address_is_poisoned(p + 99));
+    assert_true(__asan_address_is_poisoned(p + 100));
+    assert_true(__asan_address_is_poisoned(p + 255));
+    assert_ok(OPS->mem_free(c, a));
+    assert_ok(OPS->mem_alloc(c, 8, &b)); /* the same block, reused */
+    assert_int_equal(b, a);
+    assert_false(__asan_address_is_poisoned(p + 7));
+    assert_true(__asan_address_is_poisoned(p + 8));
+    assert_true(__asan_address_is_poisoned(p + 99));
+    assert_ok(OPS->mem_free(c, b)); /* its check words lie past the 8 bytes */
+    assert_ok(OPS->mem_alloc(c, 200, &b));
+    assert_int_equal(b, a);
+    assert_false(__asan_address_is_poisoned(p + 199));
+    assert_true(__asan_address_is_poisoned(p + 200));
+    assert_ok(OPS->mem_free(c, b));
+    assert_ok(OPS->host_alloc(c, 100, 0, &pinned));
+    p = pinned;
+    assert_false(__asan_address_is_poisoned(p + 99));
+    assert_true(__asan_address_is_poisoned(p + 100));
+    assert_ok(OPS->host_free(c, pinned));
+    assert_int_equal(check_consistent(c), 0);
+    OPS->fini(c);
+#else
+    (void)state;
+    skip(); /* nothing is poisoned without AddressSanitizer */
+#endif
+}
+
 static void test_cached_block_is_freed_memory(void **state)
 {
     gm_backend_ctx *c = ctx_new();
@@ -1249,6 +1305,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_cached_block_is_freed_memory),
+        cmocka_unit_test(test_asan_poisons_past_request),
         cmocka_unit_test(test_register_over_cached_block),
         cmocka_unit_test(test_block_under_stale_registration_not_cached),
         cmocka_unit_test(test_page_lock_walk_skips_cached),
