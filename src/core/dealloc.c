@@ -551,6 +551,25 @@ static bool is_oom(gm_status status)
     return status == GM_ERR_OUT_OF_DEVICE_MEMORY || status == GM_ERR_NO_MEMORY;
 }
 
+/*
+ * An allocation out of memory inside defer_cleanup fails without a flush:
+ * its message says what the scope holds back, if anything.
+ */
+static gm_status oom_in_defer(gm_context *ctx, gm_status status)
+{
+    char detail[GM__ERROR_MESSAGE_MAX];
+    gm_dealloc_stats st;
+
+    snprintf(detail, sizeof(detail), "%s", gm_last_error_message());
+    if (gm_deallocations_stats(ctx, &st) != GM_OK || st.pending_count == 0)
+        return gm__error(status, "%s (inside defer_cleanup)", detail);
+    return gm__error(status,
+                     "%s (inside defer_cleanup, which keeps %" PRId64
+                     " queued deallocations, %" PRId64 " device and %" PRId64
+                     " pinned bytes, until its scope ends)",
+                     detail, st.pending_count, st.pending_device_bytes, st.pending_pinned_bytes);
+}
+
 /* The rule after a first attempt that returned `status`: on OOM outside defer_cleanup,
  * flush and retry once. */
 static gm_status retry_after(gm_context *ctx, gm_status status, alloc_attempt_fn attempt,
@@ -558,10 +577,8 @@ static gm_status retry_after(gm_context *ctx, gm_status status, alloc_attempt_fn
 {
     if (!is_oom(status) || gm__in_stream_callback())
         return status;
-    if (atomic_load(&ctx->queue.defer_depth) > 0) {
-        gm__log(GM_LOG_DEBUG, "allocation failed inside defer_cleanup; nothing flushed");
-        return status;
-    }
+    if (atomic_load(&ctx->queue.defer_depth) > 0)
+        return oom_in_defer(ctx, status);
     if (gm__dealloc_flush(ctx, "out-of-memory flush") != GM_OK)
         gm__log(GM_LOG_WARN, "out-of-memory flush stopped: %s", gm_last_error_message());
     return attempt(ctx, args);

@@ -842,7 +842,8 @@ gm_status gm_kernel_find(gm_context *ctx, const char *name, gm_kernel **kernel_p
         return first_error;
     return gm__error(GM_ERR_NOT_FOUND,
                      "%s: no kernel '%s' for the %s backend in %d image sets (the library's "
-                     "built-in kernels for this backend: %s)",
+                     "built-in kernels for this backend: %s; a program's own kernels are "
+                     "found once gm_register_image_set has registered their set)",
                      fn, name, ctx->ops->name, n,
                      gm__builtin_image_set_count > 0 &&
                              set_has_format(gm__builtin_image_sets[0], backend_format(ctx))

@@ -259,6 +259,9 @@ static void test_oom_inside_defer(void **state)
     assert_status(gm_device_array(ctx, 1, &n, GM_UINT8, GM_ORDER_C, &b),
                   GM_ERR_OUT_OF_DEVICE_MEMORY);
     assert_int_equal(rt_fault_calls(RT_MEM_ALLOC), 2); /* no retry */
+    assert_message_contains("gm_device_array: ");
+    assert_message_contains("(inside defer_cleanup, which keeps 1 queued deallocations, "
+                            "41943040 device and 0 pinned bytes, until its scope ends)");
     assert_int_equal(rt_stats(ctx).pending_count, 1);
     assert_ok(gm_defer_cleanup_end(ctx));
     assert_int_equal(rt_stats(ctx).pending_count, 1); /* still within the bounds */

@@ -156,6 +156,7 @@ static void test_find_and_registry(void **state)
     (void)state;
     assert_status(gm_kernel_find(ctx, "no_such_kernel", &k), GM_ERR_NOT_FOUND);
     assert_message_contains("no kernel 'no_such_kernel' for the host backend");
+    assert_message_contains("found once gm_register_image_set has registered their set");
     assert_status(gm_kernel_find(NULL, "add_f32", &k), GM_ERR_NULL_POINTER);
     assert_status(gm_kernel_find(ctx, NULL, &k), GM_ERR_NULL_POINTER);
     assert_ok(gm_kernel_find(ctx, "matmul_f32", &k));
