@@ -334,6 +334,23 @@ GM_API gm_status gm_mapped_array_like(gm_context *ctx, const gm_ndview *like, un
                                       gm_array **array_p);
 
 /**
+ * @brief Managed (unified) memory array (Numba's managed_array, CUDA's
+ *        cuMemAllocManaged with CU_MEM_ATTACH_GLOBAL): one address that both
+ *        the host (through gm_array_view()->data) and kernels use; the host
+ *        may touch it only while no work using it is queued (synchronize
+ *        first). Its memory kind is GM_MEMORY_MANAGED; copies treat it as
+ *        device memory. Charged and released like a device array (through the
+ *        deallocation queue; an allocation out of memory flushes and retries
+ *        once). The simulator gives host memory; on HSA it is
+ *        GM_ERR_UNSUPPORTED.
+ */
+GM_API gm_status gm_managed_array(gm_context *ctx, int ndim, const int64_t *shape, gm_dtype dtype,
+                                  gm_order order, gm_array **array_p);
+
+/** @brief Managed array with the layout of `like` (managed_array with like's shape). */
+GM_API gm_status gm_managed_array_like(gm_context *ctx, const gm_ndview *like, gm_array **array_p);
+
+/**
  * @brief Device-side descriptor of mapped host memory: same shape, strides
  *        and offset, the device address, memory GM_MEMORY_DEVICE (so that
  *        gm_copy() and kernels treat it as device memory). A device or

@@ -82,6 +82,37 @@ gm_status gm_pinned_array_like(gm_context *ctx, const gm_ndview *like, gm_array 
     return gm__array_create(ctx, fn, &layout, GM_MEMORY_PINNED, 0, array_p);
 }
 
+/* A C/F managed array (Numba's managed_array). */
+gm_status gm_managed_array(gm_context *ctx, int ndim, const int64_t *shape, gm_dtype dtype,
+                           gm_order order, gm_array **array_p)
+{
+    static const char fn[] = "gm_managed_array";
+    gm_ndview layout;
+    gm_status status = check_alloc(fn, ctx, array_p);
+
+    if (status == GM_OK)
+        status = ordered_layout(fn, ndim, shape, dtype, order, &layout);
+    if (status != GM_OK)
+        return status;
+    return gm__array_create(ctx, fn, &layout, GM_MEMORY_MANAGED, 0, array_p);
+}
+
+/* A managed array with gm_ndview_like()'s layout. */
+gm_status gm_managed_array_like(gm_context *ctx, const gm_ndview *like, gm_array **array_p)
+{
+    static const char fn[] = "gm_managed_array_like";
+    gm_ndview layout;
+    gm_status status = check_alloc(fn, ctx, array_p);
+
+    if (status == GM_OK)
+        status = gm__validate(fn, like);
+    if (status == GM_OK)
+        status = gm_ndview_like(like, &layout);
+    if (status != GM_OK)
+        return status;
+    return gm__array_create(ctx, fn, &layout, GM_MEMORY_MANAGED, 0, array_p);
+}
+
 /* A C/F mapped host array (Numba's mapped_array). */
 gm_status gm_mapped_array(gm_context *ctx, int ndim, const int64_t *shape, gm_dtype dtype,
                           gm_order order, unsigned flags, gm_array **array_p)

@@ -216,6 +216,30 @@ static void test_flush_synchronizes_before_freeing(void **state)
     close_context(ctx);
 }
 
+/* gm_managed_array is cuMemAllocManaged (attached globally), freed with cuMemFree. */
+static void test_managed_array(void **state)
+{
+    gm_context *ctx = open_context();
+    int64_t n = 256;
+    gm_array *m = NULL;
+    long before = gm_cuda_double_count_calls("cuMemAllocManaged");
+
+    (void)state;
+    assert_ok(gm_managed_array(ctx, 1, &n, GM_FLOAT32, GM_ORDER_C, &m));
+    assert_int_equal(gm_cuda_double_count_calls("cuMemAllocManaged") - before, 1);
+    assert_int_equal(gm_array_view(m)->memory, GM_MEMORY_MANAGED);
+    ((float *)gm_array_view(m)->data)[255] = 1.5f; /* the double's managed memory is host memory */
+    before = gm_cuda_double_count_calls("cuMemFree_v2");
+    gm_array_release(&m);
+    assert_ok(gm_deallocations_flush(ctx));
+    assert_int_equal(gm_cuda_double_count_calls("cuMemFree_v2") - before, 1);
+    gm_cuda_double_fail("cuMemAllocManaged", 1, CUDA_ERROR_NOT_SUPPORTED);
+    assert_int_not_equal(gm_managed_array(ctx, 1, &n, GM_FLOAT32, GM_ORDER_C, &m), GM_OK);
+    assert_null(m);
+    assert_non_null(strstr(gm_last_error_message(), "gm_managed_array: "));
+    close_context(ctx);
+}
+
 /* gm_context_synchronize is cuCtxSynchronize, whose error for earlier work comes back. */
 static void test_context_synchronize(void **state)
 {
@@ -268,6 +292,7 @@ int main(void)
         cmocka_unit_test_setup(test_flush_synchronizes_before_freeing, cuda_test_setup),
         cmocka_unit_test_setup(test_teardown_synchronizes_before_unloading, cuda_test_setup),
         cmocka_unit_test_setup(test_context_synchronize, cuda_test_setup),
+        cmocka_unit_test_setup(test_managed_array, cuda_test_setup),
     };
 
     return cmocka_run_group_tests_name("cuda/runtime", tests, cuda_test_group_setup,

@@ -64,6 +64,13 @@ static size_t f_mem_free_batch(gm_backend_ctx *b, const gm_devptr *ptrs, size_t 
     return done;
 }
 
+static gm_status f_managed_alloc(gm_backend_ctx *b, size_t bytes, gm_devptr *ptr_p)
+{
+    gm_status s = fault_hit(RT_MANAGED_ALLOC, "managed_alloc");
+
+    return s != GM_OK ? s : HOST.managed_alloc(b, bytes, ptr_p);
+}
+
 static gm_status f_host_alloc(gm_backend_ctx *b, size_t bytes, unsigned flags, void **ptr_p)
 {
     gm_status s = fault_hit(RT_HOST_ALLOC, "host_alloc");
@@ -193,6 +200,7 @@ void rt_fault_reset(void)
     fault_ops.mem_alloc = f_mem_alloc;
     fault_ops.mem_free = f_mem_free;
     fault_ops.mem_free_batch = f_mem_free_batch;
+    fault_ops.managed_alloc = f_managed_alloc;
     fault_ops.host_alloc = f_host_alloc;
     fault_ops.host_free = f_host_free;
     fault_ops.host_register = f_host_register;

@@ -39,6 +39,7 @@ typedef enum rt_fault_op {
     RT_EVENT_CREATE,
     RT_EVENT_DESTROY,
     RT_DEVICE_SYNCHRONIZE,
+    RT_MANAGED_ALLOC,
     RT_OP_COUNT
 } rt_fault_op;
 

@@ -127,6 +127,91 @@ static void test_mapped_array(void **state)
     gm_context_destroy(&ctx);
 }
 
+/* Managed arrays: one address for host and device, charged as device memory, queued frees. */
+static void test_managed_array(void **state)
+{
+    int64_t shape[2] = {3, 4}, zero = 0, free0 = 0, free1 = 0, total = 0;
+    int64_t huge = 48 * 1024 * 1024;
+    gm_context_options o;
+    gm_context *ctx = NULL;
+    gm_array *m = NULL, *f = NULL, *d = NULL, *z = NULL, *big = NULL, *big2 = NULL;
+    gm_kernel *add = NULL;
+    gm_ndview dv;
+    float *x = NULL, out[12];
+    gm_ndview hv;
+
+    (void)state;
+    gm_context_options_default(&o);
+    o.max_pending_count = 100;
+    o.max_pending_ratio = 10.0;
+    assert_ok(rt_fault_context(&o, &ctx));
+    assert_ok(gm_context_memory_info(ctx, &free0, &total));
+    assert_ok(gm_managed_array(ctx, 2, shape, GM_FLOAT32, GM_ORDER_C, &m));
+    assert_int_equal(rt_fault_calls(RT_MANAGED_ALLOC), 1);
+    assert_int_equal(rt_fault_calls(RT_MEM_ALLOC), 0);
+    assert_int_equal(gm_array_view(m)->memory, GM_MEMORY_MANAGED);
+    assert_int_equal(gm_array_view(m)->device_id, 0);
+    assert_ok(gm_context_memory_info(ctx, &free1, &total));
+    assert_true(free1 <= free0 - 48); /* charged as device memory */
+    x = gm_array_view(m)->data;
+    for (int i = 0; i < 12; i++)
+        x[i] = (float)i; /* the host writes it directly */
+    assert_ok(gm_array_device_view(m, &dv));
+    assert_ptr_equal(dv.data, x);
+    /* A kernel reads and writes it through the same address. */
+    assert_ok(gm_kernel_find(ctx, "add_f32", &add));
+    {
+        int64_t n = 12;
+        gm_arg args[4] = {gm_arg_array(m), gm_arg_array(m), gm_arg_array(m), gm_arg_i64(n)};
+
+        assert_ok(gm_launch(add, gm_dim3_make(1, 1, 1), gm_dim3_make(32, 1, 1), 0, NULL, 4, args));
+        assert_ok(gm_context_synchronize(ctx));
+        assert_true(x[11] == 22.0f);
+    }
+    /* Copies treat it as device memory. */
+    assert_ok(gm_ndview_init(out, GM_FLOAT32, 2, shape, NULL, GM_ORDER_C, &hv));
+    assert_ok(gm_array_copy_to_host(m, &hv, NULL));
+    assert_true(out[5] == x[5]);
+    assert_ok(gm_to_device(ctx, &hv, NULL, &d));
+    assert_ok(gm_copy(ctx, gm_array_view(m), gm_array_view(d), NULL));
+    assert_ok(gm_managed_array_like(ctx, gm_array_view(m), &f));
+    assert_int_equal(gm_array_view(f)->memory, GM_MEMORY_MANAGED);
+    assert_true(gm_ndview_is_c_contiguous(gm_array_view(f)));
+    gm_array_release(&f);
+    assert_ok(gm_managed_array(ctx, 2, shape, GM_FLOAT32, GM_ORDER_F, &f));
+    assert_true(gm_ndview_is_f_contiguous(gm_array_view(f)));
+    assert_ok(gm_managed_array(ctx, 1, &zero, GM_FLOAT32, GM_ORDER_C, &z)); /* nothing */
+    assert_int_equal(rt_fault_calls(RT_MANAGED_ALLOC), 3);
+    /* Released through the queue; out of memory flushes it and retries once. */
+    assert_ok(gm_managed_array(ctx, 1, &huge, GM_UINT8, GM_ORDER_C, &big));
+    assert_int_equal(rt_stats(ctx).pending_count, 1); /* the first _like array */
+    gm_array_release(&big);
+    assert_int_equal(rt_stats(ctx).pending_count, 2);
+    assert_int_equal(rt_stats(ctx).pending_device_bytes, 48 + huge);
+    assert_ok(gm_managed_array(ctx, 1, &huge, GM_UINT8, GM_ORDER_C, &big2));
+    assert_int_equal(rt_stats(ctx).pending_count, 0);
+    assert_int_equal(rt_fault_calls(RT_MANAGED_ALLOC), 6); /* 4, then 5 failed, 6 retried */
+    gm_array_release(&big2);
+    /* Errors. */
+    rt_fault_fail_at(RT_MANAGED_ALLOC, rt_fault_calls(RT_MANAGED_ALLOC) + 1, GM_ERR_UNSUPPORTED);
+    assert_status(gm_managed_array(ctx, 2, shape, GM_FLOAT32, GM_ORDER_C, &big),
+                  GM_ERR_UNSUPPORTED);
+    assert_message_begins("gm_managed_array: managed_alloc: injected failure");
+    assert_null(big);
+    assert_status(gm_managed_array(ctx, 2, shape, GM_FLOAT32, GM_ORDER_K, &big),
+                  GM_ERR_INVALID_ARG);
+    assert_status(gm_managed_array(NULL, 2, shape, GM_FLOAT32, GM_ORDER_C, &big),
+                  GM_ERR_NULL_POINTER);
+    assert_status(gm_managed_array(ctx, 2, shape, GM_FLOAT32, GM_ORDER_C, NULL),
+                  GM_ERR_NULL_POINTER);
+    assert_status(gm_managed_array_like(ctx, NULL, &big), GM_ERR_NULL_POINTER);
+    gm_array_release(&z);
+    gm_array_release(&f);
+    gm_array_release(&d);
+    gm_array_release(&m);
+    gm_context_destroy(&ctx);
+}
+
 /* Overlapping and duplicate arrays are registered once; undo is immediate. */
 static void test_pin_overlapping_and_repin(void **state)
 {
@@ -346,6 +431,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup(test_pinned_array, test_setup),
         cmocka_unit_test_setup(test_mapped_array, test_setup),
+        cmocka_unit_test_setup(test_managed_array, test_setup),
         cmocka_unit_test_setup(test_pin_overlapping_and_repin, test_setup),
         cmocka_unit_test_setup(test_pin_memory_kinds, test_setup),
         cmocka_unit_test_setup(test_map, test_setup),

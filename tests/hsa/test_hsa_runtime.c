@@ -182,6 +182,21 @@ static void test_flush_waits_for_pending_copy(void **state)
     free(host);
 }
 
+/* No managed memory on HSA: a clear GM_ERR_UNSUPPORTED, nothing allocated or leaked. */
+static void test_managed_array_unsupported(void **state)
+{
+    gm_context *ctx = open_context(1.0, 100);
+    int64_t n = 64;
+    gm_array *m = NULL;
+
+    (void)state;
+    assert_int_equal(gm_managed_array(ctx, 1, &n, GM_FLOAT32, GM_ORDER_C, &m), GM_ERR_UNSUPPORTED);
+    assert_null(m);
+    assert_non_null(strstr(gm_last_error_message(),
+                           "gm_managed_array: managed_alloc is not supported by this backend"));
+    close_context(ctx);
+}
+
 /* gm_context_synchronize returns only once the engine has run a copy queued on a stream. */
 static void test_context_synchronize_waits(void **state)
 {
@@ -319,6 +334,7 @@ int main(void)
         cmocka_unit_test(test_public_round_trip),
         cmocka_unit_test(test_flush_waits_for_pending_copy),
         cmocka_unit_test(test_context_synchronize_waits),
+        cmocka_unit_test(test_managed_array_unsupported),
         cmocka_unit_test(test_failed_stream_destroyed_once),
         cmocka_unit_test(test_flush_keeps_last_error),
     };
