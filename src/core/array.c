@@ -662,15 +662,14 @@ void gm_array_release(gm_array **array_p)
     array_drop(array);
 }
 
-/* Whether `view` addresses only bytes of the buffer (size-0 views: a point inside or at the end).
- */
+/* Whether `view` addresses only bytes of the buffer (a size-0 view addresses none). */
 static gm_status check_inside(const char *fn, const gm__buffer *buffer, const gm_ndview *view)
 {
     int64_t lo = 0, hi = 0;
     uint64_t start = 0, end = 0;
     gm_status status = gm_ndview_extent(view, &lo, &hi);
 
-    if (status != GM_OK)
+    if (status != GM_OK || gm_ndview_size(view) == 0) /* an empty view addresses no byte */
         return status;
     start = (uint64_t)(uintptr_t)view->data + (uint64_t)lo;
     end = (uint64_t)(uintptr_t)view->data + (uint64_t)hi;

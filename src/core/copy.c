@@ -724,6 +724,23 @@ static gm_status copy_dense(gm_context *ctx, const char *fn, const gm_ndview *ds
     return ctx->ops->copy(ctx->bctx, &desc, bs);
 }
 
+/*
+ * GM_ERR_INVALID_ARG for a destination with a stride-0 axis of extent > 1
+ * (numpy's broadcast views are read-only): its elements share bytes, so
+ * what they would hold depends on the copy's order.
+ */
+static gm_status check_not_broadcast(const char *fn, const gm_ndview *dst)
+{
+    for (int i = 0; i < dst->ndim; i++) {
+        if (dst->strides[i] == 0 && dst->shape[i] > 1)
+            return gm__error(GM_ERR_INVALID_ARG,
+                             "%s: destination axis %d has stride 0 and extent %" PRId64
+                             " (a broadcast destination is not writable)",
+                             fn, i, dst->shape[i]);
+    }
+    return GM_OK;
+}
+
 /* check_pair, then check_overlap for a nonempty copy; *empty_p when there are no elements. */
 static gm_status check_pair_full(const char *fn, const gm_context *ctx, const gm_ndview *dst,
                                  const gm_ndview *src, bool *empty_p)
@@ -775,6 +792,10 @@ gm_status gm__copy(const char *fn, gm_context *ctx, const gm_ndview *dst, const 
         if (status != GM_OK || empty)
             return status;
     }
+    /* Not dense: refused here, before any stream work, whichever way it would go. */
+    status = check_not_broadcast(fn, dst);
+    if (status != GM_OK)
+        return status;
     if (side_of(dst) == GM_COPY_HOST && side_of(src) == GM_COPY_HOST)
         return copy_host(ctx, fn, dst, src, bs);
     return copy_device(ctx, fn, dst, src, bs);
@@ -824,6 +845,28 @@ static gm_status fill_checks(const char *fn, gm_context *ctx, const gm_ndview *v
     return status;
 }
 
+/*
+ * The view with every stride-0 axis (a broadcast, numpy's as_strided or
+ * broadcast_to) cut to extent 1: the same bytes, each written once, so a fill
+ * takes the same path on every memory kind. Returns view itself when it has
+ * no such axis, else *out.
+ */
+static const gm_ndview *unbroadcast(const gm_ndview *view, gm_ndview *out)
+{
+    bool any = false;
+
+    for (int i = 0; i < view->ndim && !any; i++)
+        any = view->strides[i] == 0 && view->shape[i] > 1;
+    if (!any)
+        return view;
+    *out = *view;
+    for (int i = 0; i < out->ndim; i++) {
+        if (out->strides[i] == 0)
+            out->shape[i] = 1;
+    }
+    return out;
+}
+
 /* Address of the lowest byte of a contiguous view. */
 static gm_devptr lowest_byte(const gm_ndview *view)
 {
@@ -839,10 +882,12 @@ gm_status gm__fill(const char *fn, gm_context *ctx, const gm_ndview *view, const
 {
     gm_backend_stream *bs = NULL;
     int64_t itemsize = 0;
+    gm_ndview once;
     gm_status status = fill_checks(fn, ctx, view, stream, &bs);
 
     if (status != GM_OK || gm_ndview_size(view) == 0)
         return status;
+    view = unbroadcast(view, &once);
     itemsize = gm_ndview_itemsize(view);
     if (side_of(view) == GM_COPY_DEVICE && gm_ndview_is_contiguous(view) &&
         (itemsize == 1 || itemsize == 2 || itemsize == 4 || itemsize == 8))
@@ -857,10 +902,12 @@ gm_status gm__memset(const char *fn, gm_context *ctx, const gm_ndview *view, uns
 {
     gm_backend_stream *bs = NULL;
     unsigned char *pattern = NULL;
+    gm_ndview once;
     gm_status status = fill_checks(fn, ctx, view, stream, &bs);
 
     if (status != GM_OK || gm_ndview_size(view) == 0)
         return status;
+    view = unbroadcast(view, &once);
     if (side_of(view) == GM_COPY_DEVICE && gm_ndview_is_contiguous(view))
         return ctx->ops->memset(ctx->bctx, lowest_byte(view), &byte, 1,
                                 (size_t)gm_ndview_nbytes(view), bs);

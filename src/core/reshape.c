@@ -176,14 +176,15 @@ static bool group_merges(const nocopy *st, int oi, int oj)
     return merges;
 }
 
-/* *out = stride * extent, or GM_ERR_OVERFLOW. */
-static gm_status mul_stride(const nocopy *st, int64_t stride, int64_t extent, int64_t *out)
+/*
+ * stride * extent modulo 2^64, as numpy's unchecked products: it can wrap
+ * only for an axis of extent 1 (the stride of an axis of larger extent lies
+ * within the valid source's extent), whose stride addresses no byte
+ * (gm_ndview_expand_dims wraps the same way).
+ */
+static int64_t mul_stride(int64_t stride, int64_t extent)
 {
-    if (gm__mul_overflow(stride, extent, out))
-        return gm__error(GM_ERR_OVERFLOW,
-                         "%s: a stride of the reshaped view overflows (%lld * %lld)", st->fn,
-                         (long long)stride, (long long)extent);
-    return GM_OK;
+    return (int64_t)((uint64_t)stride * (uint64_t)extent);
 }
 
 /*
@@ -192,22 +193,20 @@ static gm_status mul_stride(const nocopy *st, int64_t stride, int64_t extent, in
  * leftwards; in F order the first takes the first old stride and they grow
  * rightwards (new axes of extent 1 inside the group included, as in numpy).
  */
-static gm_status group_strides(nocopy *st, int ni, int nj, int oi, int oj)
+static void group_strides(nocopy *st, int ni, int nj, int oi, int oj)
 {
     int64_t *strides = st->newstrides;
     const int64_t *dims = st->newdims;
-    gm_status status = GM_OK;
 
     if (st->order == GM_ORDER_F) {
         strides[ni] = st->oldstrides[oi];
-        for (int nk = ni + 1; nk < nj && status == GM_OK; nk++)
-            status = mul_stride(st, strides[nk - 1], dims[nk - 1], &strides[nk]);
+        for (int nk = ni + 1; nk < nj; nk++)
+            strides[nk] = mul_stride(strides[nk - 1], dims[nk - 1]);
     } else {
         strides[nj - 1] = st->oldstrides[oj - 1];
-        for (int nk = nj - 1; nk > ni && status == GM_OK; nk--)
-            status = mul_stride(st, strides[nk], dims[nk], &strides[nk - 1]);
+        for (int nk = nj - 1; nk > ni; nk--)
+            strides[nk - 1] = mul_stride(strides[nk], dims[nk]);
     }
-    return status;
 }
 
 /*
@@ -216,19 +215,17 @@ static gm_status group_strides(nocopy *st, int ni, int nj, int oi, int oj)
  * newdims[-1] when no axis was placed; that cannot happen for a
  * non-contiguous source, and the item size is used here instead.
  */
-static gm_status trailing_strides(nocopy *st, int ni)
+static void trailing_strides(nocopy *st, int ni)
 {
     int64_t last = itemsize_of(st->src);
-    gm_status status = GM_OK;
 
     if (ni >= 1) {
         last = st->newstrides[ni - 1];
         if (st->order == GM_ORDER_F)
-            status = mul_stride(st, last, st->newdims[ni - 1], &last);
+            last = mul_stride(last, st->newdims[ni - 1]);
     }
-    for (int nk = ni; nk < st->newnd && status == GM_OK; nk++)
+    for (int nk = ni; nk < st->newnd; nk++)
         st->newstrides[nk] = last;
-    return status;
 }
 
 /*
@@ -249,12 +246,12 @@ static gm_status attempt_nocopy(nocopy *st)
         if (!match_group(st, ni, oi, &nj, &oj) || !group_merges(st, oi, oj))
             status = reshape_needs_copy(st->fn, st->src, st->newnd, st->newdims, st->order);
         else
-            status = group_strides(st, ni, nj, oi, oj);
+            group_strides(st, ni, nj, oi, oj);
         ni = nj;
         oi = oj;
     }
     if (status == GM_OK)
-        status = trailing_strides(st, ni);
+        trailing_strides(st, ni);
     return status;
 }
 

@@ -185,6 +185,10 @@ static gm_status check_from_host(const char *fn, const gm_context *ctx, const gm
             gm__error(GM_ERR_NULL_POINTER, "%s: %s is NULL", fn, host == NULL ? "host" : "sa_p");
     if (status == GM_OK)
         status = gm__validate(fn, host);
+    if (status == GM_OK && host->data == NULL && gm_ndview_size(host) > 0)
+        status =
+            gm__error(GM_ERR_NULL_POINTER, "%s: the host view has %" PRId64 " elements and no data",
+                      fn, gm_ndview_size(host));
     if (status == GM_OK)
         status = check_host_memory(fn, ctx, host);
     if (status != GM_OK)

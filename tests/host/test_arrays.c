@@ -235,6 +235,21 @@ static void test_size_zero(void **state)
     assert_ok(gm_array_memset(a, 0, NULL));
     assert_int_equal(rt_fault_calls(RT_MEM_ALLOC), 0);
     assert_int_equal(rt_fault_calls(RT_COPY), 0);
+    /* Views of an empty array (numpy: a[:, 1], a[:, ::-1]) move the offset and address no byte. */
+    {
+        gm_index_item col[2] = {GM_IDX_ALL, GM_IDX_INT(1)};
+        gm_index_item rev[2] = {GM_IDX_ALL, GM_IDX_SLICE(GM_NONE, GM_NONE, -1)};
+        gm_array *v = NULL;
+
+        assert_ok(gm_array_getitem(a, 2, col, &v));
+        assert_int_equal(gm_array_view(v)->ndim, 1);
+        assert_int_equal(gm_array_view(v)->shape[0], 0);
+        assert_int_equal(gm_array_view(v)->offset, 8);
+        gm_array_release(&v);
+        assert_ok(gm_array_getitem(a, 2, rev, &v));
+        assert_int_equal(gm_array_view(v)->strides[1], -8);
+        gm_array_release(&v);
+    }
     gm_array_release(&a);
     gm_array_release(&b);
     gm_array_release(&c);
@@ -667,6 +682,47 @@ static void test_fill(void **state)
     }
     for (int k = 0; k < 24; k++)
         assert_true(((double *)gm_array_view(p)->data)[k] == 2.5);
+    /* A broadcast (stride-0) view is filled like numpy's on every memory kind, with or
+     * without a stream: its one element per broadcast run is written. */
+    {
+        gm_array *arrays[2] = {p, a}, *b = NULL;
+        double y = -7.0;
+        gm_stream *st = NULL;
+
+        assert_ok(gm_stream_create(ctx, 0, &st));
+        for (int k = 0; k < 2; k++) {
+            gm_ndview bv = *gm_array_view(arrays[k]);
+
+            bv.strides[0] = 0; /* 4 rows, all row 0 */
+            assert_ok(gm_array_derive(arrays[k], &bv, &b));
+            assert_ok(gm_array_fill(b, &y, NULL));
+            assert_ok(gm_array_fill(b, &y, st));
+            assert_ok(gm_stream_synchronize(st));
+            assert_ok(gm_array_memset(b, 0, st));
+            assert_ok(gm_stream_synchronize(st));
+            assert_ok(gm_array_fill(b, &y, st));
+            assert_ok(gm_stream_synchronize(st));
+            gm_array_release(&b);
+            assert_ok(gm_array_copy_to_host_new(arrays[k], NULL, &h));
+            for (int j = 0; j < 24; j++) {
+                double z = ((double *)gm_array_view(h)->data)[j];
+
+                assert_true(j < 6 ? z == -7.0 : z != -7.0); /* row 0 only */
+            }
+            gm_array_release(&h);
+        }
+        /* A copy into it is refused at the call, before anything is queued. */
+        {
+            gm_ndview bv = *gm_array_view(p);
+
+            bv.strides[0] = 0;
+            assert_status(gm_array_copy_to_host(a, &bv, st), GM_ERR_INVALID_ARG);
+            assert_message_begins("gm_array_copy_to_host: destination axis 0 has stride 0");
+            assert_status(gm_copy(ctx, &bv, gm_array_view(p), st), GM_ERR_INVALID_ARG);
+            assert_ok(gm_stream_synchronize(st));
+        }
+        gm_stream_destroy(&st);
+    }
     assert_status(gm_array_fill(p, NULL, NULL), GM_ERR_NULL_POINTER);
     assert_status(gm_array_fill(NULL, &x, NULL), GM_ERR_NULL_POINTER);
     gm_array_release(&p);

@@ -203,6 +203,13 @@ static void test_arguments(void **state)
     hv.ndim = GM_MAX_DIMS + 1;
     assert_status(gm_smart_array_from_host(ctx, &hv, false, &sa), GM_ERR_TOO_MANY_DIMS);
     hv.ndim = 1;
+    hv.data = NULL; /* elements and no data: refused at once, either copy */
+    for (int copy = 0; copy < 2; copy++) {
+        assert_status(gm_smart_array_from_host(ctx, &hv, copy == 1, &sa), GM_ERR_NULL_POINTER);
+        assert_message_begins("gm_smart_array_from_host: the host view has 4 elements and no data");
+        assert_null(sa);
+    }
+    hv.data = data;
     assert_null(sa);
     assert_ok(gm_smart_array_from_host(ctx, &hv, false, &sa));
     assert_status(gm_smart_array_get(NULL, GM_WHERE_HOST, &v), GM_ERR_NULL_POINTER);
