@@ -372,13 +372,17 @@ typedef struct gm_strided_layout {
  * Checks, before anything runs: every grid and block extent >= 1 and within
  * the device's limits, threads per block within the device's and the
  * kernel's limit, static + dynamic shared memory within the device's limit
- * (GM_ERR_INVALID_ARG naming the value and the limit; the simulator does not
+ * (its opt-in limit, gm_device_info.shared_memory_per_block_optin: on CUDA a
+ * launch past the default 48 KiB opts the kernel in; GM_ERR_INVALID_ARG
+ * naming the value and the limit; the simulator does not
  * know a host kernel's static shared memory, static_shared_bytes 0, so there
  * only the dynamic part is checked: a kernel whose GM_SHARED_ARRAYs exceed
  * the GPU's limit runs on the simulator and fails on a GPU); nargs equal to the
  * kernel's parameter count and each argument's size (and, where the kernel's
- * parameter types are known, kind: pointer, integer or float) matching its
- * parameter (GM_ERR_INVALID_ARG quoting the signature). Argument values are
+ * parameter types are known, kind: pointer, integer or float; a parameter
+ * whose type is a typedef of the program's, such as `real`, is checked by
+ * size only) matching its parameter (GM_ERR_INVALID_ARG quoting the
+ * signature). Argument values are
  * copied, so `args` may be reused on return.
  *
  * @param stream NULL: synchronous; the kernel has finished when the call

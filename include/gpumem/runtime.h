@@ -134,7 +134,11 @@ typedef struct gm_device_info {
     int32_t multiprocessor_count;    /**< SMs or compute units */
     int32_t max_block_dim[3];
     int32_t max_grid_dim[3];
-    uint8_t reserved[64];
+    /** bytes of static + dynamic shared memory a block may have when the kernel opts in
+     *  (CUDA's MAX_SHARED_MEMORY_PER_BLOCK_OPTIN: gm_launch opts in for a launch that needs
+     *  it); shared_memory_per_block where the device has no opt-in */
+    int64_t shared_memory_per_block_optin;
+    uint8_t reserved[56];
 } gm_device_info;
 
 /** @brief Properties of the context's device. */

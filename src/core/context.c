@@ -561,6 +561,7 @@ gm_status gm_context_device_info(gm_context *ctx, gm_device_info *info_p)
     status = ctx->ops->device_info(ctx->bctx, &info);
     if (status != GM_OK)
         return status;
+    gm__device_info_complete(&info);
     info.backend = ctx->ops->kind;
     info.device_id = ctx->device_id;
     *info_p = info;

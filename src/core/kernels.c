@@ -18,38 +18,76 @@ typedef enum param_class {
     PARAM_DOUBLE = 4
 } param_class;
 
-/* Whether `word` appears in `text` as a whole identifier. */
-static bool has_word(const char *text, const char *word)
+/* Whether c may be part of a C identifier. */
+static bool ident_char(char c)
 {
-    size_t n = strlen(word);
+    return c == '_' || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
+}
 
-    for (const char *p = strstr(text, word); p != NULL; p = strstr(p + 1, word)) {
-        bool left =
-            p == text || !(p[-1] == '_' || (p[-1] >= 'a' && p[-1] <= 'z') ||
-                           (p[-1] >= 'A' && p[-1] <= 'Z') || (p[-1] >= '0' && p[-1] <= '9'));
-        char c = p[n];
-        bool right = !(c == '_' || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-                       (c >= '0' && c <= '9'));
-
-        if (left && right)
+/* Whether the n characters at word are one of the NULL-terminated `list`. */
+static bool word_in(const char *word, size_t n, const char *const *list)
+{
+    for (; *list != NULL; list++) {
+        if (strlen(*list) == n && strncmp(word, *list, n) == 0)
             return true;
     }
     return false;
 }
 
+/*
+ * A parameter's class from its "type name" text. A pointer has a '*'. A
+ * scalar's type words (the identifiers but the last, the name; qualifiers
+ * ignored) decide: float or double, or all of them integer words (the C
+ * keywords and <stdint.h> / <stddef.h> names). Anything else, a typedef of
+ * the program's own included (`real`, a struct), is PARAM_UNKNOWN: only its
+ * size is checked, since its kind cannot be known from the text.
+ */
 static param_class classify(const char *decl)
 {
+    static const char *const qualifiers[] = {
+        "const", "volatile", "restrict", "__restrict", "__restrict__", "GM_RESTRICT", NULL};
+    static const char *const integers[] = {
+        "char",      "short",    "int",      "long",     "signed",    "unsigned",
+        "_Bool",     "bool",     "size_t",   "ssize_t",  "ptrdiff_t", "intptr_t",
+        "uintptr_t", "int8_t",   "int16_t",  "int32_t",  "int64_t",   "uint8_t",
+        "uint16_t",  "uint32_t", "uint64_t", "intmax_t", "uintmax_t", NULL};
+    const char *word[16];
+    size_t len[16];
+    int nwords = 0, ntype = 0, nint = 0;
+    bool is_float = false, is_double = false;
+
     if (decl == NULL)
         return PARAM_UNKNOWN;
     if (strchr(decl, '*') != NULL)
         return PARAM_POINTER;
-    if (has_word(decl, "float"))
+    for (const char *p = decl; *p != '\0';) {
+        const char *q = p;
+
+        while (ident_char(*q))
+            q++;
+        if (q == p) {
+            p++;
+            continue;
+        }
+        if (!word_in(p, (size_t)(q - p), qualifiers)) {
+            if (nwords == 16)
+                return PARAM_UNKNOWN;
+            word[nwords] = p;
+            len[nwords++] = (size_t)(q - p);
+        }
+        p = q;
+    }
+    ntype = nwords >= 2 ? nwords - 1 : nwords; /* the last word is the name */
+    for (int i = 0; i < ntype; i++) {
+        is_float = is_float || (len[i] == 5 && strncmp(word[i], "float", 5) == 0);
+        is_double = is_double || (len[i] == 6 && strncmp(word[i], "double", 6) == 0);
+        nint += word_in(word[i], len[i], integers) ? 1 : 0;
+    }
+    if (is_float)
         return PARAM_FLOAT;
-    if (has_word(decl, "double"))
+    if (is_double)
         return PARAM_DOUBLE;
-    if (strstr(decl, "struct") != NULL || strstr(decl, "union") != NULL)
-        return PARAM_UNKNOWN;
-    return PARAM_INTEGER;
+    return ntype > 0 && nint == ntype ? PARAM_INTEGER : PARAM_UNKNOWN;
 }
 
 static const char *arg_type_name(gm_arg_type t)
@@ -167,6 +205,7 @@ static gm_status check_config(const char *fn, const gm_kernel *k, const gm_devic
     uint64_t threads = (uint64_t)block.x * block.y * block.z;
     int64_t limit = dev->max_threads_per_block;
     uint64_t shared = (uint64_t)k->attrs.static_shared_bytes + dynamic_shared;
+    int64_t shared_limit = dev->shared_memory_per_block_optin; /* >= the default limit */
     gm_status status = check_dims(fn, k, "block", block, dev->max_block_dim);
 
     if (status == GM_OK)
@@ -180,12 +219,12 @@ static gm_status check_config(const char *fn, const gm_kernel *k, const gm_devic
                          "%s: kernel '%s': block (%u,%u,%u) has %llu threads; the limit is %lld",
                          fn, k->name, block.x, block.y, block.z, (unsigned long long)threads,
                          (long long)limit);
-    if (dev->shared_memory_per_block > 0 && shared > (uint64_t)dev->shared_memory_per_block)
+    if (shared_limit > 0 && shared > (uint64_t)shared_limit)
         return gm__error(GM_ERR_INVALID_ARG,
                          "%s: kernel '%s': %zu bytes of static and %zu bytes of dynamic shared "
                          "memory exceed the device's %lld bytes per block",
                          fn, k->name, k->attrs.static_shared_bytes, dynamic_shared,
-                         (long long)dev->shared_memory_per_block);
+                         (long long)shared_limit);
     return GM_OK;
 }
 

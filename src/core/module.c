@@ -89,6 +89,8 @@ gm_status gm__kernels_device_info(gm_context *ctx, gm_device_info *info_p)
     } else if (!s->have_info) {
         status = ctx->ops->device_info(ctx->bctx, &s->info);
         s->have_info = status == GM_OK;
+        if (s->have_info)
+            gm__device_info_complete(&s->info);
     }
     if (status == GM_OK)
         *info_p = s->info;

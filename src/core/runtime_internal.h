@@ -281,6 +281,13 @@ gm_status gm__context_create_with_ops(const gm_backend_ops *ops, const gm_contex
 /* GM_ERR_NULL_POINTER naming `fn` when ctx is NULL. */
 gm_status gm__check_context(const char *fn, const gm_context *ctx);
 
+/* A backend's device_info as the core gives it on: no opt-in limit below the default one. */
+static inline void gm__device_info_complete(gm_device_info *info)
+{
+    if (info->shared_memory_per_block_optin < info->shared_memory_per_block)
+        info->shared_memory_per_block_optin = info->shared_memory_per_block;
+}
+
 /*
  * Context teardown: detach every live DLPack export of `ctx` (dlpack.c), so
  * that its deleter, called later, frees only the export's own allocation.

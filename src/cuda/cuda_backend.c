@@ -85,7 +85,7 @@ static void release_context(gm_backend_ctx *bctx)
 }
 
 /* The integer attributes of the device that gm_device_info and the copies need. */
-static gm_status read_attributes(gm_backend_ctx *bctx, int *shared, int *pitch)
+static gm_status read_attributes(gm_backend_ctx *bctx, int *shared, int *optin, int *pitch)
 {
     gm_device_info *info = &bctx->info;
     const struct {
@@ -102,6 +102,7 @@ static gm_status read_attributes(gm_backend_ctx *bctx, int *shared, int *pitch)
         {CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y, &info->max_grid_dim[1]},
         {CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z, &info->max_grid_dim[2]},
         {CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK, shared},
+        {CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, optin},
         {CU_DEVICE_ATTRIBUTE_MAX_PITCH, pitch},
     };
     gm_status status = GM_OK;
@@ -118,6 +119,7 @@ static gm_status read_device_info(gm_backend_ctx *bctx)
     gm_device_info *info = &bctx->info;
     size_t total = 0;
     int shared = 0;
+    int optin = 0;
     int pitch = 0;
     gm_status status = GM_CUDA_CALL(&bctx->drv, cuDeviceGetName, info->name,
                                     (int)sizeof(info->name), bctx->device);
@@ -125,13 +127,14 @@ static gm_status read_device_info(gm_backend_ctx *bctx)
     if (status == GM_OK)
         status = GM_CUDA_CALL(&bctx->drv, cuDeviceTotalMem, &total, bctx->device);
     if (status == GM_OK)
-        status = read_attributes(bctx, &shared, &pitch);
+        status = read_attributes(bctx, &shared, &optin, &pitch);
     if (status != GM_OK)
         return gm__cuda_annotate(status, "cuda: cannot read the device's properties");
     info->backend = GM_BACKEND_CUDA;
     info->device_id = bctx->device_id;
     info->total_memory = (int64_t)total;
     info->shared_memory_per_block = shared;
+    info->shared_memory_per_block_optin = optin; /* the core raises 0 to `shared` */
     bctx->max_pitch = pitch > 0 ? (size_t)pitch : 0;
     return GM_OK;
 }

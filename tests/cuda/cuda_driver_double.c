@@ -586,6 +586,9 @@ CUresult CUDAAPI cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevi
     case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK:
         *pi = DEFAULT_SHARED;
         break;
+    case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN:
+        *pi = MAX_OPTIN_SHARED;
+        break;
     case CU_DEVICE_ATTRIBUTE_MAX_PITCH:
         *pi = S.max_pitch;
         break;

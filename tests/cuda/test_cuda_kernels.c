@@ -794,6 +794,54 @@ static void test_core_launch_failure(void **state)
     close_context(ctx);
 }
 
+/*
+ * Dynamic shared memory past the default 48 KiB: gm_launch allows up to the
+ * device's opt-in limit (227 KiB on the double, as on an H100) and the
+ * backend opts the kernel in; past that limit it is refused before the driver.
+ */
+static void test_core_large_dynamic_shared(void **state)
+{
+    gm_context *ctx = open_context();
+    const int64_t n = 1024;
+    const int32_t radius = 6200; /* (256 + 2 * 6200) * 4 = 50624 bytes */
+    size_t shared = (size_t)(256 + 2 * radius) * sizeof(float);
+    gm_device_info info;
+    gm_kernel *k = NULL;
+    gm_array *in = NULL, *out = NULL;
+    float one = 1.0f, back[1024];
+    gm_ndview bv;
+
+    (void)state;
+    assert_ok(gm_context_device_info(ctx, &info));
+    assert_int_equal(info.shared_memory_per_block, 48 * 1024);
+    assert_int_equal(info.shared_memory_per_block_optin, 227 * 1024);
+    assert_ok(gm_kernel_find(ctx, "stencil1d_f32", &k));
+    assert_ok(gm_device_array(ctx, 1, &n, GM_FLOAT32, GM_ORDER_C, &in));
+    assert_ok(gm_device_array(ctx, 1, &n, GM_FLOAT32, GM_ORDER_C, &out));
+    assert_ok(gm_array_fill(in, &one, NULL));
+    {
+        gm_arg args[4] = {gm_arg_array(in), gm_arg_array(out), gm_arg_i64(n), gm_arg_i32(radius)};
+
+        gm_cuda_double_clear_calls();
+        assert_ok(
+            gm_launch(k, gm_dim3_make(4, 1, 1), gm_dim3_make(256, 1, 1), shared, NULL, 4, args));
+        assert_true(gm_cuda_double_find_call("cuFuncSetAttribute", 0) >= 0);
+        assert_ok(gm_ndview_init(back, GM_FLOAT32, 1, &n, NULL, GM_ORDER_C, &bv));
+        assert_ok(gm_array_copy_to_host(out, &bv, NULL));
+        for (int64_t i = 0; i < n; i++)
+            assert_true(back[i] == 1024.0f); /* every element is within the radius */
+        gm_cuda_double_clear_calls();
+        assert_int_equal(gm_launch(k, gm_dim3_make(4, 1, 1), gm_dim3_make(256, 1, 1),
+                                   227 * 1024 + 4, NULL, 4, args),
+                         GM_ERR_INVALID_ARG);
+        assert_non_null(strstr(gm_last_error_message(), "exceed the device's 232448 bytes"));
+        assert_int_equal(gm_cuda_double_count_calls("cuLaunchKernel"), 0);
+    }
+    gm_array_release(&in);
+    gm_array_release(&out);
+    close_context(ctx);
+}
+
 /* Whether this build embedded CUDA images (nvcc was found; -Dkernels_cuda not disabled). */
 static int have_cuda_images(void)
 {
@@ -821,6 +869,7 @@ int main(void)
         cmocka_unit_test_setup(test_core_falls_back_without_kernel, cuda_test_setup),
         cmocka_unit_test_setup(test_core_retries_after_transient_failure, cuda_test_setup),
         cmocka_unit_test_setup(test_core_launch_failure, cuda_test_setup),
+        cmocka_unit_test_setup(test_core_large_dynamic_shared, cuda_test_setup),
     };
 
     if (!have_cuda_images()) {

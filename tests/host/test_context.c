@@ -270,6 +270,9 @@ static void test_device_info(void **state)
     assert_int_equal(info.device_id, 0);
     assert_int_equal(info.warp_size, 64);
     assert_int_equal(info.total_memory, 64 * MIB);
+    /* No opt-in on the simulator: the opt-in limit is the default one. */
+    assert_true(info.shared_memory_per_block > 0);
+    assert_int_equal(info.shared_memory_per_block_optin, info.shared_memory_per_block);
     assert_status(gm_context_device_info(ctx, NULL), GM_ERR_NULL_POINTER);
     assert_status(gm_context_device_info(NULL, &info), GM_ERR_NULL_POINTER);
     gm_context_destroy(&ctx);
