@@ -31,6 +31,13 @@ typedef struct ctx_state {
     gm_device_info info;
 } ctx_state;
 
+/*
+ * What a context's module loaded from a registry set points at once the set
+ * is unregistered: still owned by its context (m->set != NULL), never matched
+ * again, so a set registered later at the same address loads its own.
+ */
+static const gm_image_set unregistered_set = {"(unregistered)", NULL, NULL, 0, NULL, 0};
+
 static pthread_mutex_t kernels_lock = PTHREAD_MUTEX_INITIALIZER;
 static ctx_state *states = NULL;
 static const gm_image_set *registered[MAX_REGISTERED_SETS];
@@ -697,6 +704,7 @@ out:
     return status;
 }
 
+/* Unlist the set; the contexts' modules loaded from it stay theirs, detached from it. */
 gm_status gm_unregister_image_set(const gm_image_set *set)
 {
     gm_status status = GM_ERR_NOT_FOUND;
@@ -709,6 +717,12 @@ gm_status gm_unregister_image_set(const gm_image_set *set)
             nregistered--;
             status = GM_OK;
             break;
+        }
+    }
+    for (ctx_state *st = states; st != NULL && status == GM_OK; st = st->next) {
+        for (gm_module *m = st->modules; m != NULL; m = m->next) {
+            if (m->set == set)
+                m->set = &unregistered_set;
         }
     }
     pthread_mutex_unlock(&kernels_lock);
@@ -744,6 +758,7 @@ static gm_status load_amdgpu_set(const char *fn, gm_context *ctx, const gm_image
                                  const gm_device_info *info, gm_module **module_p)
 {
     gm_status status = GM_ERR_NOT_FOUND;
+    char detail[GM__ERROR_MESSAGE_MAX] = "";
 
     for (int pass = 0; pass < 2 && status != GM_OK; pass++) {
         for (int32_t i = 0; i < set->amdgpu_count && status != GM_OK; i++) {
@@ -754,11 +769,17 @@ static gm_status load_amdgpu_set(const char *fn, gm_context *ctx, const gm_image
             if (img->data == NULL || arch_matches(img->arch, info->name) != (pass == 0))
                 continue;
             status = module_create(fn, ctx, &src, module_p);
+            if (status == GM_ERR_NO_MEMORY || status == GM_ERR_OUT_OF_DEVICE_MEMORY)
+                return status; /* not a question of which object fits */
+            if (status != GM_OK)
+                snprintf(detail, sizeof(detail), "; the last refusal: %s", gm_last_error_message());
         }
     }
-    if (status == GM_ERR_NOT_FOUND)
-        return gm__error(status, "%s: no AMDGPU object of '%s' loads on %s", fn, set->name,
-                         info->name);
+    /* None of the objects is for this GPU (the driver refuses another ISA): not found. */
+    if (status != GM_OK)
+        return gm__error(GM_ERR_NOT_FOUND,
+                         "%s: no AMDGPU object of '%s' loads on %s (the set has %d%s)", fn,
+                         set->name, info->name, (int)set->amdgpu_count, detail);
     return status;
 }
 
@@ -798,8 +819,13 @@ static gm_status set_module(const char *fn, gm_context *ctx, const gm_image_set 
 }
 
 /* Look for `name` in one set (lock held): GM_ERR_NOT_FOUND when the set lacks it. */
+/*
+ * The kernel `name` of the set (lock held); GM_ERR_NOT_FOUND when the set
+ * lacks it. *unloadable_p is set when the set has it but none of its images
+ * loads on the device (the message says why).
+ */
 static gm_status find_in_set(const char *fn, gm_context *ctx, const gm_image_set *set,
-                             const char *name, gm_kernel **kernel_p)
+                             const char *name, gm_kernel **kernel_p, bool *unloadable_p)
 {
     gm_module *m = NULL;
     gm_status status = GM_OK;
@@ -809,6 +835,7 @@ static gm_status find_in_set(const char *fn, gm_context *ctx, const gm_image_set
     if (set->host != NULL && table_kernel(set->host, name) == NULL)
         return GM_ERR_NOT_FOUND;
     status = set_module(fn, ctx, set, &m);
+    *unloadable_p = status == GM_ERR_NOT_FOUND;
     if (status == GM_OK)
         status = get_kernel_locked(fn, m, name, kernel_p);
     return status;
@@ -819,6 +846,7 @@ gm_status gm_kernel_find(gm_context *ctx, const char *name, gm_kernel **kernel_p
     static const char fn[] = "gm_kernel_find";
     gm_status status = gm__check_context(fn, ctx);
     gm_status first_error = GM_OK;
+    char unloadable[GM__ERROR_MESSAGE_MAX] = "";
     int n = 0;
 
     if (status == GM_OK && (name == NULL || kernel_p == NULL))
@@ -833,15 +861,21 @@ gm_status gm_kernel_find(gm_context *ctx, const char *name, gm_kernel **kernel_p
         const gm_image_set *set = i < nregistered ? registered[nregistered - 1 - i]
                                                   : gm__builtin_image_sets[i - nregistered];
 
-        status = find_in_set(fn, ctx, set, name, kernel_p);
+        bool no_image = false;
+
+        status = find_in_set(fn, ctx, set, name, kernel_p, &no_image);
         if (status != GM_OK && status != GM_ERR_NOT_FOUND && first_error == GM_OK)
             first_error = status;
+        if (no_image && unloadable[0] == '\0')
+            snprintf(unloadable, sizeof(unloadable), "%s", gm_last_error_message());
     }
     pthread_mutex_unlock(&kernels_lock);
     if (status == GM_OK)
         return GM_OK;
     if (first_error != GM_OK)
         return first_error;
+    if (unloadable[0] != '\0') /* the kernel exists, built for other GPUs */
+        return gm__error(GM_ERR_NOT_FOUND, "%s (looking for kernel '%s')", unloadable, name);
     return gm__error(GM_ERR_NOT_FOUND,
                      "%s: no kernel '%s' for the %s backend in %d image sets (the library's "
                      "built-in kernels for this backend: %s; a program's own kernels are "

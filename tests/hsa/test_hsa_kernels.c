@@ -306,6 +306,16 @@ static void test_copy_strided_packing_kernel(void **state)
     first = hsa_double_packet_count();
     copy_transposed(ctx, 9, 5);
     assert_int_equal(dispatches_of(first, "copy_strided"), 0);
+    /* No embedded object is for gfx906 (the driver refuses each ISA): not found, said so. */
+    {
+        gm_kernel *k = NULL;
+
+        assert_int_equal(gm_kernel_find(ctx, "add_f32", &k), GM_ERR_NOT_FOUND);
+        assert_non_null(strstr(gm_last_error_message(), "gm_kernel_find: no AMDGPU object of"));
+        assert_non_null(strstr(gm_last_error_message(), "the last refusal: "));
+        assert_non_null(strstr(gm_last_error_message(), "INVALID_ISA"));
+        assert_non_null(strstr(gm_last_error_message(), "(looking for kernel 'add_f32')"));
+    }
     close_context(ctx);
 }
 

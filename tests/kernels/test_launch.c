@@ -379,6 +379,32 @@ static void test_typedef_parameters(void **state)
     gm_context_destroy(&ctx);
 }
 
+/*
+ * A set unregistered, then another registered at the same address (reused
+ * storage, a reloaded plugin): the context's module of the first is not
+ * taken for the second's.
+ */
+static void test_set_at_reused_address(void **state)
+{
+    static gm_image_set storage;
+    gm_context *ctx = kt_context(32);
+    gm_kernel *k = NULL;
+    gm_kernel_info info;
+
+    (void)state;
+    storage = (gm_image_set){"typedef kernels", &kt_typedef_table, NULL, 0, NULL, 0};
+    assert_ok(gm_register_image_set(&storage));
+    assert_ok(gm_kernel_find(ctx, "kt_scale_typedefs", &k));
+    assert_ok(gm_unregister_image_set(&storage));
+    storage = (gm_image_set){"kernel tests again", &kt_test_table, NULL, 0, NULL, 0};
+    assert_ok(gm_register_image_set(&storage));
+    assert_ok(gm_kernel_find(ctx, "kt_read_const", &k));
+    assert_ok(gm_kernel_get_info(k, &info));
+    assert_string_equal(info.name, "kt_read_const");
+    assert_ok(gm_unregister_image_set(&storage));
+    gm_context_destroy(&ctx);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -389,6 +415,7 @@ int main(void)
         cmocka_unit_test(test_modules),
         cmocka_unit_test(test_module_errors),
         cmocka_unit_test(test_typedef_parameters),
+        cmocka_unit_test(test_set_at_reused_address),
     };
 
     return cmocka_run_group_tests(tests, gm_test_use_cmocka_allocator, gm_test_restore_allocator);
