@@ -186,6 +186,7 @@ static void cuda_fini(gm_backend_ctx *bctx)
 {
     if (bctx == NULL)
         return;
+    gm__cuda_wait_host_calls(bctx, "fini"); /* they still touch bctx's streams */
     gm__cuda_pack_fini(bctx);
     release_context(bctx);
     gm__cuda_driver_unload(&bctx->drv);

@@ -31,6 +31,10 @@ struct gm_backend_stream {
     /* First failing status of host work enqueued on the stream (GM_OK: none);
      * taken and returned by the next stream_synchronize or stream_query. */
     _Atomic int deferred_error;
+    /* A created or wrapped stream's wrapper: one reference for its owner and one
+     * per host work still queued (whose end writes deferred_error); the last frees
+     * it. A built-in one lives in the backend context. */
+    _Atomic int refs;
 };
 
 /* Whether the packing kernel of copy_strided (cuda_pack.c) is loaded. */
@@ -52,6 +56,10 @@ struct gm_backend_ctx {
     gm_cuda_pack_state pack_state;
     CUmodule pack_module; /* the built-in image holding copy_strided, loaded on first use */
     CUfunction pack_function;
+    /* Functions queued with cuStreamAddCallback that have not returned yet: after a
+     * context error the driver may still run them once cuCtxSynchronize has returned,
+     * so device_synchronize (when it fails) and fini wait for none to be left. */
+    _Atomic long host_calls;
 };
 
 /* Make the context's primary context current on the calling thread (first thing in every op). */
@@ -100,6 +108,8 @@ gm_op_copy_strided gm__cuda_copy_strided;
 
 /* ---- cuda_stream.c ---- */
 void gm__cuda_streams_init(gm_backend_ctx *bctx);
+/* Wait (bounded, logged) until no function queued with cuStreamAddCallback is left to run. */
+void gm__cuda_wait_host_calls(gm_backend_ctx *bctx, const char *what);
 gm_op_stream_create gm__cuda_stream_create;
 gm_op_stream_destroy gm__cuda_stream_destroy;
 gm_op_stream_builtin gm__cuda_stream_builtin;

@@ -8,17 +8,16 @@
  * with a terminator. Kernels are CUfunctions (owned by their module, no
  * release of their own), globals and __constant__ arrays come from
  * cuModuleGetGlobal_v2, launches go to cuLaunchKernel, and dynamic shared
- * memory above the default 48 KiB is opted into with cuFuncSetAttribute
+ * memory above the function's limit (by default the 48 KiB of a block less
+ * its static shared memory) is opted into with cuFuncSetAttribute
  * (CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES) before the launch.
  */
 #include <limits.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <string.h>
 
 #include "cuda_internal.h"
-
-/* Dynamic shared memory any launch may use without opting in. */
-#define DEFAULT_DYNAMIC_SHARED ((size_t)48 * 1024)
 
 /* More parameters than any kernel has (CUDA allows 32764 bytes of them). */
 #define MAX_KERNEL_PARAMS 32768
@@ -232,6 +231,35 @@ static gm_status check_launch(const gm_launch_config *config, void **args, int n
     return GM_OK;
 }
 
+/* Serializes raising a function's dynamic shared memory limit (shared by every thread). */
+static pthread_mutex_t dynamic_shared_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/*
+ * Make the function accept `bytes` of dynamic shared memory. Its limit
+ * (CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES) defaults to what the
+ * block's default shared memory leaves beside the kernel's static shared
+ * memory, so a kernel with static arrays needs it raised below 48 KiB of
+ * dynamic memory too. It is only ever raised, under a lock: a launch on
+ * another thread needing less must not lower it before this one launches.
+ */
+static gm_status allow_dynamic_shared(gm_backend_ctx *bctx, CUfunction function, size_t bytes)
+{
+    int limit = 0;
+    gm_status status = GM_CUDA_CALL(&bctx->drv, cuFuncGetAttribute, &limit,
+                                    CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, function);
+
+    if (status != GM_OK || (size_t)limit >= bytes)
+        return status;
+    pthread_mutex_lock(&dynamic_shared_lock);
+    status = GM_CUDA_CALL(&bctx->drv, cuFuncGetAttribute, &limit,
+                          CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, function);
+    if (status == GM_OK && (size_t)limit < bytes)
+        status = GM_CUDA_CALL(&bctx->drv, cuFuncSetAttribute, function,
+                              CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)bytes);
+    pthread_mutex_unlock(&dynamic_shared_lock);
+    return status;
+}
+
 /* arg_sizes is not needed: the driver knows each parameter's size from the image. */
 gm_status gm__cuda_launch(gm_backend_ctx *bctx, gm_backend_kernel *kernel,
                           const gm_launch_config *config, void **args, const size_t *arg_sizes,
@@ -243,10 +271,8 @@ gm_status gm__cuda_launch(gm_backend_ctx *bctx, gm_backend_kernel *kernel,
     (void)arg_sizes;
     if (status == GM_OK)
         status = gm__cuda_enter(bctx);
-    if (status == GM_OK && config->dynamic_shared_bytes > DEFAULT_DYNAMIC_SHARED)
-        status = GM_CUDA_CALL(&bctx->drv, cuFuncSetAttribute, function,
-                              CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                              (int)config->dynamic_shared_bytes);
+    if (status == GM_OK && config->dynamic_shared_bytes > 0)
+        status = allow_dynamic_shared(bctx, function, config->dynamic_shared_bytes);
     if (status == GM_OK)
         status = GM_CUDA_CALL(&bctx->drv, cuLaunchKernel, function, config->grid[0],
                               config->grid[1], config->grid[2], config->block[0], config->block[1],

@@ -18,11 +18,13 @@
  * CU_EVENT_DISABLE_TIMING.
  */
 #include <stdint.h>
+#include <time.h>
 
 #include "cuda_internal.h"
 
 /* What a function queued with cuStreamAddCallback runs. */
 typedef struct host_call {
+    gm_backend_ctx *bctx;            /* its host_calls count this call */
     gm_backend_stream *stream;       /* where a failing work status is kept (host work only) */
     gm_backend_callback_fn callback; /* stream_add_callback, or NULL */
     gm_backend_host_work_fn work;    /* stream_enqueue_host, or NULL */
@@ -38,7 +40,32 @@ void gm__cuda_streams_init(gm_backend_ctx *bctx)
         bctx->builtin[i].handle = handles[i];
         bctx->builtin[i].kind = GM_CUDA_STREAM_BUILTIN;
         atomic_init(&bctx->builtin[i].deferred_error, GM_OK);
+        atomic_init(&bctx->builtin[i].refs, 1);
     }
+    atomic_init(&bctx->host_calls, 0);
+}
+
+/* Drop a reference to a created or wrapped stream's wrapper; the last frees it. */
+static void stream_unref(gm_backend_stream *stream)
+{
+    if (stream->kind != GM_CUDA_STREAM_BUILTIN && atomic_fetch_sub(&stream->refs, 1) == 1)
+        gm__free(stream);
+}
+
+void gm__cuda_wait_host_calls(gm_backend_ctx *bctx, const char *what)
+{
+    const struct timespec pause = {0, 1000 * 1000};
+    long left = 0;
+
+    for (int ms = 0; ms < 60 * 1000; ms++) {
+        left = atomic_load(&bctx->host_calls);
+        if (left == 0)
+            return;
+        nanosleep(&pause, NULL);
+    }
+    gm__log(GM_LOG_ERROR,
+            "cuda %s: %ld stream callbacks have still not run after 60 s; going on without them",
+            what, left);
 }
 
 /* A new wrapper of `handle`; NULL when out of host memory (recorded). */
@@ -53,6 +80,7 @@ static gm_backend_stream *new_stream(CUstream handle, gm_cuda_stream_kind kind)
     stream->handle = handle;
     stream->kind = kind;
     atomic_init(&stream->deferred_error, GM_OK);
+    atomic_init(&stream->refs, 1);
     return stream;
 }
 
@@ -98,7 +126,7 @@ gm_status gm__cuda_stream_destroy(gm_backend_ctx *bctx, gm_backend_stream *strea
     if (stream == NULL || stream->kind == GM_CUDA_STREAM_BUILTIN)
         return GM_OK;
     if (stream->kind == GM_CUDA_STREAM_WRAPPED) {
-        gm__free(stream);
+        stream_unref(stream); /* host work still queued keeps it */
         return GM_OK;
     }
     status = gm__cuda_enter(bctx);
@@ -110,7 +138,7 @@ gm_status gm__cuda_stream_destroy(gm_backend_ctx *bctx, gm_backend_stream *strea
     status = GM_CUDA_CALL(&bctx->drv, cuStreamDestroy, stream->handle);
     if (status != GM_OK)
         return status;
-    gm__free(stream);
+    stream_unref(stream); /* after an error, host work may still be queued */
     return GM_OK;
 }
 
@@ -140,7 +168,7 @@ void gm__cuda_stream_unwrap(gm_backend_ctx *bctx, gm_backend_stream *stream)
 {
     (void)bctx;
     if (stream != NULL && stream->kind == GM_CUDA_STREAM_WRAPPED)
-        gm__free(stream);
+        stream_unref(stream);
 }
 
 void *gm__cuda_stream_native(gm_backend_ctx *bctx, gm_backend_stream *stream)
@@ -193,6 +221,7 @@ gm_status gm__cuda_stream_query(gm_backend_ctx *bctx, gm_backend_stream *stream)
 static void CUDA_CB run_host_call(CUstream handle, CUresult result, void *data)
 {
     host_call *call = data;
+    gm_backend_ctx *bctx = call->bctx;
     gm_status status = result == CUDA_SUCCESS ? GM_OK : gm__cuda_translate((int)result);
     int expected = GM_OK;
 
@@ -206,8 +235,10 @@ static void CUDA_CB run_host_call(CUstream handle, CUresult result, void *data)
             call->cleanup(call->user);
         if (status != GM_OK)
             atomic_compare_exchange_strong(&call->stream->deferred_error, &expected, (int)status);
+        stream_unref(call->stream);
     }
     gm__free(call);
+    atomic_fetch_sub(&bctx->host_calls, 1); /* the last touch of bctx */
 }
 
 /*
@@ -238,16 +269,25 @@ static gm_status launch_host_call(gm_backend_ctx *bctx, gm_backend_stream *strea
     if (call == NULL)
         return gm__error(GM_ERR_NO_MEMORY, "cuda: out of host memory for a stream callback");
     *call = *proto;
+    call->bctx = bctx;
     status = gm__cuda_enter(bctx);
     if (status == GM_OK && capturing(bctx, stream))
         status = gm__error(GM_ERR_UNSUPPORTED,
                            "cuda: the stream is being captured into a CUDA graph; stream callbacks "
                            "and gpumem's host steps cannot be captured (they run once)");
-    if (status == GM_OK)
-        status =
-            GM_CUDA_CALL(&bctx->drv, cuStreamAddCallback, stream->handle, run_host_call, call, 0);
     if (status != GM_OK)
         goto free_call;
+    /* Counted before it can run (the double runs it inside cuStreamAddCallback). */
+    if (call->work != NULL)
+        atomic_fetch_add(&stream->refs, 1);
+    atomic_fetch_add(&bctx->host_calls, 1);
+    status = GM_CUDA_CALL(&bctx->drv, cuStreamAddCallback, stream->handle, run_host_call, call, 0);
+    if (status != GM_OK) {
+        atomic_fetch_sub(&bctx->host_calls, 1);
+        if (call->work != NULL)
+            atomic_fetch_sub(&stream->refs, 1); /* the owner's reference is still held */
+        goto free_call;
+    }
     return GM_OK;
 
 free_call:
@@ -258,7 +298,7 @@ free_call:
 gm_status gm__cuda_stream_add_callback(gm_backend_ctx *bctx, gm_backend_stream *stream,
                                        gm_backend_callback_fn fn, void *user)
 {
-    const host_call proto = {stream, fn, NULL, NULL, user};
+    const host_call proto = {NULL, stream, fn, NULL, NULL, user};
 
     if (fn == NULL)
         return gm__error(GM_ERR_NULL_POINTER, "cuda stream_add_callback: fn is NULL");
@@ -270,7 +310,7 @@ gm_status gm__cuda_stream_enqueue_host(gm_backend_ctx *bctx, gm_backend_stream *
                                        gm_backend_host_work_fn fn, void *user,
                                        void (*cleanup)(void *user))
 {
-    const host_call proto = {stream, NULL, fn, cleanup, user};
+    const host_call proto = {NULL, stream, NULL, fn, cleanup, user};
 
     if (fn == NULL)
         return gm__error(GM_ERR_NULL_POINTER, "cuda stream_enqueue_host: fn is NULL");
@@ -358,6 +398,12 @@ gm_status gm__cuda_event_elapsed(gm_backend_ctx *bctx, gm_backend_event *start,
     return GM_OK;
 }
 
+/*
+ * cuCtxSynchronize. When it fails (an error of the context's work), stream
+ * callbacks queued before may not have run yet (the driver runs each once,
+ * with the error): wait for them, since the caller is about to free what
+ * they use.
+ */
 gm_status gm__cuda_device_synchronize(gm_backend_ctx *bctx)
 {
     gm_status status = gm__cuda_enter(bctx);
@@ -365,5 +411,12 @@ gm_status gm__cuda_device_synchronize(gm_backend_ctx *bctx)
     if (status == GM_OK)
         status = gm__cuda_check(&bctx->drv, bctx->drv.cuCtxSynchronize(), CUDA_SUCCESS,
                                 "cuCtxSynchronize", __FILE__, __LINE__);
+    if (status != GM_OK) {
+        gm__saved_error saved;
+
+        gm__error_save(&saved);
+        gm__cuda_wait_host_calls(bctx, "device_synchronize");
+        gm__error_restore(&saved);
+    }
     return status;
 }

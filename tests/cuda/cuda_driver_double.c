@@ -127,13 +127,21 @@ static struct {
     double clock_ms;
     unsigned last_launch_shared;
     CUresult callback_status; /* what cuStreamAddCallback's functions are given */
-    int capturing;            /* what cuStreamIsCapturing reports (gm_cuda_double_set_capturing) */
+    int hold_callbacks;       /* gm_cuda_double_hold_callbacks: queue instead of running */
+    int held_count;
+    struct {
+        CUstream stream;
+        CUstreamCallback fn;
+        void *data;
+    } held[64];
+    int capturing; /* what cuStreamIsCapturing reports (gm_cuda_double_set_capturing) */
 } S = {.device_count = 1,
        .device_memory = DEFAULT_MEMORY,
        .pinned_memory = DEFAULT_MEMORY,
        .max_pitch = DEFAULT_MAX_PITCH};
 
 static _Thread_local CUcontext current_context = NULL;
+static pthread_mutex_t held_lock = PTHREAD_MUTEX_INITIALIZER; /* S.held, run by another thread */
 static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
 
 /* ------------------------------------------------------------ bookkeeping */
@@ -440,9 +448,21 @@ unsigned gm_cuda_double_last_launch_shared(void)
     return S.last_launch_shared;
 }
 
+/*
+ * CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES: by default what the
+ * block's 48 KiB leave beside the kernel's static shared memory (cuda.h:
+ * "MAX_SHARED_MEMORY_PER_BLOCK - SHARED_SIZE_BYTES"), else what was set.
+ */
+static int dynamic_limit(const struct CUfunc_st *f)
+{
+    if (f->max_dynamic_shared >= 0)
+        return f->max_dynamic_shared;
+    return f->static_shared >= DEFAULT_SHARED ? 0 : DEFAULT_SHARED - (int)f->static_shared;
+}
+
 long gm_cuda_double_function_max_dynamic_shared(CUfunction function)
 {
-    return function != NULL ? function->max_dynamic_shared : -1;
+    return function != NULL ? dynamic_limit(function) : -1;
 }
 
 /* ------------------------------------------------- lifecycle and device */
@@ -1324,9 +1344,38 @@ CUresult CUDAAPI cuStreamAddCallback(CUstream hStream, CUstreamCallback callback
         rc = violation(CUDA_ERROR_INVALID_VALUE, "cuStreamAddCallback: NULL callback");
     if (rc == CUDA_SUCCESS && flags != 0)
         rc = violation(CUDA_ERROR_INVALID_VALUE, "cuStreamAddCallback: flags %u", flags);
+    if (rc == CUDA_SUCCESS && S.hold_callbacks) {
+        pthread_mutex_lock(&held_lock);
+        if (S.held_count == (int)(sizeof(S.held) / sizeof(S.held[0])))
+            rc = violation(CUDA_ERROR_OUT_OF_MEMORY, "cuStreamAddCallback: too many held");
+        else {
+            S.held[S.held_count].stream = hStream;
+            S.held[S.held_count].fn = callback;
+            S.held[S.held_count++].data = userData;
+        }
+        pthread_mutex_unlock(&held_lock);
+        return rc;
+    }
     if (rc == CUDA_SUCCESS)
         callback(hStream, S.callback_status, userData);
     return rc;
+}
+
+void gm_cuda_double_hold_callbacks(int hold)
+{
+    S.hold_callbacks = hold;
+}
+
+int gm_cuda_double_run_held_callbacks(CUresult status)
+{
+    int n = 0;
+
+    pthread_mutex_lock(&held_lock);
+    for (; n < S.held_count; n++)
+        S.held[n].fn(S.held[n].stream, status, S.held[n].data);
+    S.held_count = 0;
+    pthread_mutex_unlock(&held_lock);
+    return n;
 }
 
 void gm_cuda_double_set_callback_status(CUresult status)
@@ -1561,7 +1610,7 @@ static struct CUfunc_st *add_kernel(struct CUmod_st *m)
     f = &m->kernels[m->nkernels++];
     f->magic = MAGIC_FUNCTION;
     f->module = m;
-    f->max_dynamic_shared = DEFAULT_SHARED;
+    f->max_dynamic_shared = -1; /* the default: dynamic_limit */
     return f;
 }
 
@@ -2132,7 +2181,7 @@ CUresult CUDAAPI cuFuncGetAttribute(int *pi, CUfunction_attribute attrib, CUfunc
     if (attrib == CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK)
         *pi = 1024;
     else if (attrib == CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES)
-        *pi = hfunc->max_dynamic_shared;
+        *pi = dynamic_limit(hfunc);
     else if (attrib == CU_FUNC_ATTRIBUTE_NUM_REGS)
         *pi = 16;
     else if (attrib == CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES)
@@ -2152,8 +2201,8 @@ CUresult CUDAAPI cuFuncSetAttribute(CUfunction hfunc, CUfunction_attribute attri
         return rc;
     if (attrib != CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES)
         return violation(CUDA_ERROR_INVALID_VALUE, "cuFuncSetAttribute: attribute %d", (int)attrib);
-    if (value < 0 || value > MAX_OPTIN_SHARED)
-        return CUDA_ERROR_INVALID_VALUE;
+    if (value < 0 || (size_t)value + hfunc->static_shared > MAX_OPTIN_SHARED)
+        return CUDA_ERROR_INVALID_VALUE; /* static + dynamic within the opt-in limit */
     hfunc->max_dynamic_shared = value;
     return CUDA_SUCCESS;
 }
@@ -2273,7 +2322,7 @@ static CUresult check_dims(const launch *l)
     }
     if ((uint64_t)l->block[0] * l->block[1] * l->block[2] > 1024)
         return violation(CUDA_ERROR_INVALID_VALUE, "cuLaunchKernel: more than 1024 threads");
-    if (l->shared > (unsigned)l->function->max_dynamic_shared)
+    if (l->shared > (unsigned)dynamic_limit(l->function))
         return CUDA_ERROR_INVALID_VALUE; /* the driver refuses; the caller must opt in first */
     if (l->function->static_shared + l->shared > MAX_OPTIN_SHARED)
         return CUDA_ERROR_INVALID_VALUE; /* more than a block can have */

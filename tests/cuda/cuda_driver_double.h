@@ -67,6 +67,16 @@ void gm_cuda_double_fail(const char *symbol, long n, CUresult result);
 /* The status cuStreamAddCallback's functions receive from now on (reset: CUDA_SUCCESS). */
 void gm_cuda_double_set_callback_status(CUresult status);
 
+/*
+ * Hold (1) the functions of later cuStreamAddCallback calls instead of
+ * running them inside the call, as a driver thread runs them later; 0 runs
+ * them inside again (reset: 0). gm_cuda_double_run_held_callbacks runs the
+ * held ones in order with `status` (any thread may call it while another is
+ * inside the driver) and returns how many ran. A reset drops held ones.
+ */
+void gm_cuda_double_hold_callbacks(int hold);
+int gm_cuda_double_run_held_callbacks(CUresult status);
+
 /* Whether cuStreamIsCapturing reports every stream as capturing (reset: no). */
 void gm_cuda_double_set_capturing(int capturing);
 

@@ -4,9 +4,12 @@
  * calls were made with which arguments (the double checks pitches,
  * reserved fields, alignment, parameter arrays and shared memory limits).
  */
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "cuda_test_util.h"
 #include "test_kernels.h"
@@ -408,6 +411,91 @@ static void test_host_functions(void **state)
     cuda_test_close(bctx);
 }
 
+/*
+ * Host work still queued when its stream goes (a created stream destroyed
+ * after a context error, whose synchronize returns at once; a wrapped
+ * stream, which is never synchronized): the driver runs it later, and its
+ * failure status is written to the stream's wrapper, which must still be
+ * there (ASan: a heap-use-after-free without the references).
+ */
+static void test_host_work_outlives_stream(void **state)
+{
+    gm_backend_ctx *bctx = cuda_test_open();
+    gm_backend_stream *created = NULL, *wrapped = NULL, *owner = NULL;
+
+    (void)state;
+    work_runs = cleanup_runs = 0;
+    assert_ok(CUDA_OPS->stream_create(bctx, 0, &created));
+    assert_ok(CUDA_OPS->stream_create(bctx, 0, &owner)); /* stands for the user's CUstream */
+    assert_ok(CUDA_OPS->stream_wrap(bctx, CUDA_OPS->stream_native(bctx, owner), &wrapped));
+    gm_cuda_double_hold_callbacks(1);
+    work_result = GM_ERR_LAUNCH;
+    assert_ok(CUDA_OPS->stream_enqueue_host(bctx, created, host_work, NULL, host_cleanup));
+    assert_ok(CUDA_OPS->stream_enqueue_host(bctx, wrapped, host_work, NULL, host_cleanup));
+    assert_ok(CUDA_OPS->stream_destroy(bctx, created));
+    CUDA_OPS->stream_unwrap(bctx, wrapped);
+    assert_int_equal(work_runs, 0);
+    assert_int_equal(gm_cuda_double_run_held_callbacks(CUDA_SUCCESS), 2);
+    assert_int_equal(work_runs, 2); /* each wrote ERR_LAUNCH into its wrapper, then freed it */
+    assert_int_equal(cleanup_runs, 2);
+    gm_cuda_double_hold_callbacks(0);
+    work_result = GM_OK;
+    assert_ok(CUDA_OPS->stream_destroy(bctx, owner));
+    cuda_test_close(bctx);
+}
+
+/* A thread in device_synchronize; `done` says when it returned. */
+typedef struct sync_job {
+    gm_backend_ctx *bctx;
+    gm_status status;
+    atomic_int done;
+} sync_job;
+
+static void *run_device_synchronize(void *user)
+{
+    sync_job *job = user;
+
+    job->status = CUDA_OPS->device_synchronize(job->bctx);
+    atomic_store(&job->done, 1);
+    return NULL;
+}
+
+/*
+ * After a context error cuCtxSynchronize returns at once while the driver
+ * may still run queued callbacks (with the error): device_synchronize then
+ * waits for them, since its caller frees what they use; it returns the
+ * error. When cuCtxSynchronize succeeds, everything has run: no wait.
+ */
+static void test_device_synchronize_waits_for_callbacks(void **state)
+{
+    gm_backend_ctx *bctx = cuda_test_open();
+    gm_backend_stream *stream = NULL;
+    sync_job job = {NULL, GM_OK, 0};
+    struct timespec pause = {0, 50 * 1000 * 1000};
+    int calls = 0, returned_early = 0;
+    pthread_t thread;
+
+    (void)state;
+    job.bctx = bctx;
+    assert_ok(CUDA_OPS->stream_create(bctx, 0, &stream));
+    gm_cuda_double_hold_callbacks(1);
+    assert_ok(CUDA_OPS->stream_add_callback(bctx, stream, on_callback, &calls));
+    gm_cuda_double_fail("cuCtxSynchronize", 1, CUDA_ERROR_ILLEGAL_ADDRESS);
+    assert_int_equal(pthread_create(&thread, NULL, run_device_synchronize, &job), 0);
+    nanosleep(&pause, NULL);
+    returned_early = atomic_load(&job.done);
+    assert_int_equal(gm_cuda_double_run_held_callbacks(CUDA_ERROR_ILLEGAL_ADDRESS), 1);
+    assert_int_equal(pthread_join(thread, NULL), 0);
+    assert_false(returned_early);
+    assert_int_equal(job.status, GM_ERR_LAUNCH);
+    assert_int_equal(calls, 1);
+    assert_int_equal(callback_status, GM_ERR_LAUNCH);
+    gm_cuda_double_hold_callbacks(0);
+    assert_ok(CUDA_OPS->device_synchronize(bctx));
+    assert_ok(CUDA_OPS->stream_destroy(bctx, stream));
+    cuda_test_close(bctx);
+}
+
 /* Events with and without timing; record, wait, query, synchronize, elapsed. */
 static void test_events(void **state)
 {
@@ -583,6 +671,8 @@ int main(void)
         cmocka_unit_test_setup(test_memset, cuda_test_setup),
         cmocka_unit_test_setup(test_streams, cuda_test_setup),
         cmocka_unit_test_setup(test_host_functions, cuda_test_setup),
+        cmocka_unit_test_setup(test_host_work_outlives_stream, cuda_test_setup),
+        cmocka_unit_test_setup(test_device_synchronize_waits_for_callbacks, cuda_test_setup),
         cmocka_unit_test_setup(test_events, cuda_test_setup),
         cmocka_unit_test_setup(test_module_load, cuda_test_setup),
         cmocka_unit_test_setup(test_launch, cuda_test_setup),
