@@ -6,8 +6,12 @@
  *
  * Contexts: every gpumem context on a device shares the device's primary
  * context (as the CUDA runtime and Numba do), retained once per gpumem
- * context. Each op first makes it current on the calling thread
- * (gm__cuda_enter), so any thread may call in; it stays current afterwards.
+ * context. Each op of the table runs with it current on the calling thread,
+ * so any thread may call in: when the thread has no current context, the
+ * primary one is made current and stays so (as the CUDA runtime does); when
+ * the caller has another context current (its own, or another device's
+ * primary one), the primary one is pushed for the op and popped after it, so
+ * the caller's context is current again when the op returns (scoped_*).
  */
 #include <string.h>
 
@@ -55,20 +59,43 @@ static gm_status open_device(gm_backend_ctx *bctx, int32_t device_id)
     return GM_OK;
 }
 
-/* Retain the device's primary context and make it current here. */
+/* Retain the device's primary context (made current by each op's scope). */
 static gm_status retain_context(gm_backend_ctx *bctx)
 {
-    gm_status status =
-        GM_CUDA_CALL(&bctx->drv, cuDevicePrimaryCtxRetain, &bctx->context, bctx->device);
+    return GM_CUDA_CALL(&bctx->drv, cuDevicePrimaryCtxRetain, &bctx->context, bctx->device);
+}
 
-    if (status != GM_OK)
+/* How an op's scope found the thread's current context. */
+typedef struct cuda_scope {
+    bool pushed; /* the caller's context was current: ours was pushed, pop it at the end */
+} cuda_scope;
+
+/*
+ * Begin an op: ours current for it. No context current: set ours (it stays).
+ * Ours already: nothing. Another: push ours (scope_end pops it).
+ */
+static gm_status scope_begin(gm_backend_ctx *bctx, cuda_scope *scope)
+{
+    CUcontext current = NULL;
+    gm_status status = GM_CUDA_CALL(&bctx->drv, cuCtxGetCurrent, &current);
+
+    scope->pushed = false;
+    if (status != GM_OK || current == bctx->context)
         return status;
-    status = GM_CUDA_CALL(&bctx->drv, cuCtxSetCurrent, bctx->context);
-    if (status != GM_OK) {
-        (void)GM_CUDA_CALL(&bctx->drv, cuDevicePrimaryCtxRelease, bctx->device);
-        bctx->context = NULL;
-    }
+    if (current == NULL)
+        return GM_CUDA_CALL(&bctx->drv, cuCtxSetCurrent, bctx->context);
+    status = GM_CUDA_CALL(&bctx->drv, cuCtxPushCurrent, bctx->context);
+    scope->pushed = status == GM_OK;
     return status;
+}
+
+/* End an op: pop ours if scope_begin pushed it; the op's status and message are kept. */
+static void scope_end(gm_backend_ctx *bctx, const cuda_scope *scope)
+{
+    CUcontext popped = NULL;
+
+    if (scope->pushed && bctx->drv.cuCtxPopCurrent(&popped) != CUDA_SUCCESS)
+        gm__log(GM_LOG_ERROR, "cuda: cannot give the caller its current context back");
 }
 
 /* Undo retain_context; the calling thread is left with no context if it had ours. */
@@ -184,10 +211,14 @@ free_bctx:
 /* fini: release the primary context and close the driver. The core has destroyed the streams. */
 static void cuda_fini(gm_backend_ctx *bctx)
 {
+    cuda_scope scope;
+
     if (bctx == NULL)
         return;
     gm__cuda_wait_host_calls(bctx, "fini"); /* they still touch bctx's streams */
-    gm__cuda_pack_fini(bctx);
+    if (scope_begin(bctx, &scope) == GM_OK)
+        gm__cuda_pack_fini(bctx);
+    scope_end(bctx, &scope);
     release_context(bctx);
     gm__cuda_driver_unload(&bctx->drv);
     gm__free(bctx);
@@ -214,6 +245,116 @@ static gm_status cuda_mem_info(gm_backend_ctx *bctx, int64_t *free_p, int64_t *t
     return GM_OK;
 }
 
+/*
+ * The ops that reach the driver, each run inside a scope (scope_begin /
+ * scope_end above): scoped_NAME calls NAME with the primary context current
+ * and the caller's current context restored after.
+ */
+#define SCOPED(name, impl, params, args)              \
+    static gm_status scoped_##name params             \
+    {                                                 \
+        cuda_scope scope;                             \
+        gm_status status = scope_begin(bctx, &scope); \
+                                                      \
+        if (status == GM_OK)                          \
+            status = impl args;                       \
+        scope_end(bctx, &scope);                      \
+        return status;                                \
+    }
+SCOPED(mem_info, cuda_mem_info, (gm_backend_ctx * bctx, int64_t *free_p, int64_t *total_p),
+       (bctx, free_p, total_p))
+SCOPED(mem_alloc, gm__cuda_mem_alloc, (gm_backend_ctx * bctx, size_t bytes, gm_devptr *ptr_p),
+       (bctx, bytes, ptr_p))
+SCOPED(mem_free, gm__cuda_mem_free, (gm_backend_ctx * bctx, gm_devptr ptr), (bctx, ptr))
+SCOPED(host_alloc, gm__cuda_host_alloc,
+       (gm_backend_ctx * bctx, size_t bytes, unsigned flags, void **ptr_p),
+       (bctx, bytes, flags, ptr_p))
+SCOPED(host_free, gm__cuda_host_free, (gm_backend_ctx * bctx, void *ptr), (bctx, ptr))
+SCOPED(host_device_pointer, gm__cuda_host_device_pointer,
+       (gm_backend_ctx * bctx, void *host, gm_devptr *ptr_p), (bctx, host, ptr_p))
+SCOPED(host_register, gm__cuda_host_register,
+       (gm_backend_ctx * bctx, void *ptr, size_t bytes, unsigned flags), (bctx, ptr, bytes, flags))
+SCOPED(host_unregister, gm__cuda_host_unregister, (gm_backend_ctx * bctx, void *ptr), (bctx, ptr))
+SCOPED(managed_alloc, gm__cuda_managed_alloc,
+       (gm_backend_ctx * bctx, size_t bytes, gm_devptr *ptr_p), (bctx, bytes, ptr_p))
+SCOPED(pointer_kind, gm__cuda_pointer_kind, (gm_backend_ctx * bctx, const void *ptr, int *kind_p),
+       (bctx, ptr, kind_p))
+SCOPED(copy, gm__cuda_copy,
+       (gm_backend_ctx * bctx, const gm_copy_desc *desc, gm_backend_stream *stream),
+       (bctx, desc, stream))
+SCOPED(copy_strided, gm__cuda_copy_strided,
+       (gm_backend_ctx * bctx, const gm_ndview *dst, const gm_ndview *src,
+        gm_backend_stream *stream),
+       (bctx, dst, src, stream))
+SCOPED(memset, gm__cuda_memset,
+       (gm_backend_ctx * bctx, gm_devptr dst, const void *pattern, size_t pattern_bytes,
+        size_t count, gm_backend_stream *stream),
+       (bctx, dst, pattern, pattern_bytes, count, stream))
+SCOPED(stream_create, gm__cuda_stream_create,
+       (gm_backend_ctx * bctx, unsigned flags, gm_backend_stream **stream_p),
+       (bctx, flags, stream_p))
+SCOPED(stream_destroy, gm__cuda_stream_destroy, (gm_backend_ctx * bctx, gm_backend_stream *stream),
+       (bctx, stream))
+SCOPED(stream_synchronize, gm__cuda_stream_synchronize,
+       (gm_backend_ctx * bctx, gm_backend_stream *stream), (bctx, stream))
+SCOPED(stream_query, gm__cuda_stream_query, (gm_backend_ctx * bctx, gm_backend_stream *stream),
+       (bctx, stream))
+SCOPED(stream_add_callback, gm__cuda_stream_add_callback,
+       (gm_backend_ctx * bctx, gm_backend_stream *stream, gm_backend_callback_fn fn, void *user),
+       (bctx, stream, fn, user))
+SCOPED(stream_enqueue_host, gm__cuda_stream_enqueue_host,
+       (gm_backend_ctx * bctx, gm_backend_stream *stream, gm_backend_host_work_fn fn, void *user,
+        void (*cleanup)(void *user)),
+       (bctx, stream, fn, user, cleanup))
+SCOPED(device_synchronize, gm__cuda_device_synchronize, (gm_backend_ctx * bctx), (bctx))
+SCOPED(event_create, gm__cuda_event_create,
+       (gm_backend_ctx * bctx, unsigned timing, gm_backend_event **event_p),
+       (bctx, timing, event_p))
+SCOPED(event_destroy, gm__cuda_event_destroy, (gm_backend_ctx * bctx, gm_backend_event *event),
+       (bctx, event))
+SCOPED(event_record, gm__cuda_event_record,
+       (gm_backend_ctx * bctx, gm_backend_event *event, gm_backend_stream *stream),
+       (bctx, event, stream))
+SCOPED(stream_wait_event, gm__cuda_stream_wait_event,
+       (gm_backend_ctx * bctx, gm_backend_stream *stream, gm_backend_event *event),
+       (bctx, stream, event))
+SCOPED(event_query, gm__cuda_event_query, (gm_backend_ctx * bctx, gm_backend_event *event),
+       (bctx, event))
+SCOPED(event_synchronize, gm__cuda_event_synchronize,
+       (gm_backend_ctx * bctx, gm_backend_event *event), (bctx, event))
+SCOPED(event_elapsed, gm__cuda_event_elapsed,
+       (gm_backend_ctx * bctx, gm_backend_event *start, gm_backend_event *end, float *ms_p),
+       (bctx, start, end, ms_p))
+SCOPED(ipc_get_handle, gm__cuda_ipc_get_handle,
+       (gm_backend_ctx * bctx, gm_devptr ptr, void *handle, size_t handle_bytes),
+       (bctx, ptr, handle, handle_bytes))
+SCOPED(ipc_open, gm__cuda_ipc_open,
+       (gm_backend_ctx * bctx, const void *handle, size_t handle_bytes, gm_devptr *ptr_p),
+       (bctx, handle, handle_bytes, ptr_p))
+SCOPED(ipc_close, gm__cuda_ipc_close, (gm_backend_ctx * bctx, gm_devptr ptr), (bctx, ptr))
+SCOPED(module_load, gm__cuda_module_load,
+       (gm_backend_ctx * bctx, gm_image_kind kind, const void *image, size_t bytes,
+        gm_backend_module **module_p),
+       (bctx, kind, image, bytes, module_p))
+SCOPED(module_unload, gm__cuda_module_unload, (gm_backend_ctx * bctx, gm_backend_module *module),
+       (bctx, module))
+SCOPED(module_get_kernel, gm__cuda_module_get_kernel,
+       (gm_backend_ctx * bctx, gm_backend_module *module, const char *name,
+        gm_backend_kernel **kernel_p),
+       (bctx, module, name, kernel_p))
+SCOPED(module_get_global, gm__cuda_module_get_global,
+       (gm_backend_ctx * bctx, gm_backend_module *module, const char *name, gm_devptr *ptr_p,
+        size_t *bytes_p),
+       (bctx, module, name, ptr_p, bytes_p))
+SCOPED(kernel_attrs, gm__cuda_kernel_attrs,
+       (gm_backend_ctx * bctx, gm_backend_kernel *kernel, gm_kernel_attrs *attrs_p),
+       (bctx, kernel, attrs_p))
+SCOPED(launch, gm__cuda_launch,
+       (gm_backend_ctx * bctx, gm_backend_kernel *kernel, const gm_launch_config *config,
+        void **args, const size_t *arg_sizes, int nargs, gm_backend_stream *stream),
+       (bctx, kernel, config, args, arg_sizes, nargs, stream))
+#undef SCOPED
+
 const gm_backend_ops gm__cuda_backend = {
     .size = sizeof(gm_backend_ops),
     .abi_version = GM_BACKEND_ABI_VERSION,
@@ -222,50 +363,50 @@ const gm_backend_ops gm__cuda_backend = {
     .init = cuda_init,
     .fini = cuda_fini,
     .device_info = cuda_device_info,
-    .mem_info = cuda_mem_info,
-    .mem_alloc = gm__cuda_mem_alloc,
-    .mem_free = gm__cuda_mem_free,
+    .mem_info = scoped_mem_info,
+    .mem_alloc = scoped_mem_alloc,
+    .mem_free = scoped_mem_free,
     .mem_free_batch = gm__unsupported_mem_free_batch,
-    .host_alloc = gm__cuda_host_alloc,
-    .host_free = gm__cuda_host_free,
-    .host_device_pointer = gm__cuda_host_device_pointer,
-    .host_register = gm__cuda_host_register,
-    .host_unregister = gm__cuda_host_unregister,
-    .managed_alloc = gm__cuda_managed_alloc,
-    .pointer_kind = gm__cuda_pointer_kind,
-    .copy = gm__cuda_copy,
+    .host_alloc = scoped_host_alloc,
+    .host_free = scoped_host_free,
+    .host_device_pointer = scoped_host_device_pointer,
+    .host_register = scoped_host_register,
+    .host_unregister = scoped_host_unregister,
+    .managed_alloc = scoped_managed_alloc,
+    .pointer_kind = scoped_pointer_kind,
+    .copy = scoped_copy,
     /* The packing kernel between device-side layouts that no pitched copy expresses;
      * GM_ERR_UNSUPPORTED otherwise, and the core uses pitched copies or staging. */
-    .copy_strided = gm__cuda_copy_strided,
-    .memset = gm__cuda_memset,
-    .stream_create = gm__cuda_stream_create,
-    .stream_destroy = gm__cuda_stream_destroy,
+    .copy_strided = scoped_copy_strided,
+    .memset = scoped_memset,
+    .stream_create = scoped_stream_create,
+    .stream_destroy = scoped_stream_destroy,
     .stream_builtin = gm__cuda_stream_builtin,
     .stream_wrap = gm__cuda_stream_wrap,
     .stream_unwrap = gm__cuda_stream_unwrap,
     .stream_native = gm__cuda_stream_native,
-    .stream_synchronize = gm__cuda_stream_synchronize,
-    .stream_query = gm__cuda_stream_query,
-    .stream_add_callback = gm__cuda_stream_add_callback,
-    .stream_enqueue_host = gm__cuda_stream_enqueue_host,
-    .device_synchronize = gm__cuda_device_synchronize,
-    .event_create = gm__cuda_event_create,
-    .event_destroy = gm__cuda_event_destroy,
-    .event_record = gm__cuda_event_record,
-    .stream_wait_event = gm__cuda_stream_wait_event,
-    .event_query = gm__cuda_event_query,
-    .event_synchronize = gm__cuda_event_synchronize,
-    .event_elapsed = gm__cuda_event_elapsed,
-    .module_load = gm__cuda_module_load,
-    .module_unload = gm__cuda_module_unload,
-    .module_get_kernel = gm__cuda_module_get_kernel,
-    .module_get_global = gm__cuda_module_get_global,
+    .stream_synchronize = scoped_stream_synchronize,
+    .stream_query = scoped_stream_query,
+    .stream_add_callback = scoped_stream_add_callback,
+    .stream_enqueue_host = scoped_stream_enqueue_host,
+    .device_synchronize = scoped_device_synchronize,
+    .event_create = scoped_event_create,
+    .event_destroy = scoped_event_destroy,
+    .event_record = scoped_event_record,
+    .stream_wait_event = scoped_stream_wait_event,
+    .event_query = scoped_event_query,
+    .event_synchronize = scoped_event_synchronize,
+    .event_elapsed = scoped_event_elapsed,
+    .module_load = scoped_module_load,
+    .module_unload = scoped_module_unload,
+    .module_get_kernel = scoped_module_get_kernel,
+    .module_get_global = scoped_module_get_global,
     /* The core writes constant memory through module_get_global plus an ordinary
      * host-to-device copy, which is what cuModuleGetGlobal + cuMemcpyHtoD would do. */
     .module_set_global = gm__unsupported_module_set_global,
-    .kernel_attrs = gm__cuda_kernel_attrs,
-    .launch = gm__cuda_launch,
-    .ipc_get_handle = gm__cuda_ipc_get_handle,
-    .ipc_open = gm__cuda_ipc_open,
-    .ipc_close = gm__cuda_ipc_close,
+    .kernel_attrs = scoped_kernel_attrs,
+    .launch = scoped_launch,
+    .ipc_get_handle = scoped_ipc_get_handle,
+    .ipc_open = scoped_ipc_open,
+    .ipc_close = scoped_ipc_close,
 };

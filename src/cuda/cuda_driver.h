@@ -56,6 +56,8 @@
     X(cuDevicePrimaryCtxRelease, "cuDevicePrimaryCtxRelease", GM_CUDA_REQUIRED) \
     X(cuCtxGetCurrent, NULL, GM_CUDA_REQUIRED)                                  \
     X(cuCtxSetCurrent, NULL, GM_CUDA_REQUIRED)                                  \
+    X(cuCtxPushCurrent, NULL, GM_CUDA_REQUIRED)                                 \
+    X(cuCtxPopCurrent, NULL, GM_CUDA_REQUIRED)                                  \
     X(cuCtxSynchronize, NULL, GM_CUDA_REQUIRED)                                 \
     X(cuMemGetInfo, NULL, GM_CUDA_REQUIRED)                                     \
     /* memory */                                                                \

@@ -140,7 +140,9 @@ static struct {
        .pinned_memory = DEFAULT_MEMORY,
        .max_pitch = DEFAULT_MAX_PITCH};
 
-static _Thread_local CUcontext current_context = NULL;
+static _Thread_local CUcontext current_context = NULL; /* the top of the thread's stack */
+static _Thread_local CUcontext context_stack[8];       /* the contexts below it */
+static _Thread_local int context_depth = 0;
 static pthread_mutex_t held_lock = PTHREAD_MUTEX_INITIALIZER; /* S.held, run by another thread */
 static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
 
@@ -333,6 +335,7 @@ void gm_cuda_double_reset(void)
     S.pinned_memory = DEFAULT_MEMORY;
     S.max_pitch = DEFAULT_MAX_PITCH;
     current_context = NULL;
+    context_depth = 0;
 }
 
 void gm_cuda_double_set_device_count(int count)
@@ -676,7 +679,38 @@ CUresult CUDAAPI cuCtxSetCurrent(CUcontext ctx)
         (ctx < &S.contexts[0] || ctx >= &S.contexts[MAX_DEVICES] || ctx->retain <= 0))
         return violation(CUDA_ERROR_INVALID_CONTEXT, "cuCtxSetCurrent: %p is not a live context",
                          (void *)ctx);
+    current_context = ctx; /* replaces the top of the stack */
+    return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuCtxPushCurrent(CUcontext ctx)
+{
+    CUresult rc = enter(__func__, NEED_INIT);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (ctx < &S.contexts[0] || ctx >= &S.contexts[MAX_DEVICES] || ctx->retain <= 0)
+        return violation(CUDA_ERROR_INVALID_CONTEXT, "cuCtxPushCurrent: %p is not a live context",
+                         (void *)ctx);
+    if (context_depth == (int)(sizeof(context_stack) / sizeof(context_stack[0])))
+        return violation(CUDA_ERROR_OUT_OF_MEMORY, "cuCtxPushCurrent: the stack is full");
+    if (current_context != NULL)
+        context_stack[context_depth++] = current_context;
     current_context = ctx;
+    return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuCtxPopCurrent(CUcontext *pctx)
+{
+    CUresult rc = enter(__func__, NEED_INIT);
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (current_context == NULL)
+        return violation(CUDA_ERROR_INVALID_CONTEXT, "cuCtxPopCurrent: no current context");
+    if (pctx != NULL)
+        *pctx = current_context;
+    current_context = context_depth > 0 ? context_stack[--context_depth] : NULL;
     return CUDA_SUCCESS;
 }
 

@@ -40,6 +40,14 @@ void cuda_test_close(gm_backend_ctx *bctx)
     assert_no_violations();
 }
 
+long cuda_test_work_calls(void)
+{
+    return gm_cuda_double_call_count() - gm_cuda_double_count_calls("cuCtxGetCurrent") -
+           gm_cuda_double_count_calls("cuCtxSetCurrent") -
+           gm_cuda_double_count_calls("cuCtxPushCurrent_v2") -
+           gm_cuda_double_count_calls("cuCtxPopCurrent_v2");
+}
+
 void cuda_test_check_violations(const char *file, int line)
 {
     if (gm_cuda_double_violations() == 0)

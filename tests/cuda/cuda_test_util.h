@@ -26,6 +26,10 @@ gm_backend_ctx *cuda_test_open(void);
 /* fini, then assert the driver holds nothing and saw no violation. */
 void cuda_test_close(gm_backend_ctx *bctx);
 
+/* Driver calls logged since the last clear, less the context bookkeeping of each op's scope
+ * (cuCtxGetCurrent, cuCtxSetCurrent, cuCtxPushCurrent, cuCtxPopCurrent). */
+long cuda_test_work_calls(void);
+
 /* Fail the test if the double counted a violation (printing the last one). */
 #define assert_no_violations() cuda_test_check_violations(__FILE__, __LINE__)
 void cuda_test_check_violations(const char *file, int line);

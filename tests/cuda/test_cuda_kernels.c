@@ -844,16 +844,16 @@ static void test_core_large_dynamic_shared(void **state)
         gm_arg args[3] = {gm_arg_array(in), gm_arg_array(out), gm_arg_i64(256)};
 
         gm_cuda_double_clear_calls();
-        assert_ok(gm_launch(k, gm_dim3_make(1, 1, 1), gm_dim3_make(256, 1, 1), 46 * 1024, NULL, 3,
-                            args));
+        assert_ok(
+            gm_launch(k, gm_dim3_make(1, 1, 1), gm_dim3_make(256, 1, 1), 46 * 1024, NULL, 3, args));
         assert_true(gm_cuda_double_find_call("cuFuncSetAttribute", 0) >= 0);
         assert_ok(gm_ndview_init(back, GM_FLOAT32, 1, &n, NULL, GM_ORDER_C, &bv));
         assert_ok(gm_array_copy_to_host(out, &bv, NULL));
         assert_true(back[0] == 256.0f);
         /* Raised once: a smaller launch neither sets nor lowers it. */
         gm_cuda_double_clear_calls();
-        assert_ok(gm_launch(k, gm_dim3_make(1, 1, 1), gm_dim3_make(256, 1, 1), 45 * 1024, NULL, 3,
-                            args));
+        assert_ok(
+            gm_launch(k, gm_dim3_make(1, 1, 1), gm_dim3_make(256, 1, 1), 45 * 1024, NULL, 3, args));
         assert_int_equal(gm_cuda_double_count_calls("cuFuncSetAttribute"), 0);
     }
     gm_array_release(&in);

@@ -216,6 +216,73 @@ static void test_flush_synchronizes_before_freeing(void **state)
     close_context(ctx);
 }
 
+/*
+ * A caller with another context current (here device 1's primary context, as
+ * after cudaSetDevice(1)): every gpumem call runs with device 0's pushed and
+ * gives the caller's back, context creation and teardown included.
+ */
+static void test_caller_context_restored(void **state)
+{
+    CUcontext mine = NULL, current = NULL;
+    gm_context *ctx = NULL;
+    gm_array *a = NULL;
+    gm_stream *s = NULL;
+    gm_event *e = NULL;
+    int64_t n = 64;
+    float host[64] = {0};
+    gm_ndview hv;
+    long push = 0;
+
+    (void)state;
+    gm_cuda_double_set_device_count(2);
+    assert_int_equal(cuInit(0), CUDA_SUCCESS);
+    assert_int_equal(cuDevicePrimaryCtxRetain(&mine, 1), CUDA_SUCCESS);
+    assert_int_equal(cuCtxSetCurrent(mine), CUDA_SUCCESS);
+#define ASSERT_MINE()                                              \
+    do {                                                           \
+        assert_int_equal(cuCtxGetCurrent(&current), CUDA_SUCCESS); \
+        assert_ptr_equal(current, mine);                           \
+    } while (0)
+    ctx = open_context();
+    ASSERT_MINE();
+    gm_cuda_double_clear_calls();
+    assert_ok(gm_device_array(ctx, 1, &n, GM_FLOAT32, GM_ORDER_C, &a));
+    ASSERT_MINE();
+    push = gm_cuda_double_find_call("cuCtxPushCurrent_v2", 0);
+    assert_true(push >= 0);
+    assert_true(gm_cuda_double_find_call("cuMemAlloc_v2", push) > push);
+    assert_true(gm_cuda_double_find_call("cuCtxPopCurrent_v2", push) >
+                gm_cuda_double_find_call("cuMemAlloc_v2", push));
+    assert_ok(gm_ndview_init(host, GM_FLOAT32, 1, &n, NULL, GM_ORDER_C, &hv));
+    assert_ok(gm_array_copy_to_device(a, &hv, NULL));
+    ASSERT_MINE();
+    assert_ok(gm_stream_create(ctx, 0, &s));
+    assert_ok(gm_event_create(ctx, false, &e));
+    assert_ok(gm_array_copy_to_host(a, &hv, s));
+    assert_ok(gm_event_record(e, s));
+    assert_ok(gm_stream_synchronize(s));
+    ASSERT_MINE();
+    assert_ok(gm_context_synchronize(ctx));
+    ASSERT_MINE();
+    /* A failing call gives it back too, and keeps its own message. */
+    gm_cuda_double_fail("cuStreamSynchronize", 1, CUDA_ERROR_LAUNCH_FAILED);
+    assert_int_equal(gm_stream_synchronize(s), GM_ERR_LAUNCH);
+    assert_non_null(strstr(gm_last_error_message(), "CUDA_ERROR_LAUNCH_FAILED"));
+    ASSERT_MINE();
+    gm_event_destroy(&e);
+    gm_stream_destroy(&s);
+    gm_array_release(&a);
+    assert_ok(gm_deallocations_flush(ctx));
+    ASSERT_MINE();
+    gm_context_destroy(&ctx);
+    ASSERT_MINE();
+#undef ASSERT_MINE
+    assert_int_equal(cuCtxSetCurrent(NULL), CUDA_SUCCESS);
+    assert_int_equal(cuDevicePrimaryCtxRelease(1), CUDA_SUCCESS);
+    assert_int_equal(gm_cuda_double_live_objects(), 0);
+    assert_no_violations();
+}
+
 /* gm_managed_array is cuMemAllocManaged (attached globally), freed with cuMemFree. */
 static void test_managed_array(void **state)
 {
@@ -293,6 +360,7 @@ int main(void)
         cmocka_unit_test_setup(test_teardown_synchronizes_before_unloading, cuda_test_setup),
         cmocka_unit_test_setup(test_context_synchronize, cuda_test_setup),
         cmocka_unit_test_setup(test_managed_array, cuda_test_setup),
+        cmocka_unit_test_setup(test_caller_context_restored, cuda_test_setup),
     };
 
     return cmocka_run_group_tests_name("cuda/runtime", tests, cuda_test_group_setup,
