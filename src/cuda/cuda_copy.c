@@ -188,15 +188,25 @@ static gm_status issue_copy(gm_backend_ctx *bctx, const gm_copy_desc *d, CUstrea
     int host_to_host = d->src_side == GM_COPY_HOST && d->dst_side == GM_COPY_HOST;
     int too_wide =
         bctx->max_pitch != 0 && (d->src_pitch > bctx->max_pitch || d->dst_pitch > bctx->max_pitch);
+    gm_status status = GM_OK;
 
     if (d->height == 1 && d->depth == 1 && host_to_host == 0)
         return copy_linear(bctx, d->dst_side, d->dst, d->src_side, d->src, d->width_bytes, h,
                            async);
     if (too_wide != 0)
         return copy_rows(bctx, d, h, async);
-    if (d->depth == 1)
-        return copy_2d(bctx, d, h, async);
-    return copy_3d(bctx, d, h, async);
+    status = d->depth == 1 ? copy_2d(bctx, d, h, async) : copy_3d(bctx, d, h, async);
+    /* cuda.h: a device-to-device cuMemcpy2D "may fail for pitches not computed by
+     * cuMemAllocPitch()" (so may the 3-D one); the driver refused it whole: row by row. */
+    if (status == GM_ERR_INVALID_ARG && d->src_side == GM_COPY_DEVICE &&
+        d->dst_side == GM_COPY_DEVICE) {
+        gm__log(GM_LOG_DEBUG,
+                "cuda copy: pitches %zu/%zu refused for a device-to-device copy; "
+                "copying row by row",
+                d->dst_pitch, d->src_pitch);
+        status = copy_rows(bctx, d, h, async);
+    }
+    return status;
 }
 
 gm_status gm__cuda_copy(gm_backend_ctx *bctx, const gm_copy_desc *desc, gm_backend_stream *stream)

@@ -128,6 +128,7 @@ static struct {
     unsigned last_launch_shared;
     CUresult callback_status; /* what cuStreamAddCallback's functions are given */
     int hold_callbacks;       /* gm_cuda_double_hold_callbacks: queue instead of running */
+    size_t dtod_pitch_align;  /* gm_cuda_double_set_dtod_pitch_align (0: any pitch) */
     int held_count;
     struct {
         CUstream stream;
@@ -1090,6 +1091,31 @@ static CUresult check_side(const char *what, const char *name, const side *s, si
     return host_pointer(what, (const void *)s->base);
 }
 
+/*
+ * cuda.h: "On intra-device memory copies (device to device, CUDA array to
+ * device, CUDA array to CUDA array), cuMemcpy2D() may fail for pitches not
+ * computed by cuMemAllocPitch()". Modelled, when asked, as pitches that are
+ * not multiples of dtod_pitch_align (more than one row).
+ */
+static CUresult check_dtod_pitches(const char *what, const side *dst, const side *src, size_t rows,
+                                   size_t depth)
+{
+    size_t a = S.dtod_pitch_align;
+
+    if (a == 0 || dst->type == CU_MEMORYTYPE_HOST || src->type == CU_MEMORYTYPE_HOST ||
+        (rows == 1 && depth == 1))
+        return CUDA_SUCCESS;
+    if (dst->pitch % a != 0 || src->pitch % a != 0)
+        return CUDA_ERROR_INVALID_VALUE; /* the driver's refusal, not a misuse */
+    (void)what;
+    return CUDA_SUCCESS;
+}
+
+void gm_cuda_double_set_dtod_pitch_align(size_t align)
+{
+    S.dtod_pitch_align = align;
+}
+
 /* Copy depth planes of rows rows of width bytes between two checked sides. */
 static void copy_pitched(const side *dst, const side *src, size_t width, size_t rows, size_t depth)
 {
@@ -1128,6 +1154,8 @@ static CUresult memcpy_2d(const char *what, const CUDA_MEMCPY2D *p, CUstream str
     rc = check_side(what, "src", &src, p->WidthInBytes, p->Height, 1);
     if (rc == CUDA_SUCCESS)
         rc = check_side(what, "dst", &dst, p->WidthInBytes, p->Height, 1);
+    if (rc == CUDA_SUCCESS)
+        rc = check_dtod_pitches(what, &dst, &src, p->Height, 1);
     if (rc == CUDA_SUCCESS)
         copy_pitched(&dst, &src, p->WidthInBytes, p->Height, 1);
     return rc;
@@ -1188,6 +1216,8 @@ static CUresult memcpy_3d(const char *what, const CUDA_MEMCPY3D *p, CUstream str
     rc = check_side(what, "src", &src, p->WidthInBytes, p->Height, p->Depth);
     if (rc == CUDA_SUCCESS)
         rc = check_side(what, "dst", &dst, p->WidthInBytes, p->Height, p->Depth);
+    if (rc == CUDA_SUCCESS)
+        rc = check_dtod_pitches(what, &dst, &src, p->Height, p->Depth);
     if (rc == CUDA_SUCCESS)
         copy_pitched(&dst, &src, p->WidthInBytes, p->Height, p->Depth);
     return rc;

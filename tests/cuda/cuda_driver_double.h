@@ -53,6 +53,11 @@ void gm_cuda_double_set_device_memory(size_t bytes);
 /* Page-locked host memory cuMemHostAlloc may hand out (default 64 MiB). */
 void gm_cuda_double_set_pinned_memory(size_t bytes);
 
+/* Device-to-device cuMemcpy2D/3D(Async) with a pitch not a multiple of `align` fail with
+ * CUDA_ERROR_INVALID_VALUE, as the real driver may for pitches not from cuMemAllocPitch
+ * (reset: 0, any pitch). */
+void gm_cuda_double_set_dtod_pitch_align(size_t align);
+
 /* CU_DEVICE_ATTRIBUTE_MAX_PITCH (default 2^31 - 1); copies with larger pitches fail. */
 void gm_cuda_double_set_max_pitch(int pitch);
 

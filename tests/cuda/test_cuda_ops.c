@@ -123,6 +123,72 @@ static void test_pitched_2d(void **state)
     cuda_test_close(bctx);
 }
 
+/*
+ * A device-to-device 2-D or 3-D copy whose pitches the driver refuses (it may,
+ * for pitches not from cuMemAllocPitch) is done row by row instead, on a stream
+ * too; other failures are not retried.
+ */
+static void test_dtod_pitch_refused(void **state)
+{
+    gm_backend_ctx *bctx = cuda_test_open();
+    gm_backend_stream *stream = NULL;
+    gm_devptr a = 0, b = 0;
+    unsigned char host[6 * 48], back[6 * 48];
+    gm_copy_desc up = linear(GM_COPY_DEVICE, 0, GM_COPY_HOST, host_address(host), sizeof(host));
+    gm_copy_desc down = linear(GM_COPY_HOST, host_address(back), GM_COPY_DEVICE, 0, sizeof(back));
+    /* 3 planes of 2 rows of 40 bytes, pitch 48, each plane 2 rows */
+    gm_copy_desc dd = {GM_COPY_DEVICE, GM_COPY_DEVICE, 0, 0, 40, 2, 3, 48, 2, 48, 2};
+
+    (void)state;
+    for (size_t i = 0; i < sizeof(host); i++)
+        host[i] = (unsigned char)(i * 13 + 1);
+    assert_ok(CUDA_OPS->mem_alloc(bctx, sizeof(host), &a));
+    assert_ok(CUDA_OPS->mem_alloc(bctx, sizeof(host), &b));
+    assert_ok(CUDA_OPS->stream_create(bctx, 0, &stream));
+    up.dst = a;
+    assert_ok(CUDA_OPS->copy(bctx, &up, NULL));
+    gm_cuda_double_set_dtod_pitch_align(512);
+    for (int async = 0; async < 2; async++) {
+        for (int depth = 1; depth <= 3; depth += 2) {
+            memset(back, 0, sizeof(back));
+            down.dst = host_address(back);
+            down.src = b;
+            up.dst = b;
+            up.src = host_address(back);
+            assert_ok(CUDA_OPS->copy(bctx, &up, NULL)); /* b cleared */
+            dd.dst = b;
+            dd.src = a;
+            dd.depth = (size_t)depth;
+            gm_cuda_double_clear_calls();
+            assert_ok(CUDA_OPS->copy(bctx, &dd, async != 0 ? stream : NULL));
+            assert_true(gm_cuda_double_count_calls(async != 0 ? "cuMemcpyDtoDAsync_v2"
+                                                              : "cuMemcpyDtoD_v2") ==
+                        2 * depth); /* one per row, after the refused pitched call */
+            assert_ok(CUDA_OPS->stream_synchronize(bctx, stream));
+            assert_ok(CUDA_OPS->copy(bctx, &down, NULL));
+            for (int z = 0; z < depth; z++)
+                for (int y = 0; y < 2; y++)
+                    assert_memory_equal(back + (z * 2 + y) * 48, host + (z * 2 + y) * 48, 40);
+            up.src = host_address(host);
+        }
+    }
+    /* a host side is never retried row by row */
+    gm_cuda_double_fail("cuMemcpy2D_v2", 1, CUDA_ERROR_INVALID_VALUE);
+    {
+        gm_copy_desc h2d = {
+            GM_COPY_DEVICE, GM_COPY_HOST, a, host_address(host), 40, 2, 1, 48, 0, 48, 0};
+
+        gm_cuda_double_clear_calls();
+        assert_status(CUDA_OPS->copy(bctx, &h2d, NULL), GM_ERR_INVALID_ARG);
+        assert_int_equal(gm_cuda_double_count_calls("cuMemcpyHtoD_v2"), 0);
+    }
+    gm_cuda_double_set_dtod_pitch_align(0);
+    assert_ok(CUDA_OPS->stream_destroy(bctx, stream));
+    assert_ok(CUDA_OPS->mem_free(bctx, a));
+    assert_ok(CUDA_OPS->mem_free(bctx, b));
+    cuda_test_close(bctx);
+}
+
 /* 3-D: padded planes go to cuMemcpy3D; contiguous planes or rows are merged into 2-D. */
 static void test_pitched_3d(void **state)
 {
@@ -667,6 +733,7 @@ int main(void)
         cmocka_unit_test_setup(test_linear_copies, cuda_test_setup),
         cmocka_unit_test_setup(test_pitched_2d, cuda_test_setup),
         cmocka_unit_test_setup(test_pitched_3d, cuda_test_setup),
+        cmocka_unit_test_setup(test_dtod_pitch_refused, cuda_test_setup),
         cmocka_unit_test_setup(test_pitch_above_device_limit, cuda_test_setup),
         cmocka_unit_test_setup(test_memset, cuda_test_setup),
         cmocka_unit_test_setup(test_streams, cuda_test_setup),
