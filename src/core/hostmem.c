@@ -1,5 +1,5 @@
 /*
- * Host memory: pinned and mapped arrays (allocated by the backend, freed
+ * Host memory: pinned, mapped and managed arrays (allocated by the backend, freed
  * through the deallocation queue and bounded by its pinned-bytes limit,
  * closing numba#9507), device views of mapped memory, and scoped
  * registration of existing host memory (gm_pin / gm_map / gm_register).
@@ -51,102 +51,83 @@ static gm_status check_flags(const char *fn, unsigned flags)
     return GM_OK;
 }
 
-/* A C/F page-locked host array (Numba's pinned_array). */
-gm_status gm_pinned_array(gm_context *ctx, int ndim, const int64_t *shape, gm_dtype dtype,
-                          gm_order order, gm_array **array_p)
+/* A new C/F array of `memory` kind (host_flags: for mapped memory). */
+static gm_status ordered_array(const char *fn, gm_context *ctx, int ndim, const int64_t *shape,
+                               gm_dtype dtype, gm_order order, gm_memory_kind memory,
+                               unsigned host_flags, gm_array **array_p)
 {
-    static const char fn[] = "gm_pinned_array";
     gm_ndview layout;
     gm_status status = check_alloc(fn, ctx, array_p);
 
+    if (status == GM_OK && memory == GM_MEMORY_MAPPED)
+        status = check_flags(fn, host_flags);
     if (status == GM_OK)
         status = ordered_layout(fn, ndim, shape, dtype, order, &layout);
     if (status != GM_OK)
         return status;
-    return gm__array_create(ctx, fn, &layout, GM_MEMORY_PINNED, 0, array_p);
+    return gm__array_create(ctx, fn, &layout, memory, host_flags, array_p);
 }
 
-/* A page-locked host array with gm_ndview_like()'s layout. */
-gm_status gm_pinned_array_like(gm_context *ctx, const gm_ndview *like, gm_array **array_p)
+/* A new array of `memory` kind with gm_ndview_like()'s layout of `like`. */
+static gm_status like_array(const char *fn, gm_context *ctx, const gm_ndview *like,
+                            gm_memory_kind memory, unsigned host_flags, gm_array **array_p)
 {
-    static const char fn[] = "gm_pinned_array_like";
     gm_ndview layout;
     gm_status status = check_alloc(fn, ctx, array_p);
 
+    if (status == GM_OK && memory == GM_MEMORY_MAPPED)
+        status = check_flags(fn, host_flags);
     if (status == GM_OK)
         status = gm__validate(fn, like);
     if (status == GM_OK)
         status = gm_ndview_like(like, &layout);
     if (status != GM_OK)
         return status;
-    return gm__array_create(ctx, fn, &layout, GM_MEMORY_PINNED, 0, array_p);
+    return gm__array_create(ctx, fn, &layout, memory, host_flags, array_p);
+}
+
+/* A C/F page-locked host array (Numba's pinned_array). */
+gm_status gm_pinned_array(gm_context *ctx, int ndim, const int64_t *shape, gm_dtype dtype,
+                          gm_order order, gm_array **array_p)
+{
+    return ordered_array("gm_pinned_array", ctx, ndim, shape, dtype, order, GM_MEMORY_PINNED, 0,
+                         array_p);
+}
+
+/* A page-locked host array with gm_ndview_like()'s layout. */
+gm_status gm_pinned_array_like(gm_context *ctx, const gm_ndview *like, gm_array **array_p)
+{
+    return like_array("gm_pinned_array_like", ctx, like, GM_MEMORY_PINNED, 0, array_p);
 }
 
 /* A C/F managed array (Numba's managed_array). */
 gm_status gm_managed_array(gm_context *ctx, int ndim, const int64_t *shape, gm_dtype dtype,
                            gm_order order, gm_array **array_p)
 {
-    static const char fn[] = "gm_managed_array";
-    gm_ndview layout;
-    gm_status status = check_alloc(fn, ctx, array_p);
-
-    if (status == GM_OK)
-        status = ordered_layout(fn, ndim, shape, dtype, order, &layout);
-    if (status != GM_OK)
-        return status;
-    return gm__array_create(ctx, fn, &layout, GM_MEMORY_MANAGED, 0, array_p);
+    return ordered_array("gm_managed_array", ctx, ndim, shape, dtype, order, GM_MEMORY_MANAGED, 0,
+                         array_p);
 }
 
 /* A managed array with gm_ndview_like()'s layout. */
 gm_status gm_managed_array_like(gm_context *ctx, const gm_ndview *like, gm_array **array_p)
 {
-    static const char fn[] = "gm_managed_array_like";
-    gm_ndview layout;
-    gm_status status = check_alloc(fn, ctx, array_p);
-
-    if (status == GM_OK)
-        status = gm__validate(fn, like);
-    if (status == GM_OK)
-        status = gm_ndview_like(like, &layout);
-    if (status != GM_OK)
-        return status;
-    return gm__array_create(ctx, fn, &layout, GM_MEMORY_MANAGED, 0, array_p);
+    return like_array("gm_managed_array_like", ctx, like, GM_MEMORY_MANAGED, 0, array_p);
 }
 
-/* A C/F mapped host array (Numba's mapped_array). */
+/* A C/F mapped host array (Numba's mapped_array); GM_HOST_MAPPED is implied. */
 gm_status gm_mapped_array(gm_context *ctx, int ndim, const int64_t *shape, gm_dtype dtype,
                           gm_order order, unsigned flags, gm_array **array_p)
 {
-    static const char fn[] = "gm_mapped_array";
-    gm_ndview layout;
-    gm_status status = check_alloc(fn, ctx, array_p);
-
-    if (status == GM_OK)
-        status = check_flags(fn, flags);
-    if (status == GM_OK)
-        status = ordered_layout(fn, ndim, shape, dtype, order, &layout);
-    if (status != GM_OK)
-        return status;
-    return gm__array_create(ctx, fn, &layout, GM_MEMORY_MAPPED, flags | GM_HOST_MAPPED, array_p);
+    return ordered_array("gm_mapped_array", ctx, ndim, shape, dtype, order, GM_MEMORY_MAPPED,
+                         flags | GM_HOST_MAPPED, array_p);
 }
 
 /* A mapped host array with gm_ndview_like()'s layout. */
 gm_status gm_mapped_array_like(gm_context *ctx, const gm_ndview *like, unsigned flags,
                                gm_array **array_p)
 {
-    static const char fn[] = "gm_mapped_array_like";
-    gm_ndview layout;
-    gm_status status = check_alloc(fn, ctx, array_p);
-
-    if (status == GM_OK)
-        status = check_flags(fn, flags);
-    if (status == GM_OK)
-        status = gm__validate(fn, like);
-    if (status == GM_OK)
-        status = gm_ndview_like(like, &layout);
-    if (status != GM_OK)
-        return status;
-    return gm__array_create(ctx, fn, &layout, GM_MEMORY_MAPPED, flags | GM_HOST_MAPPED, array_p);
+    return like_array("gm_mapped_array_like", ctx, like, GM_MEMORY_MAPPED, flags | GM_HOST_MAPPED,
+                      array_p);
 }
 
 /*
