@@ -637,6 +637,26 @@ typedef struct gm_ipc_handle {
  */
 GM_API gm_status gm_array_ipc_handle(gm_array *array, gm_ipc_handle *handle_p);
 
+/**
+ * @brief Open, in another process, the allocation behind an IPC handle from
+ *        gm_array_ipc_handle() and view it as an array (Numba's
+ *        IpcHandle.open / open_ipc_array): `layout` gives the shape,
+ *        strides, dtype and offset the exporter's array had (its data, memory
+ *        kind and device id are ignored); the array's data is the opened
+ *        mapping plus handle->offset, so the same descriptor views the same
+ *        elements. Views derived from it share the mapping, which is closed
+ *        (cuIpcCloseMemHandle, hsa_amd_ipc_memory_detach) when the last of
+ *        them is released, after the work queued on the context's streams.
+ *        The exporter must keep its array alive until then.
+ * @return GM_OK; GM_ERR_NULL_POINTER; GM_ERR_INVALID_ARG (a handle of another
+ *         backend; a layout reaching outside the allocation); the layout's
+ *         validation error; GM_ERR_UNSUPPORTED (a backend without IPC, such
+ *         as the host simulator); the driver's error (CUDA refuses to open a
+ *         handle in the process that made it).
+ */
+GM_API gm_status gm_array_from_ipc_handle(gm_context *ctx, const gm_ipc_handle *handle,
+                                          const gm_ndview *layout, gm_array **array_p);
+
 #ifdef __cplusplus
 }
 #endif

@@ -84,6 +84,99 @@ gm_status gm__array_from_foreign(const char *fn, gm_context *ctx, const gm_ndvie
     return status;
 }
 
+/* ---------------------------------------------------------------- IPC */
+
+/* An opened IPC mapping, closed when its last array goes. */
+typedef struct ipc_mapping {
+    gm_context *ctx;
+    gm_devptr ptr;
+} ipc_mapping;
+
+/* The foreign release of an IPC array: close the mapping (after the queued work: the
+ * release of foreign memory waits for it). */
+static void ipc_close(void *user)
+{
+    ipc_mapping *m = user;
+
+    if (m->ctx->ops->ipc_close(m->ctx->bctx, m->ptr) != GM_OK)
+        gm__log(GM_LOG_WARN,
+                "gm_array_from_ipc_handle: closing the mapping at %#" PRIx64 " failed: %s",
+                (uint64_t)m->ptr, gm_last_error_message());
+    gm__free(m);
+}
+
+/* The handle's array in `layout`, checked against the handle's allocation. */
+static gm_status ipc_view(const char *fn, const gm_ipc_handle *handle, const gm_ndview *layout,
+                          gm_devptr base, gm_ndview *out)
+{
+    int64_t lo = 0, hi = 0, start = 0, end = 0;
+    gm_status status = gm__validate_extent(fn, layout, &lo, &hi);
+
+    if (status != GM_OK)
+        return status;
+    if (gm__add_overflow(handle->offset, lo, &start) ||
+        gm__add_overflow(handle->offset, hi, &end) || start < 0 || end > handle->bytes)
+        return gm__error(GM_ERR_INVALID_ARG,
+                         "%s: the layout addresses bytes [%" PRId64 ", %" PRId64
+                         ") of an allocation of %" PRId64 " bytes",
+                         fn, handle->offset + lo, handle->offset + hi, handle->bytes);
+    *out = *layout;
+    out->data = (void *)(uintptr_t)(base + (gm_devptr)handle->offset);
+    out->memory = GM_MEMORY_DEVICE;
+    out->device_id = -1;
+    return GM_OK;
+}
+
+/* Open another process's allocation and view it as an array. */
+gm_status gm_array_from_ipc_handle(gm_context *ctx, const gm_ipc_handle *handle,
+                                   const gm_ndview *layout, gm_array **array_p)
+{
+    static const char fn[] = "gm_array_from_ipc_handle";
+    ipc_mapping *m = NULL;
+    gm_ndview view;
+    gm_status status = gm__check_context(fn, ctx);
+
+    if (status == GM_OK && (handle == NULL || layout == NULL || array_p == NULL))
+        status = gm__error(GM_ERR_NULL_POINTER, "%s: %s is NULL", fn,
+                           handle == NULL   ? "handle"
+                           : layout == NULL ? "layout"
+                                            : "array_p");
+    if (status == GM_OK && handle->backend != ctx->ops->kind)
+        status = gm__error(GM_ERR_INVALID_ARG,
+                           "%s: the handle was made by the %s backend, the context runs %s", fn,
+                           gm_backend_name(handle->backend), ctx->ops->name);
+    if (status == GM_OK && (handle->bytes <= 0 || handle->offset < 0))
+        status = gm__error(GM_ERR_INVALID_ARG,
+                           "%s: the handle describes %" PRId64 " bytes at offset %" PRId64, fn,
+                           handle->bytes, handle->offset);
+    if (status == GM_OK)
+        status = gm__validate(fn, layout);
+    if (status != GM_OK)
+        return status;
+    m = gm__malloc(sizeof(*m));
+    if (m == NULL)
+        return gm__error(GM_ERR_NO_MEMORY, "%s: out of host memory", fn);
+    m->ctx = ctx;
+    m->ptr = 0;
+    status = gm__error_within(
+        fn, ctx->ops->ipc_open(ctx->bctx, handle->handle, sizeof(handle->handle), &m->ptr));
+    if (status == GM_OK)
+        status = ipc_view(fn, handle, layout, m->ptr, &view);
+    if (status == GM_OK)
+        status = gm__array_from_foreign(fn, ctx, &view, ipc_close, m, NULL, array_p);
+    if (status == GM_OK)
+        return GM_OK;
+    if (m->ptr != 0) { /* opened: close it again, keeping this call's message */
+        gm__saved_error saved;
+
+        gm__error_save(&saved);
+        (void)ctx->ops->ipc_close(ctx->bctx, m->ptr);
+        gm__error_restore(&saved);
+    }
+    gm__free(m);
+    return status;
+}
+
 /* Public form of gm__array_from_foreign. */
 gm_status gm_array_from_foreign(gm_context *ctx, const gm_ndview *view,
                                 gm_foreign_release_fn release, void *release_user,

@@ -283,6 +283,59 @@ static void test_caller_context_restored(void **state)
     assert_no_violations();
 }
 
+/*
+ * IPC round trip (the double maps a handle in the process that made it; a
+ * real driver wants another process): the opened array views the exporter's
+ * elements through the same descriptor; its last release closes the mapping
+ * after the queued work; a layout outside the allocation closes it at once.
+ */
+static void test_ipc_round_trip(void **state)
+{
+    gm_context *ctx = open_context();
+    int64_t n = 100;
+    float host[100], back[40];
+    gm_array *d = NULL, *v = NULL, *o = NULL, *row = NULL;
+    gm_ipc_handle h;
+    gm_ndview hv, bv, layout;
+    long sync = 0;
+
+    (void)state;
+    for (int i = 0; i < 100; i++)
+        host[i] = (float)i;
+    assert_ok(gm_ndview_init(host, GM_FLOAT32, 1, &n, NULL, GM_ORDER_C, &hv));
+    assert_ok(gm_to_device(ctx, &hv, NULL, &d));
+    assert_ok(gm_array_getitem(d, 1, &GM_IDX_SLICE(10, 90, 2), &v)); /* 40 elements */
+    assert_ok(gm_array_ipc_handle(v, &h));
+    assert_int_equal(h.backend, GM_BACKEND_CUDA);
+    layout = *gm_array_view(v);
+    layout.data = NULL; /* what the other process knows: the descriptor */
+    assert_ok(gm_array_from_ipc_handle(ctx, &h, &layout, &o));
+    assert_int_equal(gm_cuda_double_count_calls("cuIpcOpenMemHandle_v2"), 1);
+    assert_int_equal(gm_array_view(o)->memory, GM_MEMORY_DEVICE);
+    assert_ok(gm_ndview_init(back, GM_FLOAT32, 1, &(int64_t){40}, NULL, GM_ORDER_C, &bv));
+    assert_ok(gm_array_copy_to_host(o, &bv, NULL));
+    for (int i = 0; i < 40; i++)
+        assert_true(back[i] == (float)(10 + 2 * i));
+    assert_ok(gm_array_getitem(o, 1, &GM_IDX_INT(3), &row)); /* a view shares the mapping */
+    gm_array_release(&o);
+    assert_int_equal(gm_cuda_double_count_calls("cuIpcCloseMemHandle"), 0);
+    gm_cuda_double_clear_calls();
+    gm_array_release(&row);
+    sync = gm_cuda_double_find_call("cuCtxSynchronize", 0);
+    assert_true(sync >= 0);
+    assert_true(gm_cuda_double_find_call("cuIpcCloseMemHandle", sync) > sync);
+    /* a layout reaching past the allocation: refused, the mapping closed again */
+    layout.shape[0] = 50; /* 10 + 2 * 49 = 108 > 100 elements */
+    gm_cuda_double_clear_calls();
+    assert_int_equal(gm_array_from_ipc_handle(ctx, &h, &layout, &o), GM_ERR_INVALID_ARG);
+    assert_non_null(strstr(gm_last_error_message(), "of an allocation of 400 bytes"));
+    assert_null(o);
+    assert_int_equal(gm_cuda_double_count_calls("cuIpcCloseMemHandle"), 1);
+    gm_array_release(&v);
+    gm_array_release(&d);
+    close_context(ctx);
+}
+
 /* gm_managed_array is cuMemAllocManaged (attached globally), freed with cuMemFree. */
 static void test_managed_array(void **state)
 {
@@ -361,6 +414,7 @@ int main(void)
         cmocka_unit_test_setup(test_context_synchronize, cuda_test_setup),
         cmocka_unit_test_setup(test_managed_array, cuda_test_setup),
         cmocka_unit_test_setup(test_caller_context_restored, cuda_test_setup),
+        cmocka_unit_test_setup(test_ipc_round_trip, cuda_test_setup),
     };
 
     return cmocka_run_group_tests_name("cuda/runtime", tests, cuda_test_group_setup,

@@ -526,6 +526,27 @@ static void test_ipc(void **state)
     assert_ok(gm_context_create(NULL, &ctx));
     d = device_bytes(ctx, n);
     assert_status(gm_array_ipc_handle(d, &h), GM_ERR_UNSUPPORTED);
+    /* ... nor can it open one; and what is checked before the driver is asked */
+    {
+        gm_ndview layout = *gm_array_view(d);
+
+        assert_status(gm_array_from_ipc_handle(ctx, &h, &layout, &f), GM_ERR_UNSUPPORTED);
+        assert_message_begins("gm_array_from_ipc_handle: ipc_open is not supported");
+        assert_null(f);
+        assert_status(gm_array_from_ipc_handle(NULL, &h, &layout, &f), GM_ERR_NULL_POINTER);
+        assert_status(gm_array_from_ipc_handle(ctx, NULL, &layout, &f), GM_ERR_NULL_POINTER);
+        assert_status(gm_array_from_ipc_handle(ctx, &h, NULL, &f), GM_ERR_NULL_POINTER);
+        assert_status(gm_array_from_ipc_handle(ctx, &h, &layout, NULL), GM_ERR_NULL_POINTER);
+        h.backend = GM_BACKEND_CUDA;
+        assert_status(gm_array_from_ipc_handle(ctx, &h, &layout, &f), GM_ERR_INVALID_ARG);
+        assert_message_contains("the handle was made by the cuda backend, the context runs host");
+        h.backend = GM_BACKEND_HOST;
+        h.bytes = 0;
+        assert_status(gm_array_from_ipc_handle(ctx, &h, &layout, &f), GM_ERR_INVALID_ARG);
+        h.bytes = n;
+        layout.dtype.code = 0x77;
+        assert_status(gm_array_from_ipc_handle(ctx, &h, &layout, &f), GM_ERR_DTYPE);
+    }
     gm_array_release(&d);
     gm_context_destroy(&ctx);
 }
