@@ -63,12 +63,14 @@
 
 /* Entry points a runtime may lack; their pointers stay NULL and the ops that
  * need them answer GM_ERR_UNSUPPORTED (IPC) or do without (pitched copies
- * fall back to one copy per row or plane). */
-#define GM_HSA_API_OPTIONAL(X)   \
-    X(hsa_amd_ipc_memory_create) \
-    X(hsa_amd_ipc_memory_attach) \
-    X(hsa_amd_ipc_memory_detach) \
-    X(hsa_amd_memory_async_copy_rect)
+ * fall back to one copy per row or plane; without the system event handler a
+ * GPU memory fault is left to the runtime, which aborts the process). */
+#define GM_HSA_API_OPTIONAL(X)        \
+    X(hsa_amd_ipc_memory_create)      \
+    X(hsa_amd_ipc_memory_attach)      \
+    X(hsa_amd_ipc_memory_detach)      \
+    X(hsa_amd_memory_async_copy_rect) \
+    X(hsa_amd_register_system_event_handler)
 
 /* The function-pointer table: one member per entry point, typed from the
  * runtime's own prototype. */

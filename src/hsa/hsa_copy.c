@@ -158,7 +158,7 @@ static gm_status finish(gm_backend_ctx *bctx, gm_backend_stream *stream, gm__hsa
 
 /* Resolve the host side of a DMA (locking pageable memory for the operation). */
 static gm_status dma_endpoint(gm_backend_ctx *bctx, gm_copy_side side, gm_devptr addr,
-                              size_t extent, void **locked_p, dma_side *out)
+                              size_t extent, gm__hsa_lock **locked_p, dma_side *out)
 {
     void *agent_addr = (void *)(uintptr_t)addr;
     gm_status status = GM_OK;

@@ -359,26 +359,29 @@ gm_status gm__hsa_init(const gm_backend_init_args *args, gm_backend_ctx **bctx_p
 {
     gm_backend_ctx *bctx = gm__calloc(1, sizeof(*bctx));
     gm_status status = GM_OK;
+    gm__saved_error saved;
 
     if (bctx == NULL)
         return gm__error(GM_ERR_NO_MEMORY, "HSA backend: no memory for a context");
     status = gm__hsa_api_load(&bctx->api);
     if (status != GM_OK)
         goto fail_load;
-    /* Without /dev/kfd (no GPU, no permission) hsa_init fails with OUT_OF_RESOURCES. */
-    status = GM_HSA_CALL_AS(&bctx->api, GM_ERR_NO_DEVICE, hsa_init, ());
+    status = gm__hsa_runtime_open(bctx); /* hsa_init, the memory-fault handler */
     if (status != GM_OK)
         goto fail_init;
     status = open_device(bctx, args != NULL ? args->device_id : 0);
     if (status != GM_OK)
         goto fail_open;
+    gm__hsa_fault_watch(bctx);
     gm__log(GM_LOG_INFO, "HSA backend: device %d is %s (%s)", (int)bctx->device_id, bctx->info.name,
             bctx->isa_name);
     *bctx_p = bctx;
     return GM_OK;
 
 fail_open:
-    (void)bctx->api.hsa_shut_down(); /* keep the first error's detail */
+    gm__error_save(&saved); /* keep the first error's detail */
+    (void)gm__hsa_runtime_close(bctx);
+    gm__error_restore(&saved);
 fail_init:
     gm__hsa_api_unload(&bctx->api);
 fail_load:
@@ -390,9 +393,10 @@ void gm__hsa_fini(gm_backend_ctx *bctx)
 {
     if (bctx == NULL)
         return;
-    free_context_objects(bctx);
+    free_context_objects(bctx); /* a memory fault still ends the streams' waits */
     gm__hsa_pack_fini(bctx);
-    if (GM_HSA_CALL(&bctx->api, hsa_shut_down, ()) != GM_OK)
+    gm__hsa_fault_unwatch(bctx);
+    if (gm__hsa_runtime_close(bctx) != GM_OK)
         gm__log(GM_LOG_WARN, "HSA backend: %s", gm_last_error_message());
     gm__hsa_api_unload(&bctx->api);
     gm__free(bctx);

@@ -139,13 +139,24 @@ gm_status gm__hsa_event_query(gm_backend_ctx *bctx, gm_backend_event *event)
     return status;
 }
 
+/*
+ * Wait for the latest record, then reap: the record's stream, and whatever it
+ * waited for on other streams, is done up to the record, and what that work
+ * held (locked pageable memory above all) is released before returning, as
+ * the caller may free the memory now. Reaping frees completed operations
+ * only, so every stream is tried. A failed operation reaped here becomes its
+ * stream's error (recording a message), so the caller's last error is kept
+ * on GM_OK.
+ */
 gm_status gm__hsa_event_synchronize(gm_backend_ctx *bctx, gm_backend_event *event)
 {
     gm__hsa_sig *sig = NULL;
     gm_status status = GM_OK;
+    gm__saved_error saved;
 
     if (event == NULL)
         return gm__error(GM_ERR_NULL_POINTER, "event_synchronize: event is NULL");
+    gm__error_save(&saved);
     pthread_mutex_lock(&bctx->lock);
     if (event->record != NULL)
         sig = gm__hsa_sig_ref(event->record);
@@ -155,7 +166,10 @@ gm_status gm__hsa_event_synchronize(gm_backend_ctx *bctx, gm_backend_event *even
     status = gm__hsa_sig_wait(bctx, sig, "event_synchronize");
     pthread_mutex_lock(&bctx->lock);
     gm__hsa_sig_unref(bctx, sig);
+    gm__hsa_reap_all(bctx);
     pthread_mutex_unlock(&bctx->lock);
+    if (status == GM_OK)
+        gm__error_restore(&saved);
     return status;
 }
 

@@ -25,7 +25,9 @@
  * operation list, signal reference count and the signal cache; it is never
  * held while waiting for the device. Async-handler threads touch only their
  * own work item, the stream's error slot (its own mutex) and the signal they
- * complete.
+ * complete. The runtime's GPU memory-fault handler touches only the failure
+ * fields (queue_failed...) of the contexts in its process-wide registry,
+ * under the registry's own mutex (hsa_fault.c).
  */
 #ifndef GPUMEM_SRC_HSA_HSA_INTERNAL_H
 #define GPUMEM_SRC_HSA_HSA_INTERNAL_H
@@ -71,19 +73,36 @@ typedef enum gm__hsa_work_kind {
 
 typedef struct gm__hsa_work gm__hsa_work;
 
+/*
+ * Pageable host memory this context locked (hsa_amd_memory_lock) for DMA,
+ * shared by the operations using it (under bctx->lock). A range inside an
+ * entry reuses it: no second registration at one address, which libhsakmt
+ * could not tell apart when unlocking (it finds registrations by address). A
+ * longer range at the same address needs a second registration there; the
+ * entry then unlocks all of them together, once no operation uses any.
+ */
+typedef struct gm__hsa_lock {
+    struct gm__hsa_lock *next;
+    char *base;      /* every registration of the entry starts here */
+    size_t size;     /* bytes of its largest registration */
+    char *agent;     /* that registration's agent address */
+    unsigned nlocks; /* registrations at base, each undone by one hsa_amd_memory_unlock */
+    unsigned users;  /* operations using it */
+} gm__hsa_lock;
+
 /* One stream operation: its completion signal and what it holds until done. */
 typedef struct gm__hsa_op {
     struct gm__hsa_op *next;
     gm__hsa_sig *done;  /* completes (reaches 0) when the operation is finished */
     gm__hsa_sig **deps; /* references held until done (dependency signals) */
     size_t ndeps;
-    const char *what;    /* "hsa_amd_memory_async_copy", "kernel dispatch"... */
-    void *kernarg;       /* kernarg-pool buffer to free or recycle */
-    bool kernarg_pooled; /* kernarg is GM_HSA_KERNARG_BYTES long: recycle it */
-    void *staging;       /* host-pool staging buffer to free */
-    void *locked[2];     /* host ranges this operation locked, to unlock */
-    gm__hsa_work *work;  /* host work to free */
-    bool reported;       /* a synchronous caller returns its failure (not the stream) */
+    const char *what;        /* "hsa_amd_memory_async_copy", "kernel dispatch"... */
+    void *kernarg;           /* kernarg-pool buffer to free or recycle */
+    bool kernarg_pooled;     /* kernarg is GM_HSA_KERNARG_BYTES long: recycle it */
+    void *staging;           /* host-pool staging buffer to free */
+    gm__hsa_lock *locked[2]; /* pageable memory locked for it (references) */
+    gm__hsa_work *work;      /* host work to free */
+    bool reported;           /* a synchronous caller returns its failure (not the stream) */
 } gm__hsa_op;
 
 typedef enum gm__hsa_stream_kind {
@@ -185,20 +204,32 @@ struct gm_backend_ctx {
     gm_backend_stream *legacy;
     gm__hsa_thread_stream *thread_streams;
     gm__hsa_ipc_map *ipc_maps;
+    gm__hsa_lock *locks; /* pageable memory locked for DMA */
     gm__hsa_sig *cache[GM_HSA_SIGNAL_CACHE];
     int ncache;
     gm__hsa_sig *zero;                    /* a signal that is always 0 (no dependency) */
     void *kernargs[GM_HSA_KERNARG_CACHE]; /* free GM_HSA_KERNARG_BYTES kernarg buffers */
     int nkernargs;
-    _Atomic int queue_failed;        /* a queue reported an error: waits stop */
+    _Atomic int queue_failed;        /* a queue or a GPU memory fault failed the context */
     _Atomic int queue_error;         /* that error, a gm_status */
-    _Atomic int queue_error_claimed; /* the first callback writes queue_error_text */
+    _Atomic int queue_error_claimed; /* the first failure writes queue_error_text */
     char queue_error_text[GM_HSA_ERROR_TEXT];
-    pthread_mutex_t pack_lock; /* guards the three pack_ fields (taken before lock, never after) */
+    gm_backend_ctx *fault_next; /* the memory-fault handler's registry (hsa_fault.c) */
+    pthread_mutex_t pack_lock;  /* guards the three pack_ fields (taken before lock, never after) */
     gm__hsa_pack_state pack_state;
     gm_backend_module *pack_module;
     gm_backend_kernel *pack_kernel;
 };
+
+/* ---- the runtime's lifetime, GPU memory faults (hsa_fault.c); no lock held ---- */
+/* hsa_init, and the system event handler for GPU memory faults registered once per runtime. */
+gm_status gm__hsa_runtime_open(gm_backend_ctx *bctx);
+gm_status gm__hsa_runtime_close(gm_backend_ctx *bctx);
+/* Enter / leave the registry of contexts a memory fault on their GPU fails. */
+void gm__hsa_fault_watch(gm_backend_ctx *bctx);
+void gm__hsa_fault_unwatch(gm_backend_ctx *bctx);
+/* Fail the context (queue error, memory fault): every wait ends with status; any thread. */
+void gm__hsa_ctx_fail(gm_backend_ctx *bctx, gm_status status, const char *text);
 
 /* ---- signals (hsa_signal.c); bctx->lock held unless noted ---- */
 gm_status gm__hsa_sig_new(gm_backend_ctx *bctx, hsa_signal_value_t initial, gm__hsa_sig **sig_p);
@@ -219,6 +250,8 @@ gm_status gm__hsa_op_begin(gm_backend_ctx *bctx, gm_backend_stream *stream, hsa_
 void gm__hsa_op_commit(gm_backend_ctx *bctx, gm_backend_stream *stream, gm__hsa_op *op);
 void gm__hsa_op_abort(gm_backend_ctx *bctx, gm__hsa_op *op);
 void gm__hsa_stream_reap(gm_backend_ctx *bctx, gm_backend_stream *stream);
+/* Reap every stream of the context (after a context-wide or event wait). */
+void gm__hsa_reap_all(gm_backend_ctx *bctx);
 gm_status gm__hsa_stream_queue(gm_backend_ctx *bctx, gm_backend_stream *stream, hsa_queue_t **q_p);
 void gm__hsa_stream_set_error(gm_backend_stream *stream, gm_status status, const char *text);
 gm_status gm__hsa_stream_new(gm_backend_ctx *bctx, gm__hsa_stream_kind kind, unsigned flags,
@@ -277,12 +310,15 @@ gm_status gm__hsa_submit_dispatch(gm_backend_ctx *bctx, hsa_queue_t *queue,
 /* Allocate from a CPU pool and allow the device to reach it when needed. */
 gm_status gm__hsa_host_pool_alloc(gm_backend_ctx *bctx, hsa_amd_memory_pool_t pool, bool allow,
                                   size_t bytes, void **ptr_p);
-/* The agent address of host memory for a DMA: registered or pool memory as is,
- * pageable memory locked now (*locked_p receives the pointer to unlock later). */
 /* Detach IPC imports still open (context teardown). Lock held. */
 void gm__hsa_ipc_detach_all(gm_backend_ctx *bctx);
+/* The agent address of host memory for a DMA: registered or pool memory as is, pageable
+ * memory locked (*locked_p receives a reference to release with gm__hsa_lock_release when
+ * the operation is done; NULL when nothing was locked). Lock held. */
 gm_status gm__hsa_host_for_dma(gm_backend_ctx *bctx, void *host, size_t extent, void **agent_p,
-                               void **locked_p);
+                               gm__hsa_lock **locked_p);
+/* Drop an operation's reference; the last one unlocks the memory. Lock held. */
+void gm__hsa_lock_release(gm_backend_ctx *bctx, gm__hsa_lock *lock);
 
 gm_status gm__hsa_frontier_add(gm_backend_ctx *bctx, gm_backend_stream *stream, gm__hsa_sig *sig);
 

@@ -7,6 +7,7 @@
  * pointer queries through hsa_amd_pointer_info; IPC through
  * hsa_amd_ipc_memory_*.
  */
+#include <stdio.h>
 #include <string.h>
 
 #include "hsa_internal.h"
@@ -24,12 +25,42 @@ static gm_status allow(gm_backend_ctx *bctx, uint32_t count, const hsa_agent_t *
     return GM_HSA_CALL(&bctx->api, hsa_amd_agents_allow_access, (count, agents, NULL, ptr));
 }
 
+/*
+ * hsa_amd_memory_pool_allocate. ROCr refuses a request above the pool's
+ * largest allocation (HSA_AMD_MEMORY_POOL_INFO_ALLOC_MAX_SIZE, at most the
+ * pool's size) with HSA_STATUS_ERROR_INVALID_ALLOCATION: for gpumem that is
+ * running out of memory, `oom` (GM_ERR_OUT_OF_DEVICE_MEMORY for device
+ * memory, GM_ERR_NO_MEMORY for host memory), not a bad argument. `call` and
+ * `pool_name` name the request in that message.
+ */
+static gm_status pool_allocate(gm_backend_ctx *bctx, hsa_amd_memory_pool_t pool, size_t bytes,
+                               gm_status oom, const char *call, const char *pool_name, void **ptr_p)
+{
+    hsa_status_t hs = bctx->api.hsa_amd_memory_pool_allocate(pool, bytes, 0, ptr_p);
+    char detail[GM_HSA_ERROR_TEXT];
+    size_t max = 0;
+
+    if (hs != HSA_STATUS_ERROR_INVALID_ALLOCATION)
+        return gm__hsa_check(hs, &bctx->api, GM_OK, "hsa_amd_memory_pool_allocate", __FILE__,
+                             __LINE__);
+    (void)gm__hsa_check(hs, &bctx->api, oom, "hsa_amd_memory_pool_allocate", __FILE__, __LINE__);
+    snprintf(detail, sizeof(detail), "%s", gm_last_error_message());
+    if (bctx->api.hsa_amd_memory_pool_get_info(pool, HSA_AMD_MEMORY_POOL_INFO_ALLOC_MAX_SIZE,
+                                               &max) != HSA_STATUS_SUCCESS ||
+        max == 0)
+        return gm__error(oom, "%s: %zu bytes exceed the largest allocation of the %s pool: %s",
+                         call, bytes, pool_name, detail);
+    return gm__error(oom,
+                     "%s: %zu bytes exceed the largest allocation of the %s pool (%zu bytes): %s",
+                     call, bytes, pool_name, max, detail);
+}
+
 gm_status gm__hsa_host_pool_alloc(gm_backend_ctx *bctx, hsa_amd_memory_pool_t pool, bool needs,
                                   size_t bytes, void **ptr_p)
 {
     void *ptr = NULL;
-    gm_status status =
-        GM_HSA_CALL(&bctx->api, hsa_amd_memory_pool_allocate, (pool, bytes, 0, &ptr));
+    gm_status status = pool_allocate(bctx, pool, bytes, GM_ERR_NO_MEMORY, "HSA backend",
+                                     "CPU's kernarg or fine-grained", &ptr);
 
     if (status != GM_OK)
         return status;
@@ -46,7 +77,8 @@ fail_allow:
     return status;
 }
 
-/* Device memory; OUT_OF_RESOURCES becomes GM_ERR_OUT_OF_DEVICE_MEMORY for the queue's retry. */
+/* Device memory; OUT_OF_RESOURCES and INVALID_ALLOCATION (above the pool's largest
+ * allocation) become GM_ERR_OUT_OF_DEVICE_MEMORY, the deallocation queue's retry cue. */
 gm_status gm__hsa_mem_alloc(gm_backend_ctx *bctx, size_t bytes, gm_devptr *ptr_p)
 {
     void *ptr = NULL;
@@ -56,8 +88,8 @@ gm_status gm__hsa_mem_alloc(gm_backend_ctx *bctx, size_t bytes, gm_devptr *ptr_p
         *ptr_p = 0; /* nothing to allocate; mem_free(0) is a no-op */
         return GM_OK;
     }
-    status =
-        GM_HSA_CALL(&bctx->api, hsa_amd_memory_pool_allocate, (bctx->device_pool, bytes, 0, &ptr));
+    status = pool_allocate(bctx, bctx->device_pool, bytes, GM_ERR_OUT_OF_DEVICE_MEMORY, "mem_alloc",
+                           "GPU's coarse-grained", &ptr);
     if (status != GM_OK)
         return status;
     atomic_fetch_add(&bctx->device_bytes, (int64_t)bytes);
@@ -105,8 +137,8 @@ gm_status gm__hsa_host_alloc(gm_backend_ctx *bctx, size_t bytes, unsigned flags,
 
     if (bytes == 0)
         return gm__error(GM_ERR_INVALID_ARG, "host_alloc: zero bytes");
-    status =
-        GM_HSA_CALL(&bctx->api, hsa_amd_memory_pool_allocate, (bctx->host_pool, bytes, 0, &ptr));
+    status = pool_allocate(bctx, bctx->host_pool, bytes, GM_ERR_NO_MEMORY, "host_alloc",
+                           "CPU's fine-grained", &ptr);
     if (status != GM_OK)
         return status;
     if ((flags & GM_HOST_PORTABLE) != 0)
@@ -219,32 +251,104 @@ gm_status gm__hsa_pointer_kind(gm_backend_ctx *bctx, const void *ptr, int *kind_
     return GM_OK;
 }
 
-/*
- * The address a DMA engine uses for host memory: pool or locked memory as the
- * runtime maps it; pageable memory is locked now for the copy's lifetime and
- * *locked_p receives what to unlock when the copy completes.
- */
-gm_status gm__hsa_host_for_dma(gm_backend_ctx *bctx, void *host, size_t extent, void **agent_p,
-                               void **locked_p)
+/* The context's lock entry holding [host, host + extent), or NULL. Lock held. */
+static gm__hsa_lock *covering_lock(const gm_backend_ctx *bctx, const char *host, size_t extent)
 {
-    hsa_amd_pointer_info_t info;
+    for (gm__hsa_lock *l = bctx->locks; l != NULL; l = l->next) {
+        if (host >= l->base && (size_t)(host - l->base) <= l->size &&
+            extent <= l->size - (size_t)(host - l->base))
+            return l;
+    }
+    return NULL;
+}
+
+/* Lock [host, host + extent) for the context's GPU into a new or the same-address entry. */
+static gm_status lock_range(gm_backend_ctx *bctx, char *host, size_t extent, gm__hsa_lock **lock_p)
+{
+    gm__hsa_lock *l = bctx->locks;
+    void *agent = NULL;
+    bool fresh = false;
     gm_status status = GM_OK;
 
-    memset(&info, 0, sizeof(info));
-    info.size = sizeof(info);
-    *locked_p = NULL;
-    status = GM_HSA_CALL(&bctx->api, hsa_amd_pointer_info, (host, &info, NULL, NULL, NULL));
-    if (status != GM_OK)
-        return status;
-    if (info.type != HSA_EXT_POINTER_TYPE_UNKNOWN &&
-        (uintptr_t)host + extent <= (uintptr_t)info.hostBaseAddress + info.sizeInBytes) {
-        *agent_p = agent_address(&info, host);
-        return GM_OK;
+    while (l != NULL && l->base != host)
+        l = l->next;
+    if (l == NULL) {
+        l = gm__calloc(1, sizeof(*l));
+        if (l == NULL)
+            return gm__error(GM_ERR_NO_MEMORY, "copy: no memory to track locked host memory");
+        fresh = true;
     }
-    status = GM_HSA_CALL(&bctx->api, hsa_amd_memory_lock, (host, extent, &bctx->gpu, 1, agent_p));
-    if (status == GM_OK)
-        *locked_p = host;
-    return status;
+    status = GM_HSA_CALL(&bctx->api, hsa_amd_memory_lock, (host, extent, &bctx->gpu, 1, &agent));
+    if (status != GM_OK) {
+        if (fresh)
+            gm__free(l);
+        return status;
+    }
+    if (fresh) {
+        l->base = host;
+        l->next = bctx->locks;
+        bctx->locks = l;
+    }
+    if (extent > l->size) { /* new operations use the longest registration */
+        l->size = extent;
+        l->agent = agent;
+    }
+    l->nlocks++;
+    *lock_p = l;
+    return GM_OK;
+}
+
+/*
+ * The address a DMA engine uses for host memory: pageable memory this
+ * context already locked, for a range inside that lock, or pool or
+ * registered memory as the runtime maps it; other pageable memory is locked
+ * now. A lock is held (*locked_p, a reference) for the copy's lifetime.
+ * Lock held.
+ */
+gm_status gm__hsa_host_for_dma(gm_backend_ctx *bctx, void *host, size_t extent, void **agent_p,
+                               gm__hsa_lock **locked_p)
+{
+    hsa_amd_pointer_info_t info;
+    gm__hsa_lock *lock = covering_lock(bctx, host, extent);
+    gm_status status = GM_OK;
+
+    *locked_p = NULL;
+    if (lock == NULL) {
+        memset(&info, 0, sizeof(info));
+        info.size = sizeof(info);
+        status = GM_HSA_CALL(&bctx->api, hsa_amd_pointer_info, (host, &info, NULL, NULL, NULL));
+        if (status != GM_OK)
+            return status;
+        if (info.type != HSA_EXT_POINTER_TYPE_UNKNOWN &&
+            (uintptr_t)host + extent <= (uintptr_t)info.hostBaseAddress + info.sizeInBytes) {
+            *agent_p = agent_address(&info, host);
+            return GM_OK;
+        }
+        status = lock_range(bctx, host, extent, &lock);
+        if (status != GM_OK)
+            return status;
+    }
+    lock->users++;
+    *agent_p = lock->agent + ((char *)host - lock->base);
+    *locked_p = lock;
+    return GM_OK;
+}
+
+void gm__hsa_lock_release(gm_backend_ctx *bctx, gm__hsa_lock *lock)
+{
+    gm__hsa_lock **link = &bctx->locks;
+
+    if (--lock->users > 0)
+        return;
+    while (lock->nlocks > 0) { /* every registration at base; any order is fine now */
+        (void)GM_HSA_CALL(&bctx->api, hsa_amd_memory_unlock, (lock->base));
+        lock->nlocks--;
+    }
+    while (*link != NULL && *link != lock)
+        link = &(*link)->next;
+    if (*link == lock)
+        *link = lock->next;
+    gm__free(lock);
 }
 
 /* ---------------------------------------------------------------- IPC */

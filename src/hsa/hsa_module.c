@@ -1,7 +1,8 @@
 /*
  * Kernels on HSA: code objects loaded with hsa_code_object_reader_create_from_memory
  * -> hsa_executable_create_alt -> hsa_executable_load_agent_code_object ->
- * hsa_executable_freeze; kernels found by their "name.kd" symbol; launches as
+ * hsa_executable_freeze; kernels found by their "name.kd" symbol (the bare
+ * name for code object v2); launches as
  * AQL kernel dispatch packets whose kernarg segment follows the code
  * object's metadata, hidden arguments (code object v4 and v5) included.
  */
@@ -180,7 +181,11 @@ static gm_status check_meta(const gm_backend_kernel *k)
     return GM_OK;
 }
 
-/* Build a kernel object for `name` (metadata .name, or its symbol). */
+/*
+ * Build a kernel object for `name`: the metadata's .symbol for it, else
+ * "name.kd" (code object v3 and later), else the bare name, which is how
+ * code object v2 (no NT_AMDGPU_METADATA) names its kernel symbols.
+ */
 static gm_status make_kernel(gm_backend_ctx *bctx, gm_backend_module *module, const char *name,
                              gm_backend_kernel **kernel_p)
 {
@@ -199,6 +204,15 @@ static gm_status make_kernel(gm_backend_ctx *bctx, gm_backend_module *module, co
     else
         snprintf(symbol, sizeof(symbol), "%s.kd", name);
     status = find_symbol(bctx, module, symbol, "module_get_kernel", HSA_SYMBOL_KIND_KERNEL, &sym);
+    if (status == GM_ERR_NOT_FOUND && k->meta == NULL) {
+        sym.handle = 0;
+        status = find_symbol(bctx, module, name, "module_get_kernel", HSA_SYMBOL_KIND_KERNEL, &sym);
+        if (status == GM_ERR_NOT_FOUND && sym.handle == 0) /* neither exists */
+            status = gm__error(GM_ERR_NOT_FOUND,
+                               "module_get_kernel: no kernel symbol %s (code object v3 and "
+                               "later) or %s (v2) in the module",
+                               symbol, name);
+    }
     if (status == GM_OK)
         status = read_kernel_symbol(bctx, sym, k);
     if (status == GM_OK)

@@ -50,7 +50,11 @@ static gm_status take_error(gm_backend_stream *stream, const char *call)
     return gm__error(status, "%s: earlier asynchronous work failed: %s", call, text);
 }
 
-/* The runtime calls this when a queue breaks (memory fault, bad packet...). */
+/*
+ * The runtime calls this when a queue breaks (aperture violation, illegal
+ * instruction, bad packet...). Not for ordinary page faults: ROCr reports
+ * those to the system event handler only (hsa_fault.c).
+ */
 static void queue_error_callback(hsa_status_t status, hsa_queue_t *source, void *data)
 {
     gm_backend_stream *stream = data;
@@ -60,12 +64,7 @@ static void queue_error_callback(hsa_status_t status, hsa_queue_t *source, void 
 
     (void)source;
     gm__hsa_stream_set_error(stream, mapped, gm_last_error_message());
-    if (atomic_exchange(&bctx->queue_error_claimed, 1) == 0) {
-        snprintf(bctx->queue_error_text, sizeof(bctx->queue_error_text), "%s",
-                 gm_last_error_message());
-        atomic_store(&bctx->queue_error, (int)mapped);
-        atomic_store(&bctx->queue_failed, 1); /* last: readers then see the text */
-    }
+    gm__hsa_ctx_fail(bctx, mapped, gm_last_error_message());
 }
 
 /* ------------------------------------------------------------- streams */
@@ -140,7 +139,7 @@ static void release_op(gm_backend_ctx *bctx, gm__hsa_op *op)
         (void)GM_HSA_CALL(&bctx->api, hsa_amd_memory_pool_free, (op->staging));
     for (int i = 0; i < 2; i++) {
         if (op->locked[i] != NULL)
-            (void)GM_HSA_CALL(&bctx->api, hsa_amd_memory_unlock, (op->locked[i]));
+            gm__hsa_lock_release(bctx, op->locked[i]);
     }
     for (size_t i = 0; i < op->ndeps; i++)
         gm__hsa_sig_unref(bctx, op->deps[i]);
@@ -840,13 +839,24 @@ static void wait_every_head(gm_backend_ctx *bctx)
     }
 }
 
+/* Reap every stream: what finished work held (locked pageable memory, staging and kernarg
+ * buffers, signals) is released now. Lock held. */
+void gm__hsa_reap_all(gm_backend_ctx *bctx)
+{
+    for (gm_backend_stream *s = bctx->streams; s != NULL; s = s->next)
+        gm__hsa_stream_reap(bctx, s);
+}
+
 /*
  * cuCtxSynchronize's wait: every operation pending on any stream at the call
  * finishes (their completion signals are referenced under the lock, then
- * waited for without it). Failures of that work stay with their streams:
- * reaping a failed operation and waiting for its signal record messages, so
- * the caller's last error is saved at entry and restored on GM_OK (the op
- * runs inside flushes and teardown, which must not change it).
+ * waited for without it), and is reaped before the call returns: the core
+ * frees copy staging blocks and users free pageable memory right after a
+ * synchronize, so nothing may stay locked or held past it. Failures of that
+ * work stay with their streams: reaping a failed operation and waiting for
+ * its signal record messages, so the caller's last error is saved at entry
+ * and restored on GM_OK (the op runs inside flushes and teardown, which must
+ * not change it).
  */
 gm_status gm__hsa_device_synchronize(gm_backend_ctx *bctx)
 {
@@ -880,6 +890,7 @@ gm_status gm__hsa_device_synchronize(gm_backend_ctx *bctx)
     pthread_mutex_lock(&bctx->lock);
     for (size_t i = 0; i < n; i++)
         gm__hsa_sig_unref(bctx, sigs[i]);
+    gm__hsa_reap_all(bctx); /* the waited-for work is done: release what it held */
     pthread_mutex_unlock(&bctx->lock);
     gm__free(sigs);
     if (status == GM_OK)

@@ -14,6 +14,8 @@
 #include <string.h>
 #include <time.h>
 
+#include <hsa/amd_hsa_kernel_code.h>
+
 #include "hsa_codeobj.h"
 #include "hsa_runtime_double.h"
 #include "kernels_internal.h"
@@ -38,6 +40,8 @@ hsa_status_t hsa_shut_down(void);
 #define VIOLATIONS_MAX   8192
 #define MAX_HOST_GLOBALS 8  /* constant arrays one host-run kernel's table may have */
 #define MAX_HOST_PARAMS  32 /* parameters of a host-run kernel */
+#define MAX_FAULTS       16 /* memory faults waiting for the event thread */
+#define STT_HSA_KERNEL   10 /* code object v2 kernel symbols (amd_hsa_elf.h) */
 #ifndef EM_AMDGPU
 #define EM_AMDGPU 224
 #endif
@@ -148,6 +152,13 @@ typedef struct dqueue {
     int64_t waiting_since; /* a published packet without doorbell: since when */
 } dqueue;
 
+/* A handler registered with hsa_amd_register_system_event_handler. */
+typedef struct devent_handler {
+    struct devent_handler *next;
+    hsa_amd_system_event_callback_t fn;
+    void *data;
+} devent_handler;
+
 typedef struct dkernel {
     struct dkernel *next;
     char name[128];
@@ -183,10 +194,15 @@ static struct {
     dipc *ipcs;
     dhandler *handlers;
     dcopy *copies;
+    dcopy *running; /* the copy the DMA engine is moving (off the copies list) */
     dqueue *queues;
     dexec *execs;
     dreader *readers;
     dkernel *kernels;
+    devent_handler *event_handlers;                     /* in registration order */
+    hsa_amd_gpu_memory_fault_info_t faults[MAX_FAULTS]; /* for the event thread to deliver */
+    int nfaults;
+    long faults_handled, faults_unhandled;
     pthread_mutex_t host_globals_mu; /* host runs of kernels with constant arrays, one at a time */
     uint64_t used[HSA_DOUBLE_MAX_GPUS];
     uint64_t host_used;
@@ -604,15 +620,113 @@ static dhandler *ready_handler(void)
     return NULL;
 }
 
-/* The runtime's async-event thread: run handlers whose condition holds. */
+/* ----------------------------------------------------- system events */
+
+hsa_status_t hsa_amd_register_system_event_handler(hsa_amd_system_event_callback_t callback,
+                                                   void *data)
+{
+    hsa_status_t st = enter("hsa_amd_register_system_event_handler");
+    devent_handler *h = NULL, **link = &g.event_handlers;
+
+    if (st != HSA_STATUS_SUCCESS)
+        return st;
+    if (callback == NULL)
+        return HSA_STATUS_ERROR_INVALID_ARGUMENT;
+    h = calloc(1, sizeof(*h));
+    if (h == NULL)
+        return HSA_STATUS_ERROR_OUT_OF_RESOURCES;
+    h->fn = callback;
+    h->data = data;
+    pthread_mutex_lock(&g.mu);
+    while (*link != NULL) /* ROCr appends to a vector; there is no unregister */
+        link = &(*link)->next;
+    *link = h;
+    pthread_mutex_unlock(&g.mu);
+    return HSA_STATUS_SUCCESS;
+}
+
+/* A GPU memory fault for the event thread to deliver. Lock held. */
+static void push_fault(int gpu, uint64_t address, uint32_t reason_mask)
+{
+    hsa_amd_gpu_memory_fault_info_t *f = NULL;
+
+    if (g.init_count == 0 || gpu < 0 || gpu >= g.cfg.gpu_count || g.nfaults == MAX_FAULTS) {
+        violation("memory fault on GPU %d: no runtime, no such GPU or too many faults", gpu);
+        return;
+    }
+    f = &g.faults[g.nfaults++];
+    memset(f, 0, sizeof(*f));
+    f->agent.handle = GPU_AGENT(gpu);
+    f->virtual_address = address;
+    f->fault_reason_mask = reason_mask;
+    pthread_cond_broadcast(&g.cv);
+}
+
+/*
+ * Runtime::VMFaultHandler: the oldest waiting fault, as
+ * HSA_AMD_GPU_MEMORY_FAULT_EVENT, to every system event handler (a copy of
+ * the list, called without the lock); unless one answers HSA_STATUS_SUCCESS,
+ * ROCr prints the fault and aborts. Lock held.
+ */
+static void deliver_fault(void)
+{
+    hsa_amd_event_t event;
+    devent_handler *copy = NULL;
+    size_t n = 0, i = 0;
+    bool handled = false;
+
+    memset(&event, 0, sizeof(event));
+    event.event_type = HSA_AMD_GPU_MEMORY_FAULT_EVENT;
+    event.memory_fault = g.faults[0];
+    g.nfaults--;
+    memmove(g.faults, g.faults + 1, (size_t)g.nfaults * sizeof(g.faults[0]));
+    for (devent_handler *h = g.event_handlers; h != NULL; h = h->next)
+        n++;
+    copy = n != 0 ? calloc(n, sizeof(*copy)) : NULL;
+    for (devent_handler *h = g.event_handlers; h != NULL && copy != NULL; h = h->next)
+        copy[i++] = *h;
+    pthread_mutex_unlock(&g.mu);
+    for (i = 0; copy != NULL && i < n; i++) {
+        if (copy[i].fn(&event, copy[i].data) == HSA_STATUS_SUCCESS)
+            handled = true;
+    }
+    free(copy);
+    pthread_mutex_lock(&g.mu);
+    if (handled) {
+        g.faults_handled++;
+    } else if (g.cfg.unhandled_fault_violation != 0) {
+        g.faults_unhandled++;
+        violation("memory fault by GPU agent 0x%llx on address 0x%llx: no system event handler "
+                  "answered HSA_STATUS_SUCCESS (ROCr prints the fault and aborts the process)",
+                  (unsigned long long)event.memory_fault.agent.handle,
+                  (unsigned long long)event.memory_fault.virtual_address);
+    } else {
+        fprintf(stderr,
+                "HSA runtime double: Memory access fault by GPU agent 0x%llx on address 0x%llx "
+                "(reason mask 0x%x) and no system event handler answered HSA_STATUS_SUCCESS: "
+                "aborting, as ROCr does\n",
+                (unsigned long long)event.memory_fault.agent.handle,
+                (unsigned long long)event.memory_fault.virtual_address,
+                (unsigned)event.memory_fault.fault_reason_mask);
+        abort();
+    }
+    pthread_cond_broadcast(&g.cv);
+}
+
+/* The runtime's async-event thread: deliver memory faults, run handlers whose condition holds. */
 static void *handler_thread(void *unused)
 {
     (void)unused;
     pthread_mutex_lock(&g.mu);
     while (g.stop_threads == 0) {
-        dhandler *h = ready_handler();
+        dhandler *h = NULL;
         int64_t value = 0;
 
+        if (g.nfaults > 0) {
+            deliver_fault();
+            continue;
+        }
+        h = ready_handler();
         if (h == NULL) {
             wait_ms(20);
             continue;
@@ -835,6 +949,14 @@ static uint32_t pool_flags(uint64_t pool)
     return HSA_AMD_MEMORY_POOL_GLOBAL_FLAG_COARSE_GRAINED;
 }
 
+/* The largest allocation a pool grants (ROCr: max_single_alloc_size_). */
+static size_t max_alloc(uint64_t pool)
+{
+    if (g.cfg.max_alloc_bytes != 0)
+        return (size_t)g.cfg.max_alloc_bytes;
+    return pool_gpu(pool) >= 0 ? g.cfg.gpu_memory_bytes : g.cfg.host_memory_bytes;
+}
+
 hsa_status_t hsa_amd_memory_pool_get_info(hsa_amd_memory_pool_t memory_pool,
                                           hsa_amd_memory_pool_info_t attribute, void *value)
 {
@@ -866,6 +988,9 @@ hsa_status_t hsa_amd_memory_pool_get_info(hsa_amd_memory_pool_t memory_pool,
     case HSA_AMD_MEMORY_POOL_INFO_RUNTIME_ALLOC_GRANULE:
     case HSA_AMD_MEMORY_POOL_INFO_RUNTIME_ALLOC_ALIGNMENT:
         *(size_t *)value = GRANULE;
+        break;
+    case HSA_AMD_MEMORY_POOL_INFO_ALLOC_MAX_SIZE:
+        *(size_t *)value = group ? 0 : max_alloc(memory_pool.handle);
         break;
     default:
         return HSA_STATUS_ERROR_INVALID_ARGUMENT;
@@ -966,6 +1091,8 @@ hsa_status_t hsa_amd_memory_pool_allocate(hsa_amd_memory_pool_t memory_pool, siz
     if (size == 0 || flags != 0 || ptr == NULL)
         return HSA_STATUS_ERROR_INVALID_ARGUMENT;
     if (gpu >= 0 && memory_pool.handle == POOL_GROUP(gpu))
+        return HSA_STATUS_ERROR_INVALID_ALLOCATION;
+    if (size > max_alloc(memory_pool.handle)) /* ROCr: above the pool's ALLOC_MAX_SIZE */
         return HSA_STATUS_ERROR_INVALID_ALLOCATION;
     pthread_mutex_lock(&g.mu);
     if (reserve_capacity(memory_pool.handle, rounded) == 0) {
@@ -1101,6 +1228,15 @@ hsa_status_t hsa_amd_memory_lock(void *host_ptr, size_t size, hsa_agent_t *agent
     return st;
 }
 
+/* Whether a copy reads or writes inside a lock record's range. */
+static bool copy_touches(const dcopy *c, const dlock *l)
+{
+    const char *src = c->rec.src, *dst = c->rec.dst;
+
+    return (src < l->base + l->size && src + c->rec.size > l->base) ||
+           (dst < l->base + l->size && dst + c->rec.size > l->base);
+}
+
 hsa_status_t hsa_amd_memory_unlock(void *host_ptr)
 {
     hsa_status_t st = enter("hsa_amd_memory_unlock");
@@ -1118,11 +1254,11 @@ hsa_status_t hsa_amd_memory_unlock(void *host_ptr)
         dlock *l = *link;
 
         for (dcopy *c = g.copies; c != NULL; c = c->next) {
-            if (((const char *)c->rec.src >= l->base &&
-                 (const char *)c->rec.src < l->base + l->size) ||
-                ((char *)c->rec.dst >= l->base && (char *)c->rec.dst < l->base + l->size))
+            if (copy_touches(c, l))
                 violation("hsa_amd_memory_unlock: %p unlocked under a pending copy", host_ptr);
         }
+        if (g.running != NULL && copy_touches(g.running, l))
+            violation("hsa_amd_memory_unlock: %p unlocked under a running copy", host_ptr);
         *link = l->next;
         free(l);
     }
@@ -1594,6 +1730,7 @@ static void *dma_thread(void *unused)
             wait_ms(20);
             continue;
         }
+        g.running = c;
         pthread_mutex_unlock(&g.mu);
         if (g.cfg.copy_delay_us != 0) {
             struct timespec ts = {0, (long)g.cfg.copy_delay_us * 1000L};
@@ -1602,6 +1739,7 @@ static void *dma_thread(void *unused)
         }
         run_copy(&c->rec);
         pthread_mutex_lock(&g.mu);
+        g.running = NULL;
         complete_copy(c);
     }
     pthread_mutex_unlock(&g.mu);
@@ -1732,6 +1870,32 @@ static char *load_segments(const unsigned char *img, size_t size, const Elf64_Eh
     return base;
 }
 
+/* The length of a kernel symbol's name without ".kd" (code object v3+; v2 names are bare). */
+static size_t kernel_name_len(const char *name)
+{
+    size_t len = strlen(name);
+
+    return len > 3 && strcmp(name + len - 3, ".kd") == 0 ? len - 3 : len;
+}
+
+/* Read a kernel's segment sizes: from its kernel descriptor (v3+) or amd_kernel_code_t (v2). */
+static void read_descriptor(dsymbol *s, const char *at, bool v2)
+{
+    uint64_t kernarg = 0;
+
+    if (v2) {
+        memcpy(&s->group, at + offsetof(amd_kernel_code_t, workgroup_group_segment_byte_size), 4);
+        memcpy(&s->private_size,
+               at + offsetof(amd_kernel_code_t, workitem_private_segment_byte_size), 4);
+        memcpy(&kernarg, at + offsetof(amd_kernel_code_t, kernarg_segment_byte_size), 8);
+        s->kernarg = (uint32_t)kernarg;
+        return;
+    }
+    memcpy(&s->group, at, 4);            /* group_segment_fixed_size */
+    memcpy(&s->private_size, at + 4, 4); /* private_segment_fixed_size */
+    memcpy(&s->kernarg, at + 8, 4);      /* kernarg_size */
+}
+
 /* Add a symbol from .dynsym of the code object loaded at seg. Lock held. */
 static void add_symbol(dexec *e, const dsegment *seg, const char *name, const Elf64_Sym *sym,
                        hsa_agent_t agent)
@@ -1741,6 +1905,7 @@ static void add_symbol(dexec *e, const dsegment *seg, const char *name, const El
     char *base = seg->base;
     char kernel[sizeof(s->name)];
     const gm_image_set *set = NULL;
+    bool v2 = ELF64_ST_TYPE(sym->st_info) == STT_HSA_KERNEL;
 
     if (s == NULL)
         return;
@@ -1749,14 +1914,12 @@ static void add_symbol(dexec *e, const dsegment *seg, const char *name, const El
     s->size = (uint32_t)sym->st_size;
     s->agent = agent;
     s->exec = e;
-    s->is_kernel = len > 3 && strcmp(name + len - 3, ".kd") == 0;
+    s->is_kernel = v2 || (len > 3 && strcmp(name + len - 3, ".kd") == 0);
     if (s->is_kernel) {
-        memcpy(&s->group, base + sym->st_value, 4);            /* group_segment_fixed_size */
-        memcpy(&s->private_size, base + sym->st_value + 4, 4); /* private_segment_fixed_size */
-        memcpy(&s->kernarg, base + sym->st_value + 8, 4);      /* kernarg_size */
+        read_descriptor(s, base + sym->st_value, v2);
         s->meta = gm__hsa_codeobj_find(&seg->meta, name);
         /* The simulator's host-compiled kernel of the same name, without ".kd". */
-        snprintf(kernel, sizeof(kernel), "%.*s", (int)(len - 3), name);
+        snprintf(kernel, sizeof(kernel), "%.*s", (int)kernel_name_len(name), name);
         set = gm__builtin_set_with_kernel(kernel, &s->host);
         s->host_table = set != NULL ? set->host : NULL;
     }
@@ -1783,8 +1946,9 @@ static void load_symbols(dexec *e, const unsigned char *img, size_t size, const 
             Elf64_Sym sym;
 
             memcpy(&sym, img + at, sizeof(sym));
-            if (ELF64_ST_TYPE(sym.st_info) == STT_OBJECT && sym.st_name < strs.sh_size &&
-                ELF64_ST_BIND(sym.st_info) == STB_GLOBAL)
+            if ((ELF64_ST_TYPE(sym.st_info) == STT_OBJECT ||
+                 ELF64_ST_TYPE(sym.st_info) == STT_HSA_KERNEL) &&
+                sym.st_name < strs.sh_size && ELF64_ST_BIND(sym.st_info) == STB_GLOBAL)
                 add_symbol(e, seg, (const char *)img + strs.sh_offset + sym.st_name, &sym, agent);
         }
     }
@@ -2168,7 +2332,7 @@ static void record_packet(const dqueue *q, uint64_t id, const unsigned char *byt
     if (k != NULL) {
         size_t n = k->kernarg < sizeof(r->kernarg) ? k->kernarg : sizeof(r->kernarg);
 
-        snprintf(r->kernel, sizeof(r->kernel), "%.*s", (int)(strlen(k->name) - 3), k->name);
+        snprintf(r->kernel, sizeof(r->kernel), "%.*s", (int)kernel_name_len(k->name), k->name);
         if (kernarg != NULL && find_alloc(kernarg, n) != NULL)
             memcpy(r->kernarg, kernarg, n);
         r->kernarg_size = k->kernarg;
@@ -2179,10 +2343,10 @@ static void record_packet(const dqueue *q, uint64_t id, const unsigned char *byt
     g.npackets++;
 }
 
-/* The host function registered for a kernel symbol ("name.kd"). Lock held. */
+/* The host function registered for a kernel symbol ("name.kd", or v2's "name"). Lock held. */
 static dkernel *registered(const dsymbol *k)
 {
-    size_t len = strlen(k->name) - 3;
+    size_t len = kernel_name_len(k->name);
 
     for (dkernel *r = g.kernels; r != NULL; r = r->next) {
         if (strlen(r->name) == len && strncmp(r->name, k->name, len) == 0)
@@ -2327,6 +2491,16 @@ static bool run_dispatch(dqueue *q, uint64_t id, const hsa_kernel_dispatch_packe
     if (g.cfg.fault_kernel != NULL &&
         strncmp(k->name, g.cfg.fault_kernel, strlen(g.cfg.fault_kernel)) == 0) {
         queue_fail(q, (hsa_status_t)HSA_STATUS_ERROR_MEMORY_APERTURE_VIOLATION);
+        return false;
+    }
+    if (g.cfg.memory_fault_kernel != NULL &&
+        strncmp(k->name, g.cfg.memory_fault_kernel, strlen(g.cfg.memory_fault_kernel)) == 0) {
+        /* A page fault: AqlQueue::ExceptionHandler drops HSA_STATUS_ERROR_MEMORY_FAULT (no
+         * queue callback), the queue stays stopped, VMFaultHandler gets the event. */
+        q->dead = 1;
+        push_fault(q->gpu, g.cfg.fault_address != 0 ? g.cfg.fault_address : 0x1000,
+                   g.cfg.fault_reason_mask != 0 ? g.cfg.fault_reason_mask
+                                                : HSA_AMD_MEMORY_FAULT_PAGE_NOT_PRESENT);
         return false;
     }
     fn = registered(k);
@@ -2626,6 +2800,14 @@ hsa_status_t hsa_shut_down(void)
     } else if (--g.init_count == 0) {
         check_leaks();
         stop_threads();
+        /* ROCr deletes the runtime instance: registrations and undelivered events go. */
+        while (g.event_handlers != NULL) {
+            devent_handler *h = g.event_handlers;
+
+            g.event_handlers = h->next;
+            free(h);
+        }
+        g.nfaults = 0;
     }
     pthread_mutex_unlock(&g.mu);
     return st;
@@ -2703,7 +2885,9 @@ static void free_everything(void)
     FREE_LIST(g.handlers, dhandler)
     FREE_LIST(g.readers, dreader)
     FREE_LIST(g.kernels, dkernel)
+    FREE_LIST(g.event_handlers, devent_handler)
 #undef FREE_LIST
+    g.nfaults = 0;
 }
 
 void hsa_double_reset(const hsa_double_config *cfg)
@@ -2725,6 +2909,8 @@ void hsa_double_reset(const hsa_double_config *cfg)
     g.npackets = 0;
     g.ncopies = 0;
     g.sequence = 0;
+    g.faults_handled = 0;
+    g.faults_unhandled = 0;
     g.configured = 1;
     if (cfg != NULL)
         g.cfg = *cfg;
@@ -2757,6 +2943,8 @@ void hsa_double_get_live(hsa_double_live *live)
         live->handlers++;
     for (dcopy *c = g.copies; c != NULL; c = c->next)
         live->pending_copies++;
+    for (devent_handler *h = g.event_handlers; h != NULL; h = h->next)
+        live->system_event_handlers++;
     live->device_bytes = g.used[0];
     pthread_mutex_unlock(&g.mu);
 }
@@ -2771,6 +2959,23 @@ long hsa_double_violations(char *buf, size_t bytes)
         snprintf(buf, bytes, "%s", g.violations);
     pthread_mutex_unlock(&g.mu);
     return n;
+}
+
+void hsa_double_memory_fault(int gpu, uint64_t address, uint32_t reason_mask)
+{
+    pthread_mutex_lock(&g.mu);
+    push_fault(gpu, address, reason_mask);
+    pthread_mutex_unlock(&g.mu);
+}
+
+void hsa_double_fault_counts(long *handled, long *unhandled)
+{
+    pthread_mutex_lock(&g.mu);
+    if (handled != NULL)
+        *handled = g.faults_handled;
+    if (unhandled != NULL)
+        *unhandled = g.faults_unhandled;
+    pthread_mutex_unlock(&g.mu);
 }
 
 void hsa_double_pause(int paused)

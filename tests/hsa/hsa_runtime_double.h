@@ -23,7 +23,9 @@
  * kernarg segment at the code object's metadata offsets, constant arrays
  * filled from the variable symbols' memory); code objects (ELF PT_LOAD
  * segments copied, .dynsym kernels "name.kd" read from their kernel
- * descriptors, variables, the NT_AMDGPU_METADATA note). Everything the real
+ * descriptors, or for code object v2 kernel symbols of the bare name read
+ * from their amd_kernel_code_t, variables, the NT_AMDGPU_METADATA note);
+ * GPU memory faults delivered to system event handlers. Everything the real
  * runtime requires is checked and a breach is recorded as a violation
  * (tests assert none).
  *
@@ -58,10 +60,24 @@ typedef struct hsa_double_config {
                                    programs that never call hsa_double_reset can set it with the
                                    environment variable GM_HSA_DOUBLE_GPU */
     uint32_t isa_mach;          /* EF_AMDGPU_MACH the agent accepts (default 0: gpu_arch's) */
-    const char *fault_kernel;   /* dispatching this kernel raises a queue memory fault */
-    unsigned copy_delay_us;     /* the DMA engine takes this long per copy (default 0) */
-    int no_sdma;                /* hsa_amd_memory_async_copy_rect fails with OUT_OF_RESOURCES, as
-                                   ROCr does without an SDMA engine (HSA_ENABLE_SDMA=0) */
+    const char *fault_kernel;   /* dispatching this kernel breaks its queue with
+                                   HSA_STATUS_ERROR_MEMORY_APERTURE_VIOLATION, reported to the
+                                   queue's error callback */
+    const char *memory_fault_kernel; /* dispatching this kernel raises an ordinary GPU page
+                                        fault: the queue stops silently (ROCr drops
+                                        HSA_STATUS_ERROR_MEMORY_FAULT from queue callbacks)
+                                        and the fault goes to the system event handlers */
+    uint64_t fault_address;          /* the address such a fault reports (default 0x1000) */
+    uint32_t fault_reason_mask;    /* its reasons (default HSA_AMD_MEMORY_FAULT_PAGE_NOT_PRESENT) */
+    int unhandled_fault_violation; /* a memory fault no system event handler answers with
+                                      HSA_STATUS_SUCCESS is a violation; default 0: abort(),
+                                      as ROCr's VMFaultHandler does */
+    uint64_t max_alloc_bytes;      /* HSA_AMD_MEMORY_POOL_INFO_ALLOC_MAX_SIZE of every pool;
+                                      larger allocations fail with INVALID_ALLOCATION, as in
+                                      ROCr (default 0: the pool's size) */
+    unsigned copy_delay_us;        /* the DMA engine takes this long per copy (default 0) */
+    int no_sdma;                   /* hsa_amd_memory_async_copy_rect fails with OUT_OF_RESOURCES, as
+                                      ROCr does without an SDMA engine (HSA_ENABLE_SDMA=0) */
 } hsa_double_config;
 
 /* Defaults for every field. */
@@ -91,13 +107,27 @@ long hsa_double_calls(const char *call);
 typedef struct hsa_double_live {
     long signals, queues, pool_allocations, locks, executables, readers, ipc_attachments, handlers,
         pending_copies;
-    uint64_t device_bytes; /* allocated from GPU 0's coarse-grained pool */
+    uint64_t device_bytes;      /* allocated from GPU 0's coarse-grained pool */
+    long system_event_handlers; /* registered with the runtime instance (gone at its last
+                                   hsa_shut_down, as in ROCr, which deletes the instance) */
 } hsa_double_live;
 
 void hsa_double_get_live(hsa_double_live *live);
 
 /* Violations recorded so far; writes them, one per line, into buf when not NULL. */
 long hsa_double_violations(char *buf, size_t bytes);
+
+/*
+ * Raise an ordinary GPU memory fault on GPU `gpu` as the kernel driver would:
+ * the runtime's event thread passes HSA_AMD_GPU_MEMORY_FAULT_EVENT to every
+ * registered system event handler; when none answers HSA_STATUS_SUCCESS the
+ * process aborts as under ROCr (or a violation is recorded, with
+ * unhandled_fault_violation). No queue callback is called.
+ */
+void hsa_double_memory_fault(int gpu, uint64_t address, uint32_t reason_mask);
+
+/* Memory faults delivered so far: answered SUCCESS by a handler, and not. */
+void hsa_double_fault_counts(long *handled, long *unhandled);
 
 /* Hold (1) or release (0) the DMA engine and the packet processors. */
 void hsa_double_pause(int paused);

@@ -183,6 +183,39 @@ static void test_device_memory(void **state)
     hsa_test_close(bctx);
 }
 
+/*
+ * A request above the pool's largest allocation: ROCr answers
+ * HSA_STATUS_ERROR_INVALID_ALLOCATION, which is running out of memory
+ * (device: the deallocation queue's retry cue; host: GM_ERR_NO_MEMORY), not a
+ * bad argument.
+ */
+static void test_allocation_above_pool_max(void **state)
+{
+    hsa_double_config cfg;
+    gm_backend_ctx *bctx = NULL;
+    gm_devptr dev = 0;
+    void *host = NULL;
+
+    (void)state;
+    hsa_double_config_default(&cfg);
+    cfg.max_alloc_bytes = 1u << 20;
+    bctx = hsa_test_open(&cfg, 0);
+    assert_status(hsa_ops->mem_alloc(bctx, 2u << 20, &dev), GM_ERR_OUT_OF_DEVICE_MEMORY);
+    assert_int_equal(dev, 0);
+    assert_message_contains("mem_alloc: 2097152 bytes exceed the largest allocation of the "
+                            "GPU's coarse-grained pool (1048576 bytes)");
+    assert_message_contains("HSA_STATUS_ERROR_INVALID_ALLOCATION");
+    assert_status(hsa_ops->host_alloc(bctx, 2u << 20, 0, &host), GM_ERR_NO_MEMORY);
+    assert_null(host);
+    assert_message_contains("host_alloc: 2097152 bytes exceed the largest allocation of the "
+                            "CPU's fine-grained pool (1048576 bytes)");
+    assert_ok(hsa_ops->mem_alloc(bctx, 1u << 20, &dev));
+    assert_ok(hsa_ops->host_alloc(bctx, 1u << 20, 0, &host));
+    assert_ok(hsa_ops->host_free(bctx, host));
+    assert_ok(hsa_ops->mem_free(bctx, dev));
+    hsa_test_close(bctx);
+}
+
 /* Pinned/mapped memory: fine-grained pool, GPU access granted, one address. */
 static void test_pinned_and_mapped(void **state)
 {
@@ -540,6 +573,7 @@ int main(void)
         cmocka_unit_test(test_init_device_ids),
         cmocka_unit_test(test_no_driver),
         cmocka_unit_test(test_device_memory),
+        cmocka_unit_test(test_allocation_above_pool_max),
         cmocka_unit_test(test_pinned_and_mapped),
         cmocka_unit_test(test_register),
         cmocka_unit_test(test_copies_sync),

@@ -1,16 +1,23 @@
 /*
  * Fault injection sweep: a scenario touching every part of the backend
- * (init, memory, registration, copies, streams, events, callbacks, memset,
- * modules and launches, IPC) runs once per fallible runtime call with that
- * call failing. Every time: the failing operation reports the injected call
- * by name with the translated status, nothing gpumem allocated leaks, and
- * every runtime object is released (unless the injected call was itself a
- * release, which a real runtime would not redo either).
+ * (init and its memory-fault handler registration, memory, registration,
+ * copies, streams, events, callbacks, memset, modules and launches, IPC) runs
+ * once per fallible runtime call with that call failing. Every time: the
+ * failing operation reports the injected call by name with the translated
+ * status, nothing gpumem allocated leaks, and every runtime object is
+ * released (unless the injected call was itself a release, which a real
+ * runtime would not redo either).
+ *
+ * GPU memory faults: ROCr reports an ordinary page fault to the handlers of
+ * hsa_amd_register_system_event_handler only (never to a queue callback) and
+ * aborts the process when none answers HSA_STATUS_SUCCESS; the double does
+ * the same. The backend's handler fails the contexts on the faulting GPU.
  */
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "hsa_test_util.h"
 
@@ -311,11 +318,205 @@ static void test_sweep_generic_error(void **state)
     sweep(HSA_STATUS_ERROR);
 }
 
+/* ------------------------------------------------------- memory faults */
+
+/* Wait (at most 5 s) until the double's event thread delivered `want` memory faults. */
+static void wait_faults(long want)
+{
+    struct timespec ms = {0, 1000000L};
+    long handled = 0, unhandled = 0;
+
+    for (int i = 0; i < 5000; i++) {
+        hsa_double_fault_counts(&handled, &unhandled);
+        if (handled + unhandled >= want)
+            return;
+        nanosleep(&ms, NULL);
+    }
+    fail_msg("%ld memory fault(s) delivered, %ld expected", handled + unhandled, want);
+}
+
+/* Wait (at most 5 s) until the double has no copy pending. */
+static void wait_copies_done(void)
+{
+    struct timespec ms = {0, 1000000L};
+    hsa_double_live live;
+
+    for (int i = 0; i < 5000; i++) {
+        hsa_double_get_live(&live);
+        if (live.pending_copies == 0)
+            return;
+        nanosleep(&ms, NULL);
+    }
+    fail_msg("copies still pending");
+}
+
+/* An asynchronous copy of `bytes` from pinned host memory to device memory on s. */
+static void copy_h2d(gm_backend_ctx *bctx, gm_backend_stream *s, gm_devptr dev, void *pinned,
+                     size_t bytes)
+{
+    gm_copy_desc d =
+        hsa_test_copy1d(GM_COPY_DEVICE, dev, GM_COPY_HOST, (gm_devptr)(uintptr_t)pinned, bytes);
+
+    assert_ok(hsa_ops->copy(bctx, &d, s));
+}
+
+/*
+ * A memory fault on the context's GPU ends every wait with GM_ERR_LAUNCH
+ * naming the address and the reasons, and the process goes on. The work
+ * stays pending meanwhile (the double is paused), as on a GPU whose queues
+ * stopped: without the handler these waits would never end.
+ */
+static void test_memory_fault_ends_waits(void **state)
+{
+    gm_backend_ctx *bctx = hsa_test_open(NULL, 0);
+    gm_backend_stream *s = NULL;
+    gm_backend_event *ev = NULL;
+    void *pinned = NULL;
+    gm_devptr dev = 0;
+    hsa_double_live live;
+    long handled = 0, unhandled = 0;
+
+    (void)state;
+    assert_int_equal(hsa_double_calls("hsa_amd_register_system_event_handler"), 1);
+    hsa_double_get_live(&live);
+    assert_int_equal(live.system_event_handlers, 1);
+    assert_ok(hsa_ops->host_alloc(bctx, 4096, 0, &pinned));
+    assert_ok(hsa_ops->mem_alloc(bctx, 4096, &dev));
+    assert_ok(hsa_ops->stream_create(bctx, GM_STREAM_DEFAULT, &s));
+    assert_ok(hsa_ops->event_create(bctx, 0, &ev));
+    hsa_double_pause(1);
+    copy_h2d(bctx, s, dev, pinned, 4096);
+    assert_ok(hsa_ops->event_record(bctx, ev, s));
+    hsa_double_memory_fault(0, 0x7f0012345000ull,
+                            HSA_AMD_MEMORY_FAULT_PAGE_NOT_PRESENT | HSA_AMD_MEMORY_FAULT_READ_ONLY);
+    assert_status(hsa_ops->stream_synchronize(bctx, s), GM_ERR_LAUNCH);
+    assert_message_contains("GPU memory fault on device 0 at address 0x7f0012345000, reason "
+                            "mask 0x3 (page not present or supervisor privilege, write to a "
+                            "read-only page)");
+    assert_status(hsa_ops->event_synchronize(bctx, ev), GM_ERR_LAUNCH);
+    assert_status(hsa_ops->device_synchronize(bctx), GM_ERR_LAUNCH);
+    assert_message_contains("GPU memory fault on device 0");
+    hsa_double_fault_counts(&handled, &unhandled);
+    assert_int_equal(handled, 1);
+    assert_int_equal(unhandled, 0);
+    hsa_double_pause(0); /* let the copy and the record finish before teardown */
+    wait_copies_done();
+    while (hsa_ops->event_query(bctx, ev) != GM_OK)
+        continue;
+    assert_ok(hsa_ops->event_destroy(bctx, ev));
+    assert_ok(hsa_ops->stream_destroy(bctx, s));
+    assert_ok(hsa_ops->mem_free(bctx, dev));
+    assert_ok(hsa_ops->host_free(bctx, pinned));
+    hsa_test_close(bctx);
+}
+
+/*
+ * Two contexts on two GPUs share the one handler: a fault on GPU 1 fails the
+ * context on GPU 1 only. A fault on a GPU no context uses is left to the
+ * runtime (here recorded as a violation instead of aborting).
+ */
+static void test_memory_fault_other_gpu(void **state)
+{
+    hsa_double_config cfg;
+    gm_backend_init_args args0 = {0, 0}, args1 = {1, 0};
+    gm_backend_ctx *ctx0 = NULL, *ctx1 = NULL;
+    gm_backend_stream *s0 = NULL, *s1 = NULL;
+    void *pinned0 = NULL, *pinned1 = NULL;
+    gm_devptr dev0 = 0, dev1 = 0;
+    char text[2048];
+
+    (void)state;
+    hsa_double_config_default(&cfg);
+    cfg.gpu_count = 2;
+    cfg.unhandled_fault_violation = 1;
+    hsa_double_reset(&cfg);
+    assert_ok(hsa_ops->init(&args0, &ctx0));
+    assert_ok(hsa_ops->init(&args1, &ctx1));
+    assert_int_equal(hsa_double_calls("hsa_amd_register_system_event_handler"), 1);
+    assert_ok(hsa_ops->host_alloc(ctx0, 4096, 0, &pinned0));
+    assert_ok(hsa_ops->host_alloc(ctx1, 4096, 0, &pinned1));
+    assert_ok(hsa_ops->mem_alloc(ctx0, 4096, &dev0));
+    assert_ok(hsa_ops->mem_alloc(ctx1, 4096, &dev1));
+    assert_ok(hsa_ops->stream_create(ctx0, GM_STREAM_DEFAULT, &s0));
+    assert_ok(hsa_ops->stream_create(ctx1, GM_STREAM_DEFAULT, &s1));
+    hsa_double_pause(1);
+    copy_h2d(ctx0, s0, dev0, pinned0, 4096);
+    copy_h2d(ctx1, s1, dev1, pinned1, 4096);
+    hsa_double_memory_fault(1, 0x2000, HSA_AMD_MEMORY_FAULT_PAGE_NOT_PRESENT);
+    assert_status(hsa_ops->device_synchronize(ctx1), GM_ERR_LAUNCH);
+    assert_message_contains("GPU memory fault on device 1 at address 0x2000");
+    hsa_double_pause(0);
+    assert_ok(hsa_ops->device_synchronize(ctx0)); /* GPU 0's context is unaffected */
+    wait_copies_done();
+    assert_ok(hsa_ops->stream_destroy(ctx1, s1));
+    assert_ok(hsa_ops->mem_free(ctx1, dev1));
+    assert_ok(hsa_ops->host_free(ctx1, pinned1));
+    hsa_ops->fini(ctx1);
+
+    hsa_double_memory_fault(1, 0x3000, HSA_AMD_MEMORY_FAULT_PAGE_NOT_PRESENT);
+    wait_faults(2);
+    assert_int_equal(hsa_double_violations(text, sizeof(text)), 1);
+    assert_non_null(strstr(text, "no system event handler answered HSA_STATUS_SUCCESS"));
+    copy_h2d(ctx0, NULL, dev0, pinned0, 4096);
+    assert_ok(hsa_ops->device_synchronize(ctx0));
+    assert_ok(hsa_ops->stream_destroy(ctx0, s0));
+    assert_ok(hsa_ops->mem_free(ctx0, dev0));
+    assert_ok(hsa_ops->host_free(ctx0, pinned0));
+    hsa_ops->fini(ctx0);
+    hsa_test_assert_nothing_live();
+    assert_int_equal(hsa_double_violations(NULL, 0), 1);
+}
+
+/*
+ * ROCr deletes the runtime instance, handlers included, at the last
+ * hsa_shut_down: a context opened after that registers again (the double
+ * models the deletion and would abort on the fault otherwise). While the
+ * runtime lives, more contexts register nothing more. A failed registration
+ * fails the context (its first fault would abort the process).
+ */
+static void test_memory_fault_handler_per_runtime(void **state)
+{
+    gm_backend_init_args args = {0, 0};
+    gm_backend_ctx *a = NULL, *b = NULL;
+    hsa_double_live live;
+    long handled = 0;
+
+    (void)state;
+    hsa_double_reset(NULL);
+    hsa_double_fail("hsa_amd_register_system_event_handler", 1, HSA_STATUS_ERROR, 0);
+    assert_status(hsa_ops->init(&args, &a), GM_ERR_DRIVER);
+    assert_message_contains("hsa_amd_register_system_event_handler failed: HSA_STATUS_ERROR");
+    hsa_test_assert_nothing_live();
+
+    assert_ok(hsa_ops->init(&args, &a));
+    assert_int_equal(hsa_double_calls("hsa_amd_register_system_event_handler"), 2);
+    hsa_ops->fini(a);
+    hsa_double_get_live(&live);
+    assert_int_equal(live.system_event_handlers, 0); /* the instance is gone */
+
+    assert_ok(hsa_ops->init(&args, &a));
+    assert_ok(hsa_ops->init(&args, &b));
+    assert_int_equal(hsa_double_calls("hsa_amd_register_system_event_handler"), 3);
+    hsa_double_get_live(&live);
+    assert_int_equal(live.system_event_handlers, 1);
+    hsa_double_memory_fault(0, 0x4000, HSA_AMD_MEMORY_FAULT_HOST_ONLY);
+    wait_faults(1);
+    hsa_double_fault_counts(&handled, NULL);
+    assert_int_equal(handled, 1); /* else the double would have aborted */
+    hsa_ops->fini(b);
+    hsa_ops->fini(a);
+    hsa_test_assert_nothing_live();
+    hsa_test_assert_no_violations();
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_sweep_out_of_resources),
         cmocka_unit_test(test_sweep_generic_error),
+        cmocka_unit_test(test_memory_fault_ends_waits),
+        cmocka_unit_test(test_memory_fault_other_gpu),
+        cmocka_unit_test(test_memory_fault_handler_per_runtime),
     };
 
     return cmocka_run_group_tests(tests, use_counting_allocator, gm_test_restore_allocator);

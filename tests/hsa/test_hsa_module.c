@@ -421,7 +421,36 @@ static void test_offload_bundle(void **state)
     free(f.image);
 }
 
-/* A kernel's memory fault breaks its queue: waits return GM_ERR_LAUNCH, never hang. */
+/*
+ * Code object v2 (no metadata; the kernel symbol is the bare name "axpy", its
+ * descriptor an amd_kernel_code_t): module_get_kernel finds it after "axpy.kd"
+ * is missing, and launches lay the arguments out at their natural alignment.
+ */
+static void test_code_object_v2(void **state)
+{
+    loaded l = open_with("GM_TEST_HSACO_V2", NULL);
+    gm__hsa_codeobj_meta meta;
+    gm_kernel_attrs attrs;
+    hsa_double_packet p;
+
+    (void)state;
+    assert_ok(gm__hsa_codeobj_parse(l.f.image, l.f.bytes, &meta));
+    assert_int_equal(meta.nkernels, 0);
+    assert_null(l.kernel->meta);
+    assert_ok(hsa_ops->kernel_attrs(l.bctx, l.kernel, &attrs));
+    assert_int_equal(attrs.static_shared_bytes, 1024);
+    assert_true(attrs.kernarg_bytes >= 28);
+    run_axpy(&l, NULL, 64, 0);
+    p = last_dispatch();
+    assert_string_equal(p.kernel, "axpy");
+    assert_int_equal(kernarg_uint(&p, 24, 4), N);
+    close_loaded(&l);
+}
+
+/*
+ * An aperture violation in a kernel breaks its queue, which ROCr reports to the
+ * queue's error callback: waits return GM_ERR_LAUNCH, never hang.
+ */
 static void test_queue_fault(void **state)
 {
     hsa_double_config cfg;
@@ -446,6 +475,51 @@ static void test_queue_fault(void **state)
     assert_status(hsa_ops->stream_synchronize(l.bctx, s), GM_ERR_LAUNCH);
     assert_message_contains("HSA_STATUS_ERROR_MEMORY_APERTURE_VIOLATION");
     assert_status(hsa_ops->event_synchronize(l.bctx, ev), GM_ERR_LAUNCH);
+    assert_ok(hsa_ops->event_destroy(l.bctx, ev));
+    (void)hsa_ops->stream_destroy(l.bctx, s);
+    close_loaded(&l);
+}
+
+/*
+ * An ordinary page fault in a kernel: ROCr calls no queue callback (it drops
+ * HSA_STATUS_ERROR_MEMORY_FAULT there) and stops the queue; the fault goes to
+ * the system event handler, and with none answering SUCCESS the process
+ * aborts (as the double does by default). The backend's handler fails the
+ * context: every wait returns GM_ERR_LAUNCH with the address and reasons.
+ */
+static void test_kernel_memory_fault(void **state)
+{
+    hsa_double_config cfg;
+    loaded l;
+    float a = 1.0f;
+    gm_devptr dx = 0;
+    int32_t n = 0;
+    void *args[4] = {&a, &dx, &dx, &n};
+    size_t sizes[4] = {4, 8, 8, 4};
+    gm_launch_config lc = {{1, 1, 1}, {64, 1, 1}, 0};
+    gm_backend_stream *s = NULL;
+    gm_backend_event *ev = NULL;
+    long handled = 0, unhandled = 0;
+
+    (void)state;
+    hsa_double_config_default(&cfg);
+    cfg.memory_fault_kernel = "axpy";
+    cfg.fault_address = 0x7fffdead0000ull;
+    cfg.fault_reason_mask = HSA_AMD_MEMORY_FAULT_PAGE_NOT_PRESENT | HSA_AMD_MEMORY_FAULT_IMPRECISE;
+    l = open_with("GM_TEST_HSACO_V5", &cfg);
+    assert_ok(hsa_ops->stream_create(l.bctx, GM_STREAM_DEFAULT, &s));
+    assert_ok(hsa_ops->event_create(l.bctx, 0, &ev));
+    assert_ok(hsa_ops->launch(l.bctx, l.kernel, &lc, args, sizes, 4, s));
+    assert_ok(hsa_ops->event_record(l.bctx, ev, s));
+    assert_status(hsa_ops->stream_synchronize(l.bctx, s), GM_ERR_LAUNCH);
+    assert_message_contains("GPU memory fault on device 0 at address 0x7fffdead0000");
+    assert_message_contains("reason mask 0x21 (page not present or supervisor privilege, "
+                            "address may not be exact)");
+    assert_status(hsa_ops->event_synchronize(l.bctx, ev), GM_ERR_LAUNCH);
+    assert_status(hsa_ops->device_synchronize(l.bctx), GM_ERR_LAUNCH);
+    hsa_double_fault_counts(&handled, &unhandled);
+    assert_int_equal(handled, 1);
+    assert_int_equal(unhandled, 0);
     assert_ok(hsa_ops->event_destroy(l.bctx, ev));
     (void)hsa_ops->stream_destroy(l.bctx, s);
     close_loaded(&l);
@@ -633,7 +707,8 @@ int main(void)
         cmocka_unit_test(test_kernel_attrs),       cmocka_unit_test(test_dispatch_packet_v5),
         cmocka_unit_test(test_dispatch_v4_and_2d), cmocka_unit_test(test_kernel_waits_for_copy),
         cmocka_unit_test(test_launch_errors),      cmocka_unit_test(test_module_errors),
-        cmocka_unit_test(test_offload_bundle),     cmocka_unit_test(test_queue_fault),
+        cmocka_unit_test(test_offload_bundle),     cmocka_unit_test(test_code_object_v2),
+        cmocka_unit_test(test_queue_fault),        cmocka_unit_test(test_kernel_memory_fault),
         cmocka_unit_test(test_many_launches),      cmocka_unit_test(test_full_queue_waits_unlocked),
     };
 

@@ -526,6 +526,132 @@ static void test_queue_wraps(void **state)
     free(back);
 }
 
+/* Whether the runtime has p locked (the double's own hsa_amd_pointer_info). */
+static bool is_locked(const void *p)
+{
+    hsa_amd_pointer_info_t info;
+
+    memset(&info, 0, sizeof(info));
+    info.size = sizeof(info);
+    assert_int_equal(hsa_amd_pointer_info(p, &info, NULL, NULL, NULL), HSA_STATUS_SUCCESS);
+    return info.type == HSA_EXT_POINTER_TYPE_LOCKED;
+}
+
+/*
+ * device_synchronize and event_synchronize release what the finished work
+ * held before they return: pageable memory a copy locked is unlocked at once
+ * (the caller may free it now; the core's deallocation queue frees copy
+ * staging blocks right after device_synchronize), memset staging is freed.
+ * The DMA engine takes 20 ms per copy, so the work is still pending when the
+ * calls start and their reap on entry finds nothing done.
+ */
+static void test_synchronize_releases(void **state)
+{
+    hsa_double_config cfg;
+    gm_backend_ctx *bctx = NULL;
+    gm_backend_stream *s = NULL, *t = NULL;
+    gm_backend_event *ev = NULL;
+    char *a = calloc(1, 8192), *b = calloc(1, 8192);
+    gm_devptr dev = 0;
+    hsa_double_live before, live;
+    uint32_t v = 7;
+
+    (void)state;
+    hsa_double_config_default(&cfg);
+    cfg.copy_delay_us = 20000;
+    bctx = hsa_test_open(&cfg, 0);
+    assert_ok(hsa_ops->mem_alloc(bctx, 8192, &dev));
+    assert_ok(hsa_ops->stream_create(bctx, GM_STREAM_DEFAULT, &s));
+    assert_ok(hsa_ops->stream_create(bctx, GM_STREAM_NON_BLOCKING, &t));
+    assert_ok(hsa_ops->event_create(bctx, 0, &ev));
+    hsa_double_get_live(&before);
+    assert_int_equal(before.locks, 0);
+
+    assert_ok(copy_async(bctx, s, GM_COPY_DEVICE, (void *)(uintptr_t)dev, GM_COPY_HOST, a, 8192));
+    assert_ok(hsa_ops->memset(bctx, dev, &v, 4, 16, s));
+    assert_ok(copy_async(bctx, t, GM_COPY_HOST, b, GM_COPY_DEVICE, (void *)(uintptr_t)dev, 4096));
+    hsa_double_get_live(&live);
+    assert_int_equal(live.locks, 2);
+    assert_int_equal(live.pool_allocations, before.pool_allocations + 1); /* memset staging */
+    assert_ok(hsa_ops->device_synchronize(bctx));
+    hsa_double_get_live(&live);
+    assert_int_equal(live.pending_copies, 0);
+    assert_int_equal(live.locks, 0);
+    assert_int_equal(live.pool_allocations, before.pool_allocations);
+    assert_false(is_locked(a));
+    assert_false(is_locked(b));
+
+    assert_ok(copy_async(bctx, t, GM_COPY_DEVICE, (void *)(uintptr_t)dev, GM_COPY_HOST, b, 8192));
+    assert_ok(copy_async(bctx, s, GM_COPY_HOST, a, GM_COPY_DEVICE, (void *)(uintptr_t)dev, 8192));
+    assert_ok(hsa_ops->event_record(bctx, ev, s));
+    hsa_double_get_live(&live);
+    assert_int_equal(live.locks, 2);
+    assert_ok(hsa_ops->event_synchronize(bctx, ev));
+    assert_false(is_locked(a)); /* stream t's copy from b may still run: not waited for */
+    assert_ok(hsa_ops->stream_synchronize(bctx, t));
+    hsa_double_get_live(&live);
+    assert_int_equal(live.locks, 0);
+
+    assert_ok(hsa_ops->event_destroy(bctx, ev));
+    assert_ok(hsa_ops->stream_destroy(bctx, s));
+    assert_ok(hsa_ops->stream_destroy(bctx, t));
+    assert_ok(hsa_ops->mem_free(bctx, dev));
+    hsa_test_close(bctx);
+    free(a);
+    free(b);
+}
+
+/*
+ * Two streams copy from one pageable buffer at the same address, the first
+ * copy finishing first (in-order DMA engine, 20 ms per copy). A range inside
+ * an existing lock shares it; a longer one at the same address needs a second
+ * registration there. Either way the memory stays locked until the last copy
+ * using it is done: reaping the first copy must not unlock what the second
+ * one is moving (the double records an unlock under a pending or running
+ * copy), and libhsakmt, which finds registrations by address, must never be
+ * asked to tell two of them apart while one is in use.
+ */
+static void test_shared_pageable_locks(void **state)
+{
+    static const size_t sizes[2][2] = {{8192, 4096}, {4096, 8192}}; /* inside; longer */
+    hsa_double_config cfg;
+    gm_backend_ctx *bctx = NULL;
+    gm_backend_stream *s = NULL, *t = NULL;
+    char *page = calloc(1, 16384);
+    gm_devptr d1 = 0, d2 = 0;
+    hsa_double_live live;
+
+    (void)state;
+    hsa_double_config_default(&cfg);
+    cfg.copy_delay_us = 20000;
+    cfg.copies_in_order = 1;
+    bctx = hsa_test_open(&cfg, 0);
+    assert_ok(hsa_ops->mem_alloc(bctx, 16384, &d1));
+    assert_ok(hsa_ops->mem_alloc(bctx, 16384, &d2));
+    assert_ok(hsa_ops->stream_create(bctx, GM_STREAM_NON_BLOCKING, &s));
+    assert_ok(hsa_ops->stream_create(bctx, GM_STREAM_NON_BLOCKING, &t));
+    for (int i = 0; i < 2; i++) {
+        assert_ok(copy_async(bctx, s, GM_COPY_DEVICE, (void *)(uintptr_t)d1, GM_COPY_HOST, page,
+                             sizes[i][0]));
+        assert_ok(copy_async(bctx, t, GM_COPY_DEVICE, (void *)(uintptr_t)d2, GM_COPY_HOST, page,
+                             sizes[i][1]));
+        hsa_double_get_live(&live);
+        assert_int_equal(live.locks, i == 0 ? 1 : 2); /* reused; a second registration */
+        assert_ok(hsa_ops->stream_synchronize(bctx, s));
+        assert_true(is_locked(page));
+        assert_ok(hsa_ops->stream_synchronize(bctx, t));
+        hsa_double_get_live(&live);
+        assert_int_equal(live.locks, 0);
+        hsa_test_assert_no_violations();
+    }
+    assert_ok(hsa_ops->stream_destroy(bctx, s));
+    assert_ok(hsa_ops->stream_destroy(bctx, t));
+    assert_ok(hsa_ops->mem_free(bctx, d1));
+    assert_ok(hsa_ops->mem_free(bctx, d2));
+    hsa_test_close(bctx);
+    free(page);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -539,6 +665,8 @@ int main(void)
         cmocka_unit_test(test_per_thread_and_wrap),
         cmocka_unit_test(test_per_thread_id_reuse),
         cmocka_unit_test(test_queue_wraps),
+        cmocka_unit_test(test_synchronize_releases),
+        cmocka_unit_test(test_shared_pageable_locks),
     };
 
     return cmocka_run_group_tests(tests, gm_test_use_cmocka_allocator, gm_test_restore_allocator);
