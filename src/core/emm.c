@@ -655,7 +655,7 @@ gm_status gm_array_ipc_handle(gm_array *array, gm_ipc_handle *handle_p)
                ctx->mm.table.get_ipc_handle(&ctx->mm.base, ctx->mm.user, entry->device,
                                             (size_t)entry->bytes, entry->owner, handle.handle));
     if (status != GM_OK)
-        return status;
+        return gm__error_within(fn, status);
     handle.bytes = entry->bytes;
     handle.offset = (int64_t)((uintptr_t)array->view.data - (uintptr_t)entry->device);
     handle.backend = ctx->ops->kind;

@@ -29,7 +29,8 @@ gm_status gm_event_create(gm_context *ctx, bool timing, gm_event **event_p)
     status = gm__dealloc_entry_create(fn, GM__DEALLOC_EVENT, &event->entry);
     if (status != GM_OK)
         goto fail_event;
-    status = ctx->ops->event_create(ctx->bctx, timing ? 1u : 0u, &event->bevent);
+    status =
+        gm__error_within(fn, ctx->ops->event_create(ctx->bctx, timing ? 1u : 0u, &event->bevent));
     if (status != GM_OK)
         goto fail_entry;
     event->ctx = ctx;
@@ -88,7 +89,7 @@ gm_status gm_event_record(gm_event *event, gm_stream *stream)
         status = gm__stream_backend(fn, event->ctx, stream, &bs);
     if (status != GM_OK)
         return status;
-    return event->ctx->ops->event_record(event->ctx->bctx, event->bevent, bs);
+    return gm__error_within(fn, event->ctx->ops->event_record(event->ctx->bctx, event->bevent, bs));
 }
 
 /* Make later work on `stream` wait for the event. */
@@ -100,23 +101,28 @@ gm_status gm_stream_wait_event(gm_stream *stream, gm_event *event)
 
     if (status == GM_OK && stream == NULL)
         status = gm__error(GM_ERR_NULL_POINTER, "%s: stream is NULL", fn);
+    if (status == GM_OK && stream->ctx != event->ctx)
+        status = gm__error(GM_ERR_WRONG_CONTEXT,
+                           "%s: the event belongs to another context than the stream", fn);
     if (status == GM_OK)
         status = gm__stream_backend(fn, event->ctx, stream, &bs);
     if (status != GM_OK)
         return status;
-    return event->ctx->ops->stream_wait_event(event->ctx->bctx, bs, event->bevent);
+    return gm__error_within(
+        fn, event->ctx->ops->stream_wait_event(event->ctx->bctx, bs, event->bevent));
 }
 
 /* GM_OK when the event has completed, GM_ERR_NOT_READY otherwise. */
 gm_status gm_event_query(gm_event *event)
 {
     gm_status status = check_event("gm_event_query", event);
+    bool check_failed = status != GM_OK;
 
     if (status == GM_OK)
         status = event->ctx->ops->event_query(event->ctx->bctx, event->bevent);
     if (status == GM_ERR_NOT_READY) /* the thread's message must not be an older one */
         return gm__error(status, "gm_event_query: the event has not completed yet");
-    return status;
+    return check_failed ? status : gm__error_within("gm_event_query", status);
 }
 
 /* Wait for the event. */
@@ -126,7 +132,8 @@ gm_status gm_event_synchronize(gm_event *event)
 
     if (status != GM_OK)
         return status;
-    return event->ctx->ops->event_synchronize(event->ctx->bctx, event->bevent);
+    return gm__error_within("gm_event_synchronize",
+                            event->ctx->ops->event_synchronize(event->ctx->bctx, event->bevent));
 }
 
 /* Milliseconds between two timing events of one context. */
@@ -147,7 +154,8 @@ gm_status gm_event_elapsed_ms(gm_event *start, gm_event *end, float *ms_p)
                            !start->timing ? "start" : "end");
     if (status != GM_OK)
         return status;
-    status = start->ctx->ops->event_elapsed(start->ctx->bctx, start->bevent, end->bevent, &ms);
+    status = gm__error_within(
+        fn, start->ctx->ops->event_elapsed(start->ctx->bctx, start->bevent, end->bevent, &ms));
     if (status == GM_OK)
         *ms_p = ms;
     return status;

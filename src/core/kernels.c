@@ -98,6 +98,12 @@ static const char *arg_type_name(gm_arg_type t)
     return (unsigned)t < sizeof(names) / sizeof(names[0]) ? names[t] : "?";
 }
 
+/* The article before arg_type_name(t) ("an i32", "a u32"). */
+static const char *arg_article(gm_arg_type t)
+{
+    return t == GM_ARG_I32 || t == GM_ARG_I64 || t == GM_ARG_F32 || t == GM_ARG_F64 ? "an" : "a";
+}
+
 /* Whether an argument of type t may bind to a parameter of class c. */
 static bool kind_fits(param_class c, gm_arg_type t)
 {
@@ -168,14 +174,15 @@ static gm_status check_args(const char *fn, const gm_kernel *k, int nargs, const
 
         if (args[i].size != k->param_sizes[i])
             return gm__error(GM_ERR_INVALID_ARG,
-                             "%s: kernel %s: argument %d (%s) is %zu bytes, a %s of %u bytes "
+                             "%s: kernel %s: argument %d (%s) is %zu bytes, %s %s of %u bytes "
                              "was given",
                              fn, sig, i, decl != NULL ? decl : "?", k->param_sizes[i],
-                             arg_type_name(args[i].type), (unsigned)args[i].size);
+                             arg_article(args[i].type), arg_type_name(args[i].type),
+                             (unsigned)args[i].size);
         if (!kind_fits(classify(decl), args[i].type))
             return gm__error(GM_ERR_INVALID_ARG,
-                             "%s: kernel %s: argument %d (%s) cannot take a %s value", fn, sig, i,
-                             decl, arg_type_name(args[i].type));
+                             "%s: kernel %s: argument %d (%s) cannot take %s %s value", fn, sig, i,
+                             decl, arg_article(args[i].type), arg_type_name(args[i].type));
     }
     return GM_OK;
 }

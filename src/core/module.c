@@ -877,10 +877,12 @@ gm_status gm_kernel_find(gm_context *ctx, const char *name, gm_kernel **kernel_p
     if (unloadable[0] != '\0') /* the kernel exists, built for other GPUs */
         return gm__error(GM_ERR_NOT_FOUND, "%s (looking for kernel '%s')", unloadable, name);
     return gm__error(GM_ERR_NOT_FOUND,
-                     "%s: no kernel '%s' for the %s backend in %d image sets (the library's "
-                     "built-in kernels for this backend: %s; a program's own kernels are "
-                     "found once gm_register_image_set has registered their set)",
-                     fn, name, ctx->ops->name, n,
+                     "%s: no kernel '%s' for the %s backend in the %d registered and %d "
+                     "built-in image sets (the library's built-in kernels for this backend: %s; "
+                     "a program's own kernels are found once gm_register_image_set has "
+                     "registered their set)",
+                     fn, name, ctx->ops->name, n - gm__builtin_image_set_count,
+                     gm__builtin_image_set_count,
                      gm__builtin_image_set_count > 0 &&
                              set_has_format(gm__builtin_image_sets[0], backend_format(ctx))
                          ? "present"

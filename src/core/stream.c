@@ -99,7 +99,7 @@ gm_status gm_stream_create(gm_context *ctx, unsigned flags, gm_stream **stream_p
     status = gm__dealloc_entry_create(fn, GM__DEALLOC_STREAM, &stream->entry);
     if (status != GM_OK)
         goto fail_wrapper;
-    status = ctx->ops->stream_create(ctx->bctx, flags, &bstream);
+    status = gm__error_within(fn, ctx->ops->stream_create(ctx->bctx, flags, &bstream));
     if (status != GM_OK)
         goto fail_entry;
     stream->bstream = bstream;
@@ -210,7 +210,7 @@ gm_status gm_stream_wrap_external(gm_context *ctx, void *native, gm_stream **str
         status = gm__error(GM_ERR_NULL_POINTER, "%s: %s is NULL", fn,
                            native == NULL ? "native" : "stream_p");
     if (status == GM_OK)
-        status = ctx->ops->stream_wrap(ctx->bctx, native, &bstream);
+        status = gm__error_within(fn, ctx->ops->stream_wrap(ctx->bctx, native, &bstream));
     if (status != GM_OK)
         return status;
     status = wrapper_create(ctx, fn, GM__STREAM_EXTERNAL, bstream, &stream);
@@ -238,19 +238,21 @@ gm_status gm_stream_synchronize(gm_stream *stream)
 
     if (status != GM_OK)
         return status;
-    return stream->ctx->ops->stream_synchronize(stream->ctx->bctx, stream->bstream);
+    return gm__error_within("gm_stream_synchronize", stream->ctx->ops->stream_synchronize(
+                                                         stream->ctx->bctx, stream->bstream));
 }
 
 /* GM_OK when idle, GM_ERR_NOT_READY otherwise. */
 gm_status gm_stream_query(gm_stream *stream)
 {
     gm_status status = check_stream("gm_stream_query", stream);
+    bool check_failed = status != GM_OK;
 
     if (status == GM_OK)
         status = stream->ctx->ops->stream_query(stream->ctx->bctx, stream->bstream);
     if (status == GM_ERR_NOT_READY) /* the thread's message must not be an older one */
         return gm__error(status, "gm_stream_query: the stream still has work pending");
-    return status;
+    return check_failed ? status : gm__error_within("gm_stream_query", status);
 }
 
 /* Backend callback: call the user's function, then list the trampoline as finished. */
@@ -310,8 +312,8 @@ gm_status gm_stream_add_callback(gm_stream *stream, gm_stream_callback fn, void 
     if (t == NULL)
         return gm__error(GM_ERR_NO_MEMORY, "%s: out of host memory", name);
     *t = (callback_trampoline){stream->ctx, stream, fn, user, NULL};
-    status =
-        stream->ctx->ops->stream_add_callback(stream->ctx->bctx, stream->bstream, trampoline_cb, t);
+    status = gm__error_within(name, stream->ctx->ops->stream_add_callback(
+                                        stream->ctx->bctx, stream->bstream, trampoline_cb, t));
     if (status != GM_OK)
         gm__free(t);
     return status;
@@ -349,7 +351,8 @@ gm_status gm_stream_auto_synchronize_end(gm_stream *stream)
     } while (!atomic_compare_exchange_weak(&stream->auto_sync_depth, &depth, depth - 1));
     if (depth != 1)
         return GM_OK;
-    return stream->ctx->ops->stream_synchronize(stream->ctx->bctx, stream->bstream);
+    return gm__error_within(
+        fn, stream->ctx->ops->stream_synchronize(stream->ctx->bctx, stream->bstream));
 }
 
 /* ------------------------------------------------------------- teardown */

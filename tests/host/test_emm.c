@@ -526,6 +526,7 @@ static void test_ipc(void **state)
     assert_ok(gm_context_create(NULL, &ctx));
     d = device_bytes(ctx, n);
     assert_status(gm_array_ipc_handle(d, &h), GM_ERR_UNSUPPORTED);
+    assert_message_begins("gm_array_ipc_handle: ipc_get_handle is not supported");
     /* ... nor can it open one; and what is checked before the driver is asked */
     {
         gm_ndview layout = *gm_array_view(d);

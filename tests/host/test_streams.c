@@ -235,6 +235,10 @@ static void test_auto_synchronize(void **state)
     assert_ok(gm_stream_auto_synchronize_begin(st));
     rt_fault_fail_at(RT_STREAM_SYNCHRONIZE, 2, GM_ERR_LAUNCH);
     assert_status(gm_stream_auto_synchronize_end(st), GM_ERR_LAUNCH);
+    assert_message_begins("gm_stream_auto_synchronize_end: stream_synchronize: injected failure");
+    rt_fault_fail_at(RT_STREAM_SYNCHRONIZE, 3, GM_ERR_LAUNCH);
+    assert_status(gm_stream_synchronize(st), GM_ERR_LAUNCH);
+    assert_message_begins("gm_stream_synchronize: stream_synchronize: injected failure");
     assert_status(gm_stream_auto_synchronize_begin(NULL), GM_ERR_NULL_POINTER);
     assert_status(gm_stream_auto_synchronize_end(NULL), GM_ERR_NULL_POINTER);
     gm_stream_destroy(&st);
@@ -337,6 +341,8 @@ static void test_events(void **state)
     assert_status(gm_event_elapsed_ms(NULL, end, &ms), GM_ERR_NULL_POINTER);
     assert_status(gm_event_record(foreign, st), GM_ERR_WRONG_CONTEXT);
     assert_status(gm_stream_wait_event(st, foreign), GM_ERR_WRONG_CONTEXT);
+    assert_message_contains("gm_stream_wait_event: the event belongs to another context than "
+                            "the stream");
     assert_status(gm_stream_wait_event(NULL, end), GM_ERR_NULL_POINTER);
     assert_status(gm_stream_wait_event(st, NULL), GM_ERR_NULL_POINTER);
     assert_status(gm_event_record(NULL, st), GM_ERR_NULL_POINTER);

@@ -279,6 +279,13 @@ static void test_reduce(void **state)
         run_reduce(ctx, 4099, 1024, 8);
         run_reduce(ctx, kt_rand(1, 300000), 256, 128);
         run_reduce(ctx, kt_rand(1, 300000), 128, 100000);
+        /* blocks that are not powers of two, below, across and above a warp */
+        run_reduce(ctx, 100000, 100, 64);
+        run_reduce(ctx, 100000, 48, 64);
+        run_reduce(ctx, 5000, 3, 64);
+        run_reduce(ctx, 5000, 33, 64);
+        run_reduce(ctx, 5000, 1000, 4);
+        run_reduce(ctx, kt_rand(1, 300000), (uint32_t)kt_rand(1, 1024), 64);
         kt_destroy(&ctx);
     }
 }

@@ -127,11 +127,11 @@ static void test_argument_errors(void **state)
         assert_message_contains("takes 4 arguments, 5 were given");
     }
     assert_status(gm_launch(f.add, d1(1), d1(32), 0, NULL, 4, wrong_size), GM_ERR_INVALID_ARG);
-    assert_message_contains("argument 3 (int64_t n) is 8 bytes, a i32 of 4 bytes was given");
+    assert_message_contains("argument 3 (int64_t n) is 8 bytes, an i32 of 4 bytes was given");
     assert_status(gm_launch(f.add, d1(1), d1(32), 0, NULL, 4, wrong_kind), GM_ERR_INVALID_ARG);
-    assert_message_contains("argument 3 (int64_t n) cannot take a f64 value");
+    assert_message_contains("argument 3 (int64_t n) cannot take an f64 value");
     assert_status(gm_launch(f.add, d1(1), d1(32), 0, NULL, 4, float_for_ptr), GM_ERR_INVALID_ARG);
-    assert_message_contains("argument 1 (const float *restrict b) cannot take a f64 value");
+    assert_message_contains("argument 1 (const float *restrict b) cannot take an f64 value");
     assert_status(gm_launch(f.add, d1(1), d1(32), 0, NULL, 4, bad_bytes), GM_ERR_NULL_POINTER);
     assert_status(gm_launch(f.add, d1(1), d1(32), 0, NULL, 4, bad_type), GM_ERR_INVALID_ARG);
     /* a scalar whose size is not its type's (its value is read from the 8-byte union) */
@@ -370,9 +370,9 @@ static void test_typedef_parameters(void **state)
         for (int i = 0; i < 4; i++)
             assert_true(out[i] == 2.0f * host[i] + 1.0f);
         assert_status(gm_launch(k, d1(1), d1(32), 0, NULL, 4, wrong_size), GM_ERR_INVALID_ARG);
-        assert_message_contains("argument 1 (kt_real factor) is 8 bytes, a f32 of 4 bytes");
+        assert_message_contains("argument 1 (kt_real factor) is 8 bytes, an f32 of 4 bytes");
         assert_status(gm_launch(k, d1(1), d1(32), 0, NULL, 4, float_for_int), GM_ERR_INVALID_ARG);
-        assert_message_contains("argument 3 (unsigned long tag) cannot take a f64 value");
+        assert_message_contains("argument 3 (unsigned long tag) cannot take an f64 value");
     }
     gm_array_release(&x);
     gm_module_unload(&m);
