@@ -235,6 +235,33 @@ static gm_status check_config(const char *fn, const gm_kernel *k, const gm_devic
     return GM_OK;
 }
 
+/*
+ * The simulator runs a kernel on any host address, where a GPU faults (bar
+ * HMM or ATS): warn, once per kernel, of a pointer argument into memory that
+ * is not the context's device, managed, pinned, mapped or registered memory
+ * (a plain malloc block, a stack array). Only there: elsewhere the driver's
+ * fault says it, and the query would slow every launch.
+ */
+static void warn_host_pointers(gm_context *ctx, gm_kernel *k, int nargs, const gm_arg *args)
+{
+    for (int i = 0; i < nargs; i++) {
+        int kind = GM_MEMORY_HOST;
+
+        if (args[i].type != GM_ARG_PTR || args[i].value.ptr == NULL ||
+            ctx->ops->pointer_kind(ctx->bctx, args[i].value.ptr, &kind) != GM_OK ||
+            kind != GM_MEMORY_HOST || atomic_exchange(&k->warned_host_pointer, true))
+            continue;
+        gm__log(GM_LOG_WARN,
+                "gm_launch: kernel '%s': argument %d (%s) = %p is not device, managed, pinned, "
+                "mapped or registered memory of this context; the simulator runs it, a GPU "
+                "would fault (warned once per kernel)",
+                k->name, i,
+                k->param_decls != NULL && i < k->nparams ? k->param_decls[i] : "a pointer",
+                args[i].value.ptr);
+        return;
+    }
+}
+
 gm_status gm_launch(gm_kernel *kernel, gm_dim3 grid, gm_dim3 block, size_t dynamic_shared_bytes,
                     gm_stream *stream, int nargs, const gm_arg *args)
 {
@@ -259,6 +286,8 @@ gm_status gm_launch(gm_kernel *kernel, gm_dim3 grid, gm_dim3 block, size_t dynam
         status = gm__stream_backend(fn, ctx, stream, &bstream);
     if (status != GM_OK)
         return status;
+    if (ctx->ops->kind == GM_BACKEND_HOST && !atomic_load(&kernel->warned_host_pointer))
+        warn_host_pointers(ctx, kernel, nargs, args);
     for (int i = 0; i < nargs; i++) {
         values[i] = args[i].type == GM_ARG_BYTES ? (void *)(uintptr_t)args[i].value.bytes
                                                  : (void *)(uintptr_t)&args[i].value;

@@ -11,6 +11,7 @@
 #define GPUMEM_SRC_CORE_KERNELS_INTERNAL_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 
 #include "backend.h"
@@ -26,6 +27,7 @@ struct gm_kernel {
     const size_t *param_sizes;      /* nparams sizes (static, or the backend's) */
     const char *const *param_decls; /* "type name" per parameter, or NULL */
     gm_kernel_attrs attrs;
+    atomic_bool warned_host_pointer; /* the simulator's warning, given once per kernel */
 };
 
 struct gm_module {

@@ -507,6 +507,7 @@ static gm_status get_kernel_locked(const char *fn, gm_module *m, const char *nam
     }
     memcpy(k->name, name, strlen(name) + 1);
     k->attrs.param_count = -1;
+    atomic_init(&k->warned_host_pointer, false);
     status = ctx->ops->module_get_kernel(ctx->bctx, m->bmodule, name, &k->bkernel);
     if (status == GM_OK)
         status = ctx->ops->kernel_attrs(ctx->bctx, k->bkernel, &k->attrs);

@@ -405,6 +405,60 @@ static void test_set_at_reused_address(void **state)
     gm_context_destroy(&ctx);
 }
 
+/* Warnings the library logged, for test_host_pointer_warning. */
+static int warnings;
+static char last_warning[512];
+
+static void count_warnings(gm_log_level level, const char *message, void *user)
+{
+    (void)user;
+    if (level == GM_LOG_WARN) {
+        warnings++;
+        snprintf(last_warning, sizeof(last_warning), "%s", message);
+    }
+}
+
+/*
+ * The simulator runs a kernel on plain host memory, where a GPU would fault:
+ * it warns once per kernel, naming the argument; device memory, and NULL,
+ * give no warning.
+ */
+static void test_host_pointer_warning(void **state)
+{
+    gm_context *ctx = kt_context(32);
+    gm_kernel *add = kt_kernel(ctx, "add_f32");
+    float *a = calloc(64, sizeof(float)), *out = calloc(64, sizeof(float));
+    gm_array *da = kt_device(ctx, GM_FLOAT32, 64, NULL),
+             *dout = kt_device(ctx, GM_FLOAT32, 64, NULL);
+
+    (void)state;
+    assert_non_null(a);
+    assert_non_null(out);
+    gm_set_log_hook(count_warnings, NULL);
+    warnings = 0;
+    {
+        gm_arg device[4] = {gm_arg_array(da), gm_arg_array(da), gm_arg_array(dout), gm_arg_i64(64)};
+        gm_arg host[4] = {gm_arg_array(da), gm_arg_ptr(a), gm_arg_array(dout), gm_arg_i64(64)};
+        gm_arg host_out[4] = {gm_arg_array(da), gm_arg_array(da), gm_arg_ptr(out), gm_arg_i64(64)};
+
+        assert_ok(gm_launch(add, d1(1), d1(64), 0, NULL, 4, device));
+        assert_int_equal(warnings, 0);
+        assert_ok(gm_launch(add, d1(1), d1(64), 0, NULL, 4, host)); /* runs all the same */
+        assert_int_equal(warnings, 1);
+        assert_non_null(strstr(last_warning, "kernel 'add_f32': argument 1 (const float "
+                                             "*restrict b)"));
+        assert_non_null(strstr(last_warning, "a GPU would fault"));
+        assert_ok(gm_launch(add, d1(1), d1(64), 0, NULL, 4, host_out));
+        assert_int_equal(warnings, 1); /* once per kernel */
+    }
+    gm_set_log_hook(NULL, NULL);
+    gm_array_release(&da);
+    gm_array_release(&dout);
+    kt_destroy(&ctx);
+    free(a);
+    free(out);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -416,6 +470,7 @@ int main(void)
         cmocka_unit_test(test_module_errors),
         cmocka_unit_test(test_typedef_parameters),
         cmocka_unit_test(test_set_at_reused_address),
+        cmocka_unit_test(test_host_pointer_warning),
     };
 
     return cmocka_run_group_tests(tests, gm_test_use_cmocka_allocator, gm_test_restore_allocator);
