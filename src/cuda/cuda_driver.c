@@ -313,6 +313,31 @@ static const char *short_file(const char *file)
     return file;
 }
 
+/*
+ * Whether cuda.h says of the error that it "leaves the process in an
+ * inconsistent state and any further CUDA work will return the same error"
+ * (the process must be relaunched), or, for ASSERT, that the context "cannot
+ * be used anymore".
+ */
+static bool sticky(CUresult result)
+{
+    switch ((int)result) {
+    case 700: /* ILLEGAL_ADDRESS */
+    case 702: /* LAUNCH_TIMEOUT */
+    case 710: /* ASSERT */
+    case 714: /* HARDWARE_STACK_ERROR */
+    case 715: /* ILLEGAL_INSTRUCTION */
+    case 716: /* MISALIGNED_ADDRESS */
+    case 717: /* INVALID_ADDRESS_SPACE */
+    case 718: /* INVALID_PC */
+    case 719: /* LAUNCH_FAILED */
+    case 721: /* TENSOR_MEMORY_LEAK */
+        return true;
+    default:
+        return false;
+    }
+}
+
 gm_status gm__cuda_check(const gm_cuda_driver *drv, CUresult result, CUresult quiet,
                          const char *call, const char *file, int line)
 {
@@ -325,9 +350,13 @@ gm_status gm__cuda_check(const gm_cuda_driver *drv, CUresult result, CUresult qu
     if (result == quiet || result == CUDA_ERROR_NOT_READY)
         return status;
     text = driver_string(drv, result);
-    return gm__error(status, "%s failed: %s (%s; CUresult %d) at %s:%d", call,
+    return gm__error(status, "%s failed: %s (%s; CUresult %d) at %s:%d%s", call,
                      driver_name(drv, result), text != NULL ? text : gm_status_string(status),
-                     (int)result, short_file(file), line);
+                     (int)result, short_file(file), line,
+                     sticky(result) ? "; the error is sticky: the device's CUDA context is "
+                                      "unusable from now on, every later call returns it, and the "
+                                      "process must be restarted to use the GPU again"
+                                    : "");
 }
 
 gm_status gm__cuda_annotate(gm_status status, const char *fmt, ...)

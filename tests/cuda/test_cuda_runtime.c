@@ -373,6 +373,10 @@ static void test_context_synchronize(void **state)
     assert_int_equal(gm_context_synchronize(ctx), GM_ERR_LAUNCH); /* a kernel fault */
     assert_non_null(strstr(gm_last_error_message(), "gm_context_synchronize: "));
     assert_non_null(strstr(gm_last_error_message(), "cuCtxSynchronize"));
+    assert_non_null(strstr(gm_last_error_message(), "the error is sticky")); /* cuda.h says so */
+    gm_cuda_double_fail("cuCtxSynchronize", 1, CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES);
+    assert_int_equal(gm_context_synchronize(ctx), GM_ERR_LAUNCH);
+    assert_null(strstr(gm_last_error_message(), "sticky")); /* a launch the driver refused */
     close_context(ctx);
 }
 
