@@ -707,8 +707,7 @@ static gm_status copy_dense(gm_context *ctx, const char *fn, const gm_ndview *ds
     gm_copy_desc desc;
 
     if (side_of(dst) == GM_COPY_HOST && side_of(src) == GM_COPY_HOST) {
-        /* A stream needs a job, and missing data the engine's error: its usual path. */
-        if (bs != NULL || dst->data == NULL || src->data == NULL)
+        if (bs != NULL) /* a stream needs a job: the usual path */
             return copy_host(ctx, fn, dst, src, bs);
         memcpy((char *)dst->data + q->dst_lo, (const char *)src->data + q->src_lo,
                (size_t)q->bytes);
@@ -741,6 +740,15 @@ static gm_status check_not_broadcast(const char *fn, const gm_ndview *dst)
     return GM_OK;
 }
 
+/* GM_ERR_NULL_POINTER when a side of a nonempty copy has no data (whatever its offset). */
+static gm_status check_data(const char *fn, const gm_ndview *dst, const gm_ndview *src)
+{
+    if (dst->data == NULL || src->data == NULL)
+        return gm__error(GM_ERR_NULL_POINTER, "%s: %s data pointer is NULL", fn,
+                         dst->data == NULL ? "destination" : "source");
+    return GM_OK;
+}
+
 /* check_pair, then check_overlap for a nonempty copy; *empty_p when there are no elements. */
 static gm_status check_pair_full(const char *fn, const gm_context *ctx, const gm_ndview *dst,
                                  const gm_ndview *src, bool *empty_p)
@@ -750,6 +758,9 @@ static gm_status check_pair_full(const char *fn, const gm_context *ctx, const gm
 
     *empty_p = status == GM_OK && gm_ndview_size(dst) == 0;
     if (status != GM_OK || *empty_p)
+        return status;
+    status = check_data(fn, dst, src);
+    if (status != GM_OK)
         return status;
     (void)gm_ndview_extent(dst, &dst_lo, &dst_hi); /* validated: cannot fail */
     (void)gm_ndview_extent(src, &src_lo, &src_hi);
@@ -782,7 +793,9 @@ gm_status gm__copy(const char *fn, gm_context *ctx, const gm_ndview *dst, const 
             status = check_device(fn, ctx, src, "source");
         if (status != GM_OK || q.empty)
             return status;
-        status = check_overlap(fn, dst, q.dst_lo, q.dst_hi, src, q.src_lo, q.src_hi);
+        status = check_data(fn, dst, src);
+        if (status == GM_OK)
+            status = check_overlap(fn, dst, q.dst_lo, q.dst_hi, src, q.src_lo, q.src_hi);
         if (status != GM_OK)
             return status;
         if (q.bytes > 0)

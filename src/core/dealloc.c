@@ -514,12 +514,23 @@ void gm__dealloc_release(gm_context *ctx, gm__dealloc_entry *entry)
 /* Wait for the flush lock and drain (a no-op inside defer_cleanup). */
 gm_status gm__dealloc_flush(gm_context *ctx, const char *fn)
 {
+    gm__dealloc_queue *q = &ctx->queue;
     gm_status status = GM_OK;
+    bool due = false;
 
-    pthread_mutex_lock(&ctx->queue.flush_lock);
+    pthread_mutex_lock(&q->flush_lock);
     status = drain(ctx, fn, DRAIN_NORMAL);
-    pthread_mutex_unlock(&ctx->queue.flush_lock);
-    return status;
+    pthread_mutex_unlock(&q->flush_lock);
+    if (status != GM_OK)
+        return status;
+    /* A release that found flush_lock taken left its flush to this holder (auto_flush):
+     * entries pushed after the drain settled are still over the bounds, so look again. */
+    gm__lock_take(&q->lock);
+    due = q->defer_depth == 0 && over_bounds(q);
+    gm__lock_give(&q->lock);
+    if (due)
+        auto_flush(ctx);
+    return GM_OK;
 }
 
 /* Drain everything, ignoring defer_cleanup and logging failures, then destroy the locks. */

@@ -546,6 +546,16 @@ static void test_errors(void **state)
     assert_ok(gm_copy(ctx, &bad2, &bad, NULL));
     assert_int_equal(rec_calls, 0);
 
+    /* a device side without data is NULL whatever its offset, before the backend is asked */
+    bad = d;
+    bad.data = NULL;
+    bad.offset = 64;
+    assert_fails(gm_copy(ctx, &bad, &hv, NULL), GM_ERR_NULL_POINTER,
+                 "gm_copy: destination data pointer is NULL");
+    assert_fails(gm_array_copy_to_device(a, &bad, NULL), GM_ERR_NULL_POINTER,
+                 "gm_array_copy_to_device: source data pointer is NULL");
+    assert_int_equal(rec_calls, 0);
+
     /* a dense copy the backend refuses (one byte past the allocation): its one call */
     bad = d;
     bad.offset = 1;

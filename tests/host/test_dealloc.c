@@ -3,6 +3,7 @@
  * on the host backend with a 64 MiB simulated device and 16 MiB of pinned
  * memory. Failures are injected with the fault table of rt_helpers.c.
  */
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -664,11 +665,82 @@ static void test_defer_end_in_callback_does_not_flush(void **state)
     gm_context_destroy(&ctx);
 }
 
+/* Bookkeeping frees that take 2 ms on the thread that asked (the flusher below). */
+static _Thread_local bool slow_frees;
+
+static void *plain_malloc(size_t size)
+{
+    return test_malloc(size);
+}
+
+static void *plain_calloc(size_t count, size_t size)
+{
+    return test_calloc(count, size);
+}
+
+static void *plain_realloc(void *ptr, size_t size)
+{
+    return test_realloc(ptr, size);
+}
+
+static void slow_free(void *ptr)
+{
+    struct timespec ts = {0, 2 * 1000 * 1000};
+
+    if (slow_frees && ptr != NULL)
+        nanosleep(&ts, NULL);
+    test_free(ptr);
+}
+
+static void *slow_flush(void *user)
+{
+    slow_frees = true;
+    assert_ok(gm_deallocations_flush(user));
+    slow_frees = false;
+    return NULL;
+}
+
+/*
+ * Releases that push the queue over its bound while an explicit flush is
+ * finishing (after its drain settled, freeing bookkeeping) leave their flush
+ * to that flush, whose thread must look again: the queue ends within its
+ * bound once every thread is idle (it stayed 101 over a bound of 100).
+ */
+static void test_flush_rechecks_bounds(void **state)
+{
+    static const gm_host_allocator slow = {plain_malloc, plain_calloc, plain_realloc, slow_free};
+    gm_context_options o = rt_options(100, 10.0, BIG);
+    gm_context *ctx = NULL;
+    gm_array *a[100], *b[101];
+    int64_t n = 4096;
+    pthread_t flusher;
+
+    (void)state;
+    assert_ok(gm_set_host_allocator(&slow));
+    assert_ok(gm_context_create(&o, &ctx));
+    for (int i = 0; i < 100; i++)
+        assert_ok(gm_device_array(ctx, 1, &n, GM_UINT8, GM_ORDER_C, &a[i]));
+    for (int i = 0; i < 101; i++)
+        assert_ok(gm_device_array(ctx, 1, &n, GM_UINT8, GM_ORDER_C, &b[i]));
+    for (int i = 0; i < 100; i++)
+        gm_array_release(&a[i]); /* 100 pending: at the bound, not over it */
+    assert_int_equal(rt_stats(ctx).pending_count, 100);
+    assert_int_equal(pthread_create(&flusher, NULL, slow_flush, ctx), 0);
+    nanosleep(&(struct timespec){0, 20 * 1000 * 1000}, NULL); /* past its drain, freeing */
+    for (int i = 0; i < 101; i++)
+        gm_array_release(&b[i]);
+    assert_int_equal(pthread_join(flusher, NULL), 0);
+    assert_true(rt_stats(ctx).pending_count <= 100);
+    gm_context_destroy(&ctx);
+    assert_ok(gm_test_use_cmocka_allocator(NULL));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup(test_count_bound, test_setup),
         cmocka_unit_test_setup(test_count_bound_zero, test_setup),
+        cmocka_unit_test_setup(test_flush_rechecks_bounds, test_setup),
         cmocka_unit_test_setup(test_device_byte_bound, test_setup),
         cmocka_unit_test_setup(test_pinned_byte_bound, test_setup),
         cmocka_unit_test_setup(test_streams_events_count_only, test_setup),
