@@ -40,7 +40,12 @@
  *   Index it; do not take sizeof of it (a pointer on the host).
  * - GM_DYNAMIC_SHARED(type, name): the dynamic shared memory sized at launch.
  * - GM_LOCAL_ARRAY(type, name, count): a per-thread array (Numba's
- *   cuda.local.array).
+ *   cuda.local.array). CUDA allows a thread up to 512 KiB of local memory;
+ *   the simulator keeps a thread's locals on its fiber's stack, 512 KiB by
+ *   default (1 MiB under AddressSanitizer), a few KiB of which its own frames
+ *   use. The environment variable GM_SIM_STACK_BYTES (bytes, 16384 to 1 GiB,
+ *   read when an OS thread first runs a block) sets another size; an overflow
+ *   hits a guard page (SIGSEGV). Only the stack pages touched cost memory.
  * - GM_CONSTANT_ARRAY(type, name, count) at file scope: constant memory
  *   (__constant__, address space 4), written from the host with
  *   gm_module_set_constant() (Numba's const.array_like).
@@ -851,6 +856,9 @@ typedef struct gm_strided_layout {
 } gm_strided_layout;
 #endif
 
+/* Per-thread local memory. On the simulator it is on the thread's fiber stack: at most a
+ * little under 512 KiB per thread by default, GM_SIM_STACK_BYTES for more (see the list
+ * of what a kernel may use, above). */
 #define GM_LOCAL_ARRAY(type, name, count) type name[(count)]
 
 #if defined(GM_TARGET_HOST)

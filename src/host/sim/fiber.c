@@ -33,8 +33,27 @@
 #include <valgrind/valgrind.h>
 #endif
 
-#define GM__FIBER_DEFAULT_STACK ((size_t)128 * 1024)
-#define GM__FIBER_ASAN_STACK    ((size_t)512 * 1024)
+/*
+ * Stacks are reserved, not committed: a page costs memory only once touched,
+ * so the default can be CUDA's limit on a thread's local memory (512 KiB)
+ * while a fiber of a kernel with small frames costs a page or two. Under
+ * ASan frames carry redzones: twice that.
+ */
+#define GM__FIBER_DEFAULT_STACK ((size_t)512 * 1024)
+#define GM__FIBER_ASAN_STACK    ((size_t)1024 * 1024)
+
+#if defined(MAP_NORESERVE)
+#define GM__STACK_MAP_NORESERVE MAP_NORESERVE
+#else
+#define GM__STACK_MAP_NORESERVE 0
+#endif
+#if defined(MAP_STACK)
+#define GM__STACK_MAP_STACK MAP_STACK
+#else
+#define GM__STACK_MAP_STACK 0
+#endif
+#define GM__STACK_MAP_FLAGS \
+    (MAP_PRIVATE | MAP_ANONYMOUS | GM__STACK_MAP_NORESERVE | GM__STACK_MAP_STACK)
 
 /* The fiber switched away from, for the sanitizer bookkeeping of the one resumed. */
 static _Thread_local gm__fiber *tls_switch_from = NULL;
@@ -62,6 +81,12 @@ void gm__fiber_entry_asm(void);
  * several barriers) would be mispredicted; the jump is predicted from its
  * history (threads starting and ending cost about half as much with it).
  * The value passed in edx is returned in eax.
+ *
+ * A fiber starts at gm__fiber_entry_asm, popped from the top slot of its
+ * stack, which pushes its own address back there as fiber_start's return
+ * address (fiber_start never returns): the slot holds the same value for
+ * the fiber's whole life, so that starting a fiber over writes only its
+ * saved registers, not its stack.
  */
 __asm__(".text\n"
         ".globl gm__fiber_switch_asm\n"
@@ -91,27 +116,38 @@ __asm__(".text\n"
         ".hidden gm__fiber_entry_asm\n"
         ".type gm__fiber_entry_asm,@function\n"
         "gm__fiber_entry_asm:\n"
+        "    leaq gm__fiber_entry_asm(%rip), %rax\n"
+        "    pushq %rax\n"
         "    movq %r12, %rdi\n"
-        "    callq *%rbx\n"
-        "    ud2\n"
+        "    jmpq *%rbx\n"
         ".size gm__fiber_entry_asm, .-gm__fiber_entry_asm\n"
         ".section .note.GNU-stack,\"\",@progbits\n"
         ".text\n");
 
-/* First context: rsp at a slot holding gm__fiber_entry_asm, 8 below a 16-byte boundary,
- * so that the entry's call leaves the callee the ABI's alignment; r12 = fiber,
- * rbx = fiber_start. */
-static void initial_frame(gm__fiber *fiber, uintptr_t top)
+/* The stack pointer a fresh fiber starts with: a slot holding gm__fiber_entry_asm, 8 below a
+ * 16-byte boundary, so that the entry's push leaves fiber_start the ABI's alignment. */
+static uint64_t start_sp(uintptr_t top)
 {
-    uint64_t *slot = (uint64_t *)(top - 24u);
+    return (uint64_t)(top - 24u);
+}
 
-    slot[0] = (uint64_t)(uintptr_t)gm__fiber_entry_asm;
-    slot[1] = 0;
-    slot[2] = 0;
-    memset(fiber->regs, 0, sizeof(fiber->regs));
+/* First context: rsp at the slot, r12 = fiber, rbx = fiber_start. The slot is written when
+ * the stack is new (`stack`); afterwards it holds the same (see above). */
+static void initial_frame(gm__fiber *fiber, int stack)
+{
+    uint64_t sp = fiber->regs[GM__FIBER_START_SLOT];
+
+    if (stack != 0) {
+        uint64_t *slot = (uint64_t *)(uintptr_t)sp;
+
+        slot[0] = (uint64_t)(uintptr_t)gm__fiber_entry_asm;
+        slot[1] = 0;
+        slot[2] = 0;
+    }
+    memset(fiber->regs, 0, GM__FIBER_START_SLOT * sizeof(fiber->regs[0]));
     fiber->regs[0] = (uint64_t)(uintptr_t)fiber_start;
     fiber->regs[2] = (uint64_t)(uintptr_t)fiber;
-    fiber->regs[6] = (uint64_t)(uintptr_t)slot;
+    fiber->regs[GM__FIBER_SP_SLOT] = sp;
 }
 #elif defined(__aarch64__)
 /* regs[0..9] = x19-x28, regs[10] = x29, regs[11] = x30 (lr), regs[12] = sp, regs[13..20] = d8-d15.
@@ -161,23 +197,36 @@ __asm__(".text\n"
         ".section .note.GNU-stack,\"\",%progbits\n"
         ".text\n");
 
-/* First context: x19 = fiber, x20 = fiber_start, lr = gm__fiber_entry_asm, sp = top. */
-static void initial_frame(gm__fiber *fiber, uintptr_t top)
+/* The stack pointer a fresh fiber starts with: the top. */
+static uint64_t start_sp(uintptr_t top)
 {
-    memset(fiber->regs, 0, sizeof(fiber->regs));
+    return (uint64_t)top;
+}
+
+/* First context: x19 = fiber, x20 = fiber_start, lr = gm__fiber_entry_asm, sp = top. */
+static void initial_frame(gm__fiber *fiber, int stack)
+{
+    uint64_t sp = fiber->regs[GM__FIBER_START_SLOT];
+
+    (void)stack;
+    memset(fiber->regs, 0, GM__FIBER_START_SLOT * sizeof(fiber->regs[0]));
     fiber->regs[0] = (uint64_t)(uintptr_t)fiber;
     fiber->regs[1] = (uint64_t)(uintptr_t)fiber_start;
     fiber->regs[11] = (uint64_t)(uintptr_t)gm__fiber_entry_asm;
-    fiber->regs[12] = (uint64_t)top;
+    fiber->regs[GM__FIBER_SP_SLOT] = sp;
 }
 #endif
 
-/* Prepare the saved context so that the next switch starts fiber_start(fiber). */
-static void make_context(gm__fiber *fiber)
+/* Prepare the saved context so that the next switch starts fiber_start(fiber); `stack`: the
+ * stack is new (a reset reads only the saved registers' lines). */
+static void make_context(gm__fiber *fiber, int stack)
 {
-    uintptr_t top = (uintptr_t)fiber->stack_lo + fiber->stack_bytes - fiber->color;
+    if (stack != 0) {
+        uintptr_t top = (uintptr_t)fiber->stack_lo + fiber->stack_bytes - fiber->color;
 
-    initial_frame(fiber, top & ~(uintptr_t)15);
+        fiber->regs[GM__FIBER_START_SLOT] = start_sp(top & ~(uintptr_t)15);
+    }
+    initial_frame(fiber, stack);
 }
 
 /*
@@ -199,8 +248,9 @@ static void ucontext_entry(void)
     fiber_start(tls_starting);
 }
 
-static void make_context(gm__fiber *fiber)
+static void make_context(gm__fiber *fiber, int stack)
 {
+    (void)stack;
     getcontext(&fiber->uc);
     fiber->uc.uc_stack.ss_sp = (void *)fiber->stack_lo;
     fiber->uc.uc_stack.ss_size = fiber->stack_bytes - fiber->color;
@@ -227,6 +277,9 @@ static inline __attribute__((always_inline)) void before_switch(gm__fiber *from,
 {
     tls_switch_from = from;
 #if defined(GM__ASAN)
+    /* Leaving destroys the fake stack: it must not be handed back on a restart. */
+    if (leaving != 0)
+        from->asan_fake_stack = NULL;
     __sanitizer_start_switch_fiber(leaving != 0 ? NULL : &from->asan_fake_stack, to->stack_lo,
                                    to->stack_bytes);
 #else
@@ -259,12 +312,62 @@ static void after_switch(gm__fiber *self, void *fake_stack)
     (void)self;
 }
 
+#if defined(GM__ASAN)
+/* The fiber started only to give up its fake stack (drop_fake_stack), or NULL. */
+static _Thread_local gm__fiber *tls_dropping = NULL;
+#endif
+
 /* Every fiber starts here (on its own stack). */
 static void fiber_start(gm__fiber *fiber)
 {
-    after_switch(fiber, NULL);
+    after_switch(fiber, fiber->asan_fake_stack);
+#if defined(GM__ASAN)
+    if (tls_dropping == fiber) /* leave for good: ASan destroys the fake stack */
+        (void)gm__fiber_switch_annotated(fiber, tls_switch_from, 1, 0);
+#endif
     fiber->fn(fiber);
 }
+
+#if defined(GM__ASAN)
+/*
+ * Clear the shadow of the frames a suspended fiber holds (they are about to
+ * be discarded, or the stack unmapped). The frames below its saved stack
+ * pointer have returned, and a frame unpoisons itself when it returns, so
+ * only the part above needs it (with a margin for the red zone below the
+ * pointer): a fiber that used a few frames of a large stack clears a few
+ * frames' worth, and the shadow of the rest is never touched.
+ */
+static void unpoison_frames(gm__fiber *fiber)
+{
+    const char *lo = fiber->stack_lo;
+    const char *hi = lo + fiber->stack_bytes;
+#if defined(GM__FIBER_ASM)
+    const char *sp = (const char *)(uintptr_t)fiber->regs[GM__FIBER_SP_SLOT];
+
+    if (sp >= lo + 256 && sp <= hi)
+        lo = (const char *)((uintptr_t)(sp - 256) & ~(uintptr_t)63);
+#endif
+    ASAN_UNPOISON_MEMORY_REGION(lo, (size_t)(hi - lo));
+}
+
+/*
+ * A fiber suspended where it stands (not leaving) keeps the fake stack that
+ * ASan's use-after-return detection allocates its frames on; discarding its
+ * frames would leak that (megabytes) and the frames on it. ASan frees a
+ * fake stack when its fiber switches away for good, so the fiber is started
+ * (with its fake stack) only to do that, at once.
+ */
+static void drop_fake_stack(gm__fiber *fiber)
+{
+    gm__fiber here; /* the running context, whatever it is */
+
+    gm__fiber_init_main(&here);
+    make_context(fiber, 0);
+    tls_dropping = fiber;
+    (void)gm__fiber_switch_annotated(&here, fiber, 0, 0);
+    tls_dropping = NULL;
+}
+#endif
 
 /* ---------------------------------------------------------- the API */
 
@@ -304,11 +407,19 @@ int gm__fiber_create(gm__fiber *fiber, size_t stack_bytes, size_t color, gm__fib
     void *map = NULL;
 
     memset(fiber, 0, sizeof(*fiber));
-    map = mmap(NULL, usable + page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    /* Reserved, not committed (no swap accounting either): pages cost memory once touched. */
+    map = mmap(NULL, usable + page, PROT_READ | PROT_WRITE, GM__STACK_MAP_FLAGS, -1, 0);
     if (map == MAP_FAILED)
         return -1;
+    /* The guard page: an overflow faults instead of writing over another stack. */
     if (mprotect(map, page, PROT_NONE) != 0)
         goto fail_unmap;
+#if defined(MADV_NOHUGEPAGE)
+    /* A stack that may hold an aligned huge page could get one on first touch (transparent
+     * huge pages set to always): 2 MiB of memory for a few frames. */
+    if (usable >= (size_t)2 << 20)
+        (void)madvise((char *)map + page, usable, MADV_NOHUGEPAGE);
+#endif
     fiber->map = map;
     fiber->map_bytes = usable + page;
     fiber->stack_lo = (char *)map + page;
@@ -323,7 +434,7 @@ int gm__fiber_create(gm__fiber *fiber, size_t stack_bytes, size_t color, gm__fib
     fiber->tsan_fiber = __tsan_create_fiber(0);
     fiber->tsan_owned = 1;
 #endif
-    make_context(fiber);
+    make_context(fiber, 1);
     return 0;
 fail_unmap:
     munmap(map, usable + page);
@@ -333,10 +444,21 @@ fail_unmap:
 void gm__fiber_reset(gm__fiber *fiber)
 {
 #if defined(GM__ASAN)
-    ASAN_UNPOISON_MEMORY_REGION(fiber->stack_lo, fiber->stack_bytes);
+    unpoison_frames(fiber);
+    if (fiber->asan_fake_stack != NULL) {
+        drop_fake_stack(fiber);
+        unpoison_frames(fiber);
+    }
 #endif
-    fiber->asan_fake_stack = NULL;
-    make_context(fiber);
+#if defined(GM__TSAN)
+    /* TSan's shadow call stack of the fiber holds the frames discarded: start a fresh one
+     * (else every reset would leave a few entries more, until it overflows). */
+    if (fiber->tsan_owned != 0) {
+        __tsan_destroy_fiber(fiber->tsan_fiber);
+        fiber->tsan_fiber = __tsan_create_fiber(0);
+    }
+#endif
+    make_context(fiber, 0);
 }
 
 void gm__fiber_destroy(gm__fiber *fiber)
@@ -351,7 +473,11 @@ void gm__fiber_destroy(gm__fiber *fiber)
         __tsan_destroy_fiber(fiber->tsan_fiber);
 #endif
 #if defined(GM__ASAN)
-    ASAN_UNPOISON_MEMORY_REGION(fiber->stack_lo, fiber->stack_bytes);
+    unpoison_frames(fiber);
+    if (fiber->asan_fake_stack != NULL) {
+        drop_fake_stack(fiber);
+        unpoison_frames(fiber);
+    }
 #endif
     munmap(fiber->map, fiber->map_bytes);
     fiber->map = NULL;

@@ -39,12 +39,16 @@
 #define GM__FIBER_TSAN 1
 #endif
 
+/* The saved registers, then the stack pointer a fresh fiber starts with (kept there so that
+ * gm__fiber_reset touches nothing else: on x86-64, one cache line). */
 #if defined(__x86_64__)
-#define GM__FIBER_REGS    8 /* rbx rbp r12-r15 rsp, padded to one cache line */
-#define GM__FIBER_SP_SLOT 6 /* where the stack pointer is saved */
+#define GM__FIBER_REGS       8 /* rbx rbp r12-r15 rsp, start: one cache line */
+#define GM__FIBER_SP_SLOT    6 /* where the stack pointer is saved */
+#define GM__FIBER_START_SLOT 7
 #else
-#define GM__FIBER_REGS    21 /* x19-x30, sp, d8-d15 */
-#define GM__FIBER_SP_SLOT 12
+#define GM__FIBER_REGS       22 /* x19-x30, sp, d8-d15, start */
+#define GM__FIBER_SP_SLOT    12
+#define GM__FIBER_START_SLOT 21
 #endif
 
 typedef struct gm__fiber gm__fiber;
@@ -81,7 +85,9 @@ int gm__fiber_create(gm__fiber *fiber, size_t stack_bytes, size_t color, gm__fib
 
 /*
  * Make a fiber start over at fn(fiber) on its next switch, discarding the
- * frames it was suspended in (used after a launch abandons its fibers).
+ * frames it was suspended in (used when a run ends, so that no fiber keeps
+ * a frame of the kernel's code between runs, and after a launch abandons its
+ * fibers). Not the running one.
  */
 void gm__fiber_reset(gm__fiber *fiber);
 
@@ -113,7 +119,11 @@ static inline int gm__fiber_switch(gm__fiber *from, gm__fiber *to, int leaving, 
 }
 #endif
 
-/* Default fiber stack size: GM_SIM_STACK_BYTES, else 128 KiB (512 KiB under ASan). */
+/*
+ * Default fiber stack size: GM_SIM_STACK_BYTES (16 KiB to 1 GiB), else 512 KiB,
+ * CUDA's limit on a thread's local memory (1 MiB under ASan). Stacks are
+ * reserved, not committed: only the pages a kernel touches cost memory.
+ */
 size_t gm__fiber_default_stack_bytes(void);
 
 #endif /* GPUMEM_SRC_HOST_SIM_FIBER_H */

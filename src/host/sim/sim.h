@@ -9,7 +9,11 @@
  *     reaches a barrier; from then on each suspended thread keeps its own
  *     fiber (sim_block.c), taken on demand from a pool per OS thread (a
  *     fiber whose thread returned parks in the kernel's loop, ready to start
- *     another); a 1-D block whose first thread returns without a barrier
+ *     another; when the run ends its fibers leave the loop, so that none
+ *     keeps a frame of the kernel between launches and the kernel's library
+ *     may be dlclose'd after gm_module_unload); fiber stacks are 512 KiB
+ *     (GM_SIM_STACK_BYTES), reserved and committed only as touched; a 1-D
+ *     block whose first thread returns without a barrier
  *     runs the rest as a bookkeeping-free, vectorizable loop over the global
  *     index (gpumem/kernel.h's GM_KERNEL);
  *   - a kernel body reads its indices from a hidden parameter, not from

@@ -13,7 +13,11 @@
  * released when its warp's last lane reaches it, or, if that lane returned
  * instead, when nothing else can run; lanes that returned do not take part.
  * Returned threads are recognized without any per-thread bookkeeping on
- * the kernel's fast path: started, not suspended, not running.
+ * the kernel's fast path: started, not suspended, not running. A fiber
+ * whose thread returned parks in the kernel's loop, ready to start another
+ * thread of the run; when the run ends, the fibers it used leave the loop
+ * (see SWITCH_END), so that nothing of the kernel's code stays on a fiber
+ * between launches.
  *
  * Switches go straight from fiber to fiber; the OS thread's own stack is
  * returned to only when there is no block left to run. The fiber that
@@ -45,11 +49,24 @@ enum {
 #define READY_MASK (GM__SIM_MAX_THREADS - 1u)
 
 /*
- * Every switch passes a value to the fiber it resumes: SWITCH_GO, except to
- * a fiber parked in an earlier run (gm__sim_park), which gets
- * SWITCH_NEW_RUN (fiber_pop notes that in `pass`). The barriers ignore it.
+ * A fiber is never resumed in the kernel's loop in a later run than the one
+ * it parked there in: when a run ends, the fibers it used are taken out of
+ * the kernel's code (run_end), so that between runs no fiber holds a frame
+ * of it: the kernel's library may be unloaded (gm_module_unload, then
+ * dlclose) before the next launch. They are started over, or, where a
+ * sanitizer keeps books on every frame (ASan's fake frames, TSan's shadow
+ * call stack), unwound: resumed with SWITCH_END, on which gm__sim_park
+ * returns 0, the kernel's loop returns and fiber_main waits for the next
+ * run.
+ *
+ * Every other switch passes SWITCH_GO: what gm__sim_park returns to a fiber
+ * parked earlier in the same run (go on claiming). A fiber's first entry,
+ * fiber_main and the barriers ignore the value.
  */
-enum { SWITCH_NEW_RUN = 0, SWITCH_GO = 1 };
+enum { SWITCH_END = 0, SWITCH_GO = 1 };
+#if defined(GM__FIBER_ASAN) || defined(GM__FIBER_TSAN)
+#define SIM_UNWIND 1
+#endif
 
 typedef struct sim_worker sim_worker;
 
@@ -67,8 +84,7 @@ struct sim_worker {
     sim_fiber **free;
     uint32_t nall;
     uint32_t nfree;
-    uint32_t nfree_old; /* free[0 .. nfree_old) parked before this run */
-    int pass;           /* the value for the next switch to a fiber taken from the free list */
+    uint32_t nfree_low; /* free[0 .. nfree_low) not run in this run: fresh or in fiber_main */
     size_t stack_bytes;
 
     /* the run */
@@ -187,11 +203,10 @@ static inline sim_fiber *fiber_pop(sim_worker *w)
 {
     sim_fiber *f = w->free[--w->nfree];
 
-    if (w->nfree < w->nfree_old) { /* parked in an earlier run's kernel: see gm__sim_park */
-        w->nfree_old = w->nfree;
-        w->pass = SWITCH_NEW_RUN;
-    }
-    /* A parked fiber resumes in its kernel's loop, reloading the frame's spills. */
+    if (w->nfree < w->nfree_low) /* not run yet in this run: run_end takes it in */
+        w->nfree_low = w->nfree;
+    /* A parked fiber resumes in its kernel's loop, reloading the frame's spills; one from an
+     * earlier run starts on the top of its stack. */
     if (w->nfree >= PREFETCH_AHEAD)
         prefetch_fiber(w->free[w->nfree - PREFETCH_AHEAD], 4);
     return f;
@@ -223,10 +238,32 @@ static sim_fiber *fiber_take(sim_worker *w)
     return f;
 }
 
-/* Park a fiber in the free list: it waits in gm__sim_park (or has never run). */
+/* Park a fiber in the free list: it waits in gm__sim_park (or fresh, or in fiber_main). */
 static void fiber_park(sim_worker *w, sim_fiber *f)
 {
     w->free[w->nfree++] = f;
+}
+
+/*
+ * A run has ended (every fiber is parked, none holds a thread): the fibers
+ * it used, free[nfree_low .. nfree), which wait in the kernel's loop, leave
+ * it now, while its code is sure to be there (see SWITCH_END): they start
+ * over (a reset writes the line of saved registers that the fiber's next
+ * start reads anyway), or under a sanitizer they return from the kernel's
+ * loop into fiber_main (two switches each).
+ */
+static void run_end(sim_worker *w)
+{
+    for (uint32_t i = w->nfree_low; i < w->nfree; i++) {
+#if defined(SIM_UNWIND)
+        w->current = w->free[i];
+        (void)gm__fiber_switch(&w->main, &w->free[i]->fiber, 0, SWITCH_END);
+#else
+        gm__fiber_reset(&w->free[i]->fiber);
+#endif
+    }
+    w->current = NULL;
+    w->nfree_low = w->nfree;
 }
 
 /*
@@ -247,6 +284,7 @@ static void recycle_all(sim_worker *w)
     w->block_arrived = 0;
     w->wave_waiting = 0;
     w->ready_head = w->ready_tail = 0;
+    w->nfree_low = w->nfree;
 }
 
 /* --------------------------------------------------------- messages */
@@ -426,13 +464,10 @@ static void fail_block(sim_worker *w, sim_fiber *self, gm_status status)
  * Returns the value that resumes `self` (SWITCH_GO without a switch). */
 static inline int switch_to(sim_worker *w, sim_fiber *self, sim_fiber *to)
 {
-    int pass = w->pass;
-
     if (to == self)
         return SWITCH_GO;
-    w->pass = SWITCH_GO;
     w->current = to;
-    return gm__fiber_switch(&self->fiber, &to->fiber, 0, pass);
+    return gm__fiber_switch(&self->fiber, &to->fiber, 0, SWITCH_GO);
 }
 
 /*
@@ -685,8 +720,9 @@ static int block_finished(const sim_worker *w)
  * kernel's loop calls this): go on with the next block when this one is
  * finished, else park in the free list and run another fiber. Returns 1
  * when there is a thread to claim (the next block, or a new thread of this
- * run for which the fiber was taken), 0 when it was taken for a later run:
- * the loop returns to fiber_main, which enters that run's kernel. The
+ * run for which the fiber was taken); 0 when the run has ended and run_end
+ * unwinds the fiber (the loop returns to fiber_main; without a sanitizer
+ * the fiber is started over instead, and never returns from here). The
  * switches end the function, so that a resumed fiber returns from them
  * straight into the kernel's loop.
  */
@@ -727,14 +763,17 @@ const gm__sim_ctx *gm__sim_current_local(void)
 
 const gm__sim_ctx *gm__sim_current(void) __attribute__((alias("gm__sim_current_local")));
 
-/* Entry of every fiber: the kernel's loop, which returns only to enter a later run's. */
+/* Entry of every fiber, fresh or started over: the kernel's loop of the current run, which
+ * returns only when run_end unwinds it (then the fiber waits here for a later run). */
 static void fiber_main(gm__fiber *gf)
 {
     sim_fiber *self = (sim_fiber *)(void *)gf;
     sim_worker *w = self->owner;
 
-    for (;;)
+    for (;;) {
         w->launch->kernel->block_fn(w->launch->args, &w->pub);
+        (void)gm__fiber_switch(&self->fiber, &w->main, 0, SWITCH_GO);
+    }
 }
 
 /* Set up the run on this worker: sizes, the context, dynamic shared memory. */
@@ -753,8 +792,7 @@ static gm_status run_begin(sim_worker *w, const gm__sim_launch *l)
         w->dynamic_capacity = dyn;
     }
     w->launch = l;
-    w->nfree_old = w->nfree;
-    w->pass = SWITCH_GO;
+    w->nfree_low = w->nfree;
     w->status = GM_OK;
     w->message[0] = '\0';
     w->count = l->block[0] * l->block[1] * l->block[2];
@@ -793,16 +831,19 @@ gm_status gm__sim_run_blocks(const gm__sim_launch *launch, gm__sim_claim_fn clai
     if (f == NULL)
         goto fail;
     w->current = f;
-    w->pass = SWITCH_GO;
-    (void)gm__fiber_switch(&w->main, &f->fiber, 0, SWITCH_NEW_RUN);
+    (void)gm__fiber_switch(&w->main, &f->fiber, 0, SWITCH_GO);
     status = w->status;
     if (status != GM_OK) {
         recycle_all(w);
         snprintf(message, message_size, "%s", w->message);
+        return status;
     }
-    return status;
+    run_end(w);
+    return GM_OK;
 fail:
-    snprintf(message, message_size, "kernel '%s': out of memory for the simulator's fibers",
-             launch->kernel->name);
+    snprintf(message, message_size,
+             "kernel '%s': out of memory for the simulator's fibers (each thread of a block "
+             "reserves a stack of %zu bytes of address space; GM_SIM_STACK_BYTES sets it)",
+             launch->kernel->name, w != NULL ? w->stack_bytes : (size_t)0);
     return status;
 }
