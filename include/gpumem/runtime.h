@@ -153,10 +153,12 @@ GM_API gm_status gm_context_memory_info(gm_context *ctx, int64_t *free_p, int64_
  *        the call has finished (Numba's cuda.synchronize(), CUDA's
  *        cuCtxSynchronize): created, built-in and wrapped external streams
  *        alike. Errors of that work stay with their streams, where
- *        gm_stream_synchronize() returns them; on CUDA the driver's error
- *        for that work is returned here too (a kernel fault: GM_ERR_LAUNCH).
+ *        gm_stream_synchronize() returns them; an error that broke the whole
+ *        context is returned here too (CUDA: the driver's error for that
+ *        work, e.g. a kernel fault, GM_ERR_LAUNCH; HSA: a queue error or GPU
+ *        memory fault, GM_ERR_LAUNCH). The simulator returns none.
  * @return GM_OK; GM_ERR_STATE inside a stream callback (a callback must not
- *         wait for streams).
+ *         wait for streams); the context's error above.
  */
 GM_API gm_status gm_context_synchronize(gm_context *ctx);
 
@@ -647,7 +649,10 @@ GM_API gm_status gm_array_ipc_handle(gm_array *array, gm_ipc_handle *handle_p);
  *        elements. Views derived from it share the mapping, which is closed
  *        (cuIpcCloseMemHandle, hsa_amd_ipc_memory_detach) when the last of
  *        them is released, after the work queued on the context's streams.
- *        The exporter must keep its array alive until then.
+ *        The exporter must keep its array alive until then. The handle is
+ *        opened by the backend, so it must be the driver's: one made by the
+ *        built-in memory manager, or by a plugin whose get_ipc_handle returns
+ *        the driver's handle of the allocation.
  * @return GM_OK; GM_ERR_NULL_POINTER; GM_ERR_INVALID_ARG (a handle of another
  *         backend; a layout reaching outside the allocation); the layout's
  *         validation error; GM_ERR_UNSUPPORTED (a backend without IPC, such

@@ -212,7 +212,9 @@ static gm_status check_config(const char *fn, const gm_kernel *k, const gm_devic
     uint64_t threads = (uint64_t)block.x * block.y * block.z;
     int64_t limit = dev->max_threads_per_block;
     uint64_t shared = (uint64_t)k->attrs.static_shared_bytes + dynamic_shared;
-    int64_t shared_limit = dev->shared_memory_per_block_optin; /* >= the default limit */
+    int64_t shared_limit = dev->shared_memory_per_block_optin > dev->shared_memory_per_block
+                               ? dev->shared_memory_per_block_optin
+                               : dev->shared_memory_per_block;
     gm_status status = check_dims(fn, k, "block", block, dev->max_block_dim);
 
     if (status == GM_OK)
@@ -238,23 +240,26 @@ static gm_status check_config(const char *fn, const gm_kernel *k, const gm_devic
 /*
  * The simulator runs a kernel on any host address, where a GPU faults (bar
  * HMM or ATS): warn, once per kernel, of a pointer argument into memory that
- * is not the context's device, managed, pinned, mapped or registered memory
- * (a plain malloc block, a stack array). Only there: elsewhere the driver's
- * fault says it, and the query would slow every launch.
+ * is none of the context's (device, managed, pinned, mapped or registered
+ * memory, a foreign or DLPack array's, a module's constant array): a plain
+ * malloc block, a stack array. Only there (elsewhere the driver's fault says
+ * it), and only for a kernel's first launches, so that a correct program
+ * does not pay the lookups on every launch.
  */
 static void warn_host_pointers(gm_context *ctx, gm_kernel *k, int nargs, const gm_arg *args)
 {
     for (int i = 0; i < nargs; i++) {
-        int kind = GM_MEMORY_HOST;
+        gm_memory_kind kind = GM_MEMORY_HOST;
 
         if (args[i].type != GM_ARG_PTR || args[i].value.ptr == NULL ||
-            ctx->ops->pointer_kind(ctx->bctx, args[i].value.ptr, &kind) != GM_OK ||
-            kind != GM_MEMORY_HOST || atomic_exchange(&k->warned_host_pointer, true))
+            gm_pointer_kind(ctx, args[i].value.ptr, &kind) != GM_OK || kind != GM_MEMORY_HOST ||
+            gm__kernels_host_global(ctx, args[i].value.ptr))
             continue;
+        atomic_store(&k->host_pointer_checks, 0);
         gm__log(GM_LOG_WARN,
                 "gm_launch: kernel '%s': argument %d (%s) = %p is not device, managed, pinned, "
                 "mapped or registered memory of this context; the simulator runs it, a GPU "
-                "would fault (warned once per kernel)",
+                "would fault (warned once per kernel, looked for in its first 16 launches)",
                 k->name, i,
                 k->param_decls != NULL && i < k->nparams ? k->param_decls[i] : "a pointer",
                 args[i].value.ptr);
@@ -286,7 +291,8 @@ gm_status gm_launch(gm_kernel *kernel, gm_dim3 grid, gm_dim3 block, size_t dynam
         status = gm__stream_backend(fn, ctx, stream, &bstream);
     if (status != GM_OK)
         return status;
-    if (ctx->ops->kind == GM_BACKEND_HOST && !atomic_load(&kernel->warned_host_pointer))
+    if (ctx->ops->kind == GM_BACKEND_HOST && atomic_load(&kernel->host_pointer_checks) > 0 &&
+        atomic_fetch_sub(&kernel->host_pointer_checks, 1) > 0)
         warn_host_pointers(ctx, kernel, nargs, args);
     for (int i = 0; i < nargs; i++) {
         values[i] = args[i].type == GM_ARG_BYTES ? (void *)(uintptr_t)args[i].value.bytes

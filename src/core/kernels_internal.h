@@ -27,7 +27,7 @@ struct gm_kernel {
     const size_t *param_sizes;      /* nparams sizes (static, or the backend's) */
     const char *const *param_decls; /* "type name" per parameter, or NULL */
     gm_kernel_attrs attrs;
-    atomic_bool warned_host_pointer; /* the simulator's warning, given once per kernel */
+    atomic_int host_pointer_checks; /* the simulator's launches left to check (warn once) */
 };
 
 struct gm_module {
@@ -45,6 +45,9 @@ struct gm_module {
 
 /* Device limits of a context, read once (kernels.c). */
 gm_status gm__kernels_device_info(gm_context *ctx, gm_device_info *info_p);
+
+/* Whether ptr lies in a global (constant array) of one of the context's host-table modules. */
+bool gm__kernels_host_global(gm_context *ctx, const void *ptr);
 
 /*
  * Unload every module of the context still loaded (registry modules and the

@@ -84,6 +84,41 @@ static ctx_state *state_get(gm_context *ctx, bool create)
     return s;
 }
 
+bool gm__kernels_host_global(gm_context *ctx, const void *ptr)
+{
+    uintptr_t p = (uintptr_t)ptr;
+    const ctx_state *s = NULL;
+    bool found = false;
+
+    pthread_mutex_lock(&kernels_lock);
+    s = state_get(ctx, false);
+    for (const gm_module *m = s != NULL ? s->modules : NULL; m != NULL && !found; m = m->next) {
+        const gm_host_table *t = m->format == GM_IMAGE_FORMAT_HOST ? m->signatures : NULL;
+
+        for (int32_t i = 0; t != NULL && i < t->nglobals && !found; i++) {
+            const gm_host_global *g = t->globals[i];
+
+            found = g != NULL && p >= (uintptr_t)g->address && p - (uintptr_t)g->address < g->bytes;
+        }
+    }
+    pthread_mutex_unlock(&kernels_lock);
+    return found;
+}
+
+/* The context's device limits in its state, read once (lock held). */
+static gm_status state_info(gm_context *ctx, ctx_state *s)
+{
+    gm_status status = GM_OK;
+
+    if (!s->have_info) {
+        status = ctx->ops->device_info(ctx->bctx, &s->info);
+        s->have_info = status == GM_OK;
+        if (s->have_info)
+            gm__device_info_complete(&s->info);
+    }
+    return status;
+}
+
 gm_status gm__kernels_device_info(gm_context *ctx, gm_device_info *info_p)
 {
     ctx_state *s = NULL;
@@ -91,14 +126,10 @@ gm_status gm__kernels_device_info(gm_context *ctx, gm_device_info *info_p)
 
     pthread_mutex_lock(&kernels_lock);
     s = state_get(ctx, true);
-    if (s == NULL) {
+    if (s == NULL)
         status = gm__error(GM_ERR_NO_MEMORY, "gm_launch: out of memory");
-    } else if (!s->have_info) {
-        status = ctx->ops->device_info(ctx->bctx, &s->info);
-        s->have_info = status == GM_OK;
-        if (s->have_info)
-            gm__device_info_complete(&s->info);
-    }
+    else
+        status = state_info(ctx, s);
     if (status == GM_OK)
         *info_p = s->info;
     pthread_mutex_unlock(&kernels_lock);
@@ -507,7 +538,7 @@ static gm_status get_kernel_locked(const char *fn, gm_module *m, const char *nam
     }
     memcpy(k->name, name, strlen(name) + 1);
     k->attrs.param_count = -1;
-    atomic_init(&k->warned_host_pointer, false);
+    atomic_init(&k->host_pointer_checks, 16);
     status = ctx->ops->module_get_kernel(ctx->bctx, m->bmodule, name, &k->bkernel);
     if (status == GM_OK)
         status = ctx->ops->kernel_attrs(ctx->bctx, k->bkernel, &k->attrs);
@@ -770,8 +801,11 @@ static gm_status load_amdgpu_set(const char *fn, gm_context *ctx, const gm_image
             if (img->data == NULL || arch_matches(img->arch, info->name) != (pass == 0))
                 continue;
             status = module_create(fn, ctx, &src, module_p);
-            if (status == GM_ERR_NO_MEMORY || status == GM_ERR_OUT_OF_DEVICE_MEMORY)
-                return status; /* not a question of which object fits */
+            /* The runtime refusing the object (another ISA: INVALID_ARG or UNSUPPORTED) means
+             * try the next; anything else (memory, a failed context) is the answer. */
+            if (status != GM_OK && status != GM_ERR_INVALID_ARG && status != GM_ERR_UNSUPPORTED &&
+                status != GM_ERR_NOT_FOUND)
+                return status;
             if (status != GM_OK)
                 snprintf(detail, sizeof(detail), "; the last refusal: %s", gm_last_error_message());
         }
@@ -807,13 +841,10 @@ static gm_status set_module(const char *fn, gm_context *ctx, const gm_image_set 
         src.image = set->cuda;
         src.bytes = set->cuda_bytes;
     } else {
-        if (!s->have_info) {
-            gm_status status = ctx->ops->device_info(ctx->bctx, &s->info);
+        gm_status status = state_info(ctx, s);
 
-            if (status != GM_OK)
-                return status;
-            s->have_info = true;
-        }
+        if (status != GM_OK)
+            return status;
         return load_amdgpu_set(fn, ctx, set, &s->info, module_p);
     }
     return module_create(fn, ctx, &src, module_p);

@@ -215,7 +215,12 @@ static void cuda_fini(gm_backend_ctx *bctx)
 
     if (bctx == NULL)
         return;
-    gm__cuda_wait_host_calls(bctx, "fini"); /* they still touch bctx's streams */
+    /* They still touch bctx (its streams, its count): if some never ran, bctx must stay. */
+    if (!gm__cuda_wait_host_calls(bctx, "fini")) {
+        gm__log(GM_LOG_ERROR, "cuda fini: the backend context is left allocated (and the driver "
+                              "loaded) for the stream callbacks still to run");
+        return;
+    }
     if (scope_begin(bctx, &scope) == GM_OK)
         gm__cuda_pack_fini(bctx);
     scope_end(bctx, &scope);

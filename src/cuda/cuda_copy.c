@@ -189,12 +189,14 @@ static gm_status issue_copy(gm_backend_ctx *bctx, const gm_copy_desc *d, CUstrea
     int too_wide =
         bctx->max_pitch != 0 && (d->src_pitch > bctx->max_pitch || d->dst_pitch > bctx->max_pitch);
     gm_status status = GM_OK;
+    gm__saved_error saved;
 
     if (d->height == 1 && d->depth == 1 && host_to_host == 0)
         return copy_linear(bctx, d->dst_side, d->dst, d->src_side, d->src, d->width_bytes, h,
                            async);
     if (too_wide != 0)
         return copy_rows(bctx, d, h, async);
+    gm__error_save(&saved);
     status = d->depth == 1 ? copy_2d(bctx, d, h, async) : copy_3d(bctx, d, h, async);
     /* cuda.h: a device-to-device cuMemcpy2D "may fail for pitches not computed by
      * cuMemAllocPitch()" (so may the 3-D one); the driver refused it whole: row by row. */
@@ -205,6 +207,8 @@ static gm_status issue_copy(gm_backend_ctx *bctx, const gm_copy_desc *d, CUstrea
                 "copying row by row",
                 d->dst_pitch, d->src_pitch);
         status = copy_rows(bctx, d, h, async);
+        if (status == GM_OK) /* the refusal is not this call's error */
+            gm__error_restore(&saved);
     }
     return status;
 }

@@ -108,8 +108,9 @@ gm_op_copy_strided gm__cuda_copy_strided;
 
 /* ---- cuda_stream.c ---- */
 void gm__cuda_streams_init(gm_backend_ctx *bctx);
-/* Wait (bounded, logged) until no function queued with cuStreamAddCallback is left to run. */
-void gm__cuda_wait_host_calls(gm_backend_ctx *bctx, const char *what);
+/* Wait (bounded, logged) until no function queued with cuStreamAddCallback is left to run;
+ * false when some are still left after the bound. */
+bool gm__cuda_wait_host_calls(gm_backend_ctx *bctx, const char *what);
 gm_op_stream_create gm__cuda_stream_create;
 gm_op_stream_destroy gm__cuda_stream_destroy;
 gm_op_stream_builtin gm__cuda_stream_builtin;

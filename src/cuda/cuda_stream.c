@@ -52,7 +52,7 @@ static void stream_unref(gm_backend_stream *stream)
         gm__free(stream);
 }
 
-void gm__cuda_wait_host_calls(gm_backend_ctx *bctx, const char *what)
+bool gm__cuda_wait_host_calls(gm_backend_ctx *bctx, const char *what)
 {
     const struct timespec pause = {0, 1000 * 1000};
     long left = 0;
@@ -60,12 +60,13 @@ void gm__cuda_wait_host_calls(gm_backend_ctx *bctx, const char *what)
     for (int ms = 0; ms < 60 * 1000; ms++) {
         left = atomic_load(&bctx->host_calls);
         if (left == 0)
-            return;
+            return true;
         nanosleep(&pause, NULL);
     }
     gm__log(GM_LOG_ERROR,
             "cuda %s: %ld stream callbacks have still not run after 60 s; going on without them",
             what, left);
+    return false;
 }
 
 /* A new wrapper of `handle`; NULL when out of host memory (recorded). */
@@ -415,7 +416,7 @@ gm_status gm__cuda_device_synchronize(gm_backend_ctx *bctx)
         gm__saved_error saved;
 
         gm__error_save(&saved);
-        gm__cuda_wait_host_calls(bctx, "device_synchronize");
+        (void)gm__cuda_wait_host_calls(bctx, "device_synchronize");
         gm__error_restore(&saved);
     }
     return status;

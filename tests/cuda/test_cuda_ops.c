@@ -160,7 +160,9 @@ static void test_dtod_pitch_refused(void **state)
             dd.src = a;
             dd.depth = (size_t)depth;
             gm_cuda_double_clear_calls();
+            gm_clear_error();
             assert_ok(CUDA_OPS->copy(bctx, &dd, async != 0 ? stream : NULL));
+            assert_int_equal(gm_last_error(), GM_OK); /* the refusal left no message */
             assert_true(gm_cuda_double_count_calls(async != 0 ? "cuMemcpyDtoDAsync_v2"
                                                               : "cuMemcpyDtoD_v2") ==
                         2 * depth); /* one per row, after the refused pitched call */

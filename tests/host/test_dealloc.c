@@ -665,8 +665,16 @@ static void test_defer_end_in_callback_does_not_flush(void **state)
     gm_context_destroy(&ctx);
 }
 
-/* Bookkeeping frees that take 2 ms on the thread that asked (the flusher below). */
+/*
+ * Bookkeeping frees on the flusher's thread (below): the first one, which
+ * comes after its drain has settled (device memory is the backend's, the
+ * entries are freed last), waits until the main thread has done its
+ * releases; all take 2 ms.
+ */
 static _Thread_local bool slow_frees;
+static pthread_mutex_t gate_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t gate_cond = PTHREAD_COND_INITIALIZER;
+static int gate_state; /* 0: closed, 1: the flusher is in its first free, 2: released */
 
 static void *plain_malloc(size_t size)
 {
@@ -687,15 +695,31 @@ static void slow_free(void *ptr)
 {
     struct timespec ts = {0, 2 * 1000 * 1000};
 
-    if (slow_frees && ptr != NULL)
+    if (slow_frees && ptr != NULL) {
+        pthread_mutex_lock(&gate_lock);
+        if (gate_state == 0) {
+            gate_state = 1;
+            pthread_cond_broadcast(&gate_cond);
+            while (gate_state != 2)
+                pthread_cond_wait(&gate_cond, &gate_lock);
+        }
+        pthread_mutex_unlock(&gate_lock);
         nanosleep(&ts, NULL);
+    }
     test_free(ptr);
 }
 
+typedef struct flush_result {
+    gm_context *ctx;
+    gm_status status;
+} flush_result;
+
 static void *slow_flush(void *user)
 {
+    flush_result *r = user;
+
     slow_frees = true;
-    assert_ok(gm_deallocations_flush(user));
+    r->status = gm_deallocations_flush(r->ctx);
     slow_frees = false;
     return NULL;
 }
@@ -713,9 +737,11 @@ static void test_flush_rechecks_bounds(void **state)
     gm_context *ctx = NULL;
     gm_array *a[100], *b[101];
     int64_t n = 4096;
+    flush_result r = {NULL, GM_ERR_INTERNAL};
     pthread_t flusher;
 
     (void)state;
+    gate_state = 0;
     assert_ok(gm_set_host_allocator(&slow));
     assert_ok(gm_context_create(&o, &ctx));
     for (int i = 0; i < 100; i++)
@@ -725,11 +751,20 @@ static void test_flush_rechecks_bounds(void **state)
     for (int i = 0; i < 100; i++)
         gm_array_release(&a[i]); /* 100 pending: at the bound, not over it */
     assert_int_equal(rt_stats(ctx).pending_count, 100);
-    assert_int_equal(pthread_create(&flusher, NULL, slow_flush, ctx), 0);
-    nanosleep(&(struct timespec){0, 20 * 1000 * 1000}, NULL); /* past its drain, freeing */
+    r.ctx = ctx;
+    assert_int_equal(pthread_create(&flusher, NULL, slow_flush, &r), 0);
+    pthread_mutex_lock(&gate_lock);
+    while (gate_state != 1) /* the flusher is past its drain, in its first free */
+        pthread_cond_wait(&gate_cond, &gate_lock);
+    pthread_mutex_unlock(&gate_lock);
     for (int i = 0; i < 101; i++)
-        gm_array_release(&b[i]);
+        gm_array_release(&b[i]); /* each finds flush_lock taken */
+    pthread_mutex_lock(&gate_lock);
+    gate_state = 2;
+    pthread_cond_broadcast(&gate_cond);
+    pthread_mutex_unlock(&gate_lock);
     assert_int_equal(pthread_join(flusher, NULL), 0);
+    assert_ok(r.status);
     assert_true(rt_stats(ctx).pending_count <= 100);
     gm_context_destroy(&ctx);
     assert_ok(gm_test_use_cmocka_allocator(NULL));

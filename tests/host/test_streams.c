@@ -262,12 +262,12 @@ static void sync_in_callback(gm_stream *stream, gm_status status, void *user)
     snprintf(p->message, sizeof(p->message), "%s", gm_last_error_message());
 }
 
-/* gm_context_synchronize waits for every stream (created, default, per-thread). */
+/* gm_context_synchronize waits for every stream (created, legacy default, per-thread). */
 static void test_context_synchronize(void **state)
 {
     gm_context *ctx = rt_fault_ctx();
     gm_stream *a = NULL, *b = NULL;
-    atomic_int done_a, done_b, done_default;
+    atomic_int done_a, done_b, done_default, done_legacy;
     sync_probe probe = {0};
     int64_t calls = 0;
 
@@ -275,18 +275,21 @@ static void test_context_synchronize(void **state)
     atomic_init(&done_a, 0);
     atomic_init(&done_b, 0);
     atomic_init(&done_default, 0);
+    atomic_init(&done_legacy, 0);
     assert_ok(gm_stream_create(ctx, 0, &a));
     assert_ok(gm_stream_create(ctx, GM_STREAM_NON_BLOCKING, &b));
     assert_ok(gm_stream_add_callback(a, slow_callback, &done_a));
     assert_ok(gm_stream_add_callback(b, slow_callback, &done_b));
     assert_ok(
         gm_stream_add_callback(gm_per_thread_default_stream(ctx), slow_callback, &done_default));
+    assert_ok(gm_stream_add_callback(gm_legacy_default_stream(ctx), slow_callback, &done_legacy));
     calls = rt_fault_calls(RT_DEVICE_SYNCHRONIZE);
     assert_ok(gm_context_synchronize(ctx));
     assert_int_equal(rt_fault_calls(RT_DEVICE_SYNCHRONIZE), calls + 1);
     assert_int_equal(atomic_load(&done_a), 1);
     assert_int_equal(atomic_load(&done_b), 1);
     assert_int_equal(atomic_load(&done_default), 1);
+    assert_int_equal(atomic_load(&done_legacy), 1);
     assert_ok(gm_stream_query(a));
     assert_ok(gm_stream_query(b));
     /* Inside a callback it would wait for its own stream: refused. */

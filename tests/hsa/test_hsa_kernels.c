@@ -121,6 +121,16 @@ static void test_add_on_gfx90a(void **state)
     download(dout, out, N);
     for (int i = 0; i < N; i++)
         assert_true(out[i] == a[i] + b[i]);
+    /* More group memory than a work-group may have: the core's check, before the runtime. */
+    {
+        gm_arg args[] = {gm_arg_array(da), gm_arg_array(db), gm_arg_array(dout), gm_arg_i64(N)};
+
+        assert_int_equal(gm_launch(k, gm_dim3_make(1, 1, 1), gm_dim3_make(BLOCK, 1, 1),
+                                   (size_t)info.shared_memory_per_block + 1, NULL, 4, args),
+                         GM_ERR_INVALID_ARG);
+        assert_non_null(strstr(gm_last_error_message(), "exceed the device's"));
+        assert_int_equal(info.shared_memory_per_block_optin, info.shared_memory_per_block);
+    }
     p = last_dispatch();
     assert_string_equal(p.kernel, "add_f32");
     memcpy(&d, p.bytes, sizeof(d));

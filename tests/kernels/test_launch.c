@@ -443,6 +443,31 @@ static void test_host_pointer_warning(void **state)
 
         assert_ok(gm_launch(add, d1(1), d1(64), 0, NULL, 4, device));
         assert_int_equal(warnings, 0);
+        /* memory the context knows without allocating it: a foreign array, a constant array */
+        {
+            int64_t n64 = 64;
+            gm_ndview fv;
+            gm_array *foreign = NULL;
+            gm_module *m = NULL;
+            void *global = NULL;
+            size_t bytes = 0;
+
+            assert_ok(gm_ndview_init(a, GM_FLOAT32, 1, &n64, NULL, GM_ORDER_C, &fv));
+            fv.memory = GM_MEMORY_DEVICE;
+            assert_ok(gm_array_from_foreign(ctx, &fv, NULL, NULL, NULL, &foreign));
+            assert_ok(gm_module_load_image(ctx, GM_IMAGE_FORMAT_HOST, &kt_test_table,
+                                           sizeof kt_test_table, &m));
+            assert_ok(gm_module_get_global(m, "kt_const", &global, &bytes));
+            {
+                gm_arg known[4] = {gm_arg_array(foreign), gm_arg_ptr(global), gm_arg_array(dout),
+                                   gm_arg_i64(4)};
+
+                assert_ok(gm_launch(add, d1(1), d1(64), 0, NULL, 4, known));
+                assert_int_equal(warnings, 0);
+            }
+            gm_module_unload(&m);
+            gm_array_release(&foreign);
+        }
         assert_ok(gm_launch(add, d1(1), d1(64), 0, NULL, 4, host)); /* runs all the same */
         assert_int_equal(warnings, 1);
         assert_non_null(strstr(last_warning, "kernel 'add_f32': argument 1 (const float "

@@ -7,7 +7,9 @@
  * word, FPCR): kernels must not change rounding modes.
  */
 #include <errno.h>
+#include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -380,6 +382,22 @@ int gm__fiber_init_main(gm__fiber *main_fiber)
     return 0;
 }
 
+/*
+ * Whether the system charges every writable private mapping in full
+ * (vm.overcommit_memory = 2, strict accounting, found on some HPC nodes):
+ * there MAP_NORESERVE is ignored and a reserved stack is a commitment, so
+ * 1024 threads of 512 KiB would take 512 MiB of the commit limit per worker.
+ */
+static bool strict_overcommit(void)
+{
+    FILE *f = fopen("/proc/sys/vm/overcommit_memory", "r");
+    int c = f != NULL ? fgetc(f) : EOF;
+
+    if (f != NULL)
+        fclose(f);
+    return c == '2';
+}
+
 size_t gm__fiber_default_stack_bytes(void)
 {
     const char *text = getenv("GM_SIM_STACK_BYTES");
@@ -394,9 +412,9 @@ size_t gm__fiber_default_stack_bytes(void)
             return (size_t)value;
     }
 #if defined(GM__ASAN)
-    return GM__FIBER_ASAN_STACK;
+    return strict_overcommit() ? GM__FIBER_ASAN_STACK / 4u : GM__FIBER_ASAN_STACK;
 #else
-    return GM__FIBER_DEFAULT_STACK;
+    return strict_overcommit() ? GM__FIBER_DEFAULT_STACK / 4u : GM__FIBER_DEFAULT_STACK;
 #endif
 }
 
