@@ -23,9 +23,11 @@ GM_KERNEL(reduce_sum_f32, (const float *GM_RESTRICT, in), (float *GM_RESTRICT, p
         p *= 2u;
     sh[t] = acc;
     gm_syncthreads();
-    if (t < bd - p) /* sums p .. bd-1 onto 0 .. bd-p-1 */
-        sh[t] += sh[t + p];
-    gm_syncthreads();
+    if (p != bd) {      /* the same for the whole block: no divergent barrier */
+        if (t < bd - p) /* sums p .. bd-1 onto 0 .. bd-p-1 */
+            sh[t] += sh[t + p];
+        gm_syncthreads();
+    }
     for (uint32_t s = p / 2u; s >= ws; s >>= 1) {
         if (t < s)
             sh[t] += sh[t + s];
