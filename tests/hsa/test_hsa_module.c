@@ -448,36 +448,58 @@ static void test_code_object_v2(void **state)
 }
 
 /*
+ * Launch axpy on a stream of a context whose double makes it fault as `cfg`
+ * says, then record an event: the stream's wait returns GM_ERR_LAUNCH with a
+ * message containing `expect`, and so does the event's; never a hang. The
+ * loaded module, stream and event are handed back for more checks.
+ */
+typedef struct faulted {
+    loaded l;
+    gm_backend_stream *s;
+    gm_backend_event *ev;
+} faulted;
+
+static faulted run_faulting(const hsa_double_config *cfg, const char *expect)
+{
+    static float a = 1.0f;
+    static gm_devptr dx = 0;
+    static int32_t n = 0;
+    void *args[4] = {&a, &dx, &dx, &n};
+    size_t sizes[4] = {4, 8, 8, 4};
+    gm_launch_config lc = {{1, 1, 1}, {64, 1, 1}, 0};
+    faulted f = {open_with("GM_TEST_HSACO_V5", cfg), NULL, NULL};
+
+    assert_ok(hsa_ops->stream_create(f.l.bctx, GM_STREAM_DEFAULT, &f.s));
+    assert_ok(hsa_ops->event_create(f.l.bctx, 0, &f.ev));
+    assert_ok(hsa_ops->launch(f.l.bctx, f.l.kernel, &lc, args, sizes, 4, f.s));
+    assert_ok(hsa_ops->event_record(f.l.bctx, f.ev, f.s));
+    assert_status(hsa_ops->stream_synchronize(f.l.bctx, f.s), GM_ERR_LAUNCH);
+    assert_message_contains(expect);
+    assert_status(hsa_ops->event_synchronize(f.l.bctx, f.ev), GM_ERR_LAUNCH);
+    return f;
+}
+
+static void close_faulted(faulted *f)
+{
+    assert_ok(hsa_ops->event_destroy(f->l.bctx, f->ev));
+    (void)hsa_ops->stream_destroy(f->l.bctx, f->s);
+    close_loaded(&f->l);
+}
+
+/*
  * An aperture violation in a kernel breaks its queue, which ROCr reports to the
  * queue's error callback: waits return GM_ERR_LAUNCH, never hang.
  */
 static void test_queue_fault(void **state)
 {
     hsa_double_config cfg;
-    loaded l;
-    float a = 1.0f;
-    gm_devptr dx = 0;
-    int32_t n = 0;
-    void *args[4] = {&a, &dx, &dx, &n};
-    size_t sizes[4] = {4, 8, 8, 4};
-    gm_launch_config lc = {{1, 1, 1}, {64, 1, 1}, 0};
-    gm_backend_stream *s = NULL;
-    gm_backend_event *ev = NULL;
+    faulted f;
 
     (void)state;
     hsa_double_config_default(&cfg);
     cfg.fault_kernel = "axpy";
-    l = open_with("GM_TEST_HSACO_V5", &cfg);
-    assert_ok(hsa_ops->stream_create(l.bctx, GM_STREAM_DEFAULT, &s));
-    assert_ok(hsa_ops->event_create(l.bctx, 0, &ev));
-    assert_ok(hsa_ops->launch(l.bctx, l.kernel, &lc, args, sizes, 4, s));
-    assert_ok(hsa_ops->event_record(l.bctx, ev, s));
-    assert_status(hsa_ops->stream_synchronize(l.bctx, s), GM_ERR_LAUNCH);
-    assert_message_contains("HSA_STATUS_ERROR_MEMORY_APERTURE_VIOLATION");
-    assert_status(hsa_ops->event_synchronize(l.bctx, ev), GM_ERR_LAUNCH);
-    assert_ok(hsa_ops->event_destroy(l.bctx, ev));
-    (void)hsa_ops->stream_destroy(l.bctx, s);
-    close_loaded(&l);
+    f = run_faulting(&cfg, "HSA_STATUS_ERROR_MEMORY_APERTURE_VIOLATION");
+    close_faulted(&f);
 }
 
 /*
@@ -490,15 +512,7 @@ static void test_queue_fault(void **state)
 static void test_kernel_memory_fault(void **state)
 {
     hsa_double_config cfg;
-    loaded l;
-    float a = 1.0f;
-    gm_devptr dx = 0;
-    int32_t n = 0;
-    void *args[4] = {&a, &dx, &dx, &n};
-    size_t sizes[4] = {4, 8, 8, 4};
-    gm_launch_config lc = {{1, 1, 1}, {64, 1, 1}, 0};
-    gm_backend_stream *s = NULL;
-    gm_backend_event *ev = NULL;
+    faulted f;
     long handled = 0, unhandled = 0;
 
     (void)state;
@@ -506,23 +520,15 @@ static void test_kernel_memory_fault(void **state)
     cfg.memory_fault_kernel = "axpy";
     cfg.fault_address = 0x7fffdead0000ull;
     cfg.fault_reason_mask = HSA_AMD_MEMORY_FAULT_PAGE_NOT_PRESENT | HSA_AMD_MEMORY_FAULT_IMPRECISE;
-    l = open_with("GM_TEST_HSACO_V5", &cfg);
-    assert_ok(hsa_ops->stream_create(l.bctx, GM_STREAM_DEFAULT, &s));
-    assert_ok(hsa_ops->event_create(l.bctx, 0, &ev));
-    assert_ok(hsa_ops->launch(l.bctx, l.kernel, &lc, args, sizes, 4, s));
-    assert_ok(hsa_ops->event_record(l.bctx, ev, s));
-    assert_status(hsa_ops->stream_synchronize(l.bctx, s), GM_ERR_LAUNCH);
-    assert_message_contains("GPU memory fault on device 0 at address 0x7fffdead0000");
+    f = run_faulting(&cfg, "GPU memory fault on device 0 at address 0x7fffdead0000");
+    assert_status(hsa_ops->stream_synchronize(f.l.bctx, f.s), GM_ERR_LAUNCH);
     assert_message_contains("reason mask 0x21 (page not present or supervisor privilege, "
                             "address may not be exact)");
-    assert_status(hsa_ops->event_synchronize(l.bctx, ev), GM_ERR_LAUNCH);
-    assert_status(hsa_ops->device_synchronize(l.bctx), GM_ERR_LAUNCH);
+    assert_status(hsa_ops->device_synchronize(f.l.bctx), GM_ERR_LAUNCH);
     hsa_double_fault_counts(&handled, &unhandled);
     assert_int_equal(handled, 1);
     assert_int_equal(unhandled, 0);
-    assert_ok(hsa_ops->event_destroy(l.bctx, ev));
-    (void)hsa_ops->stream_destroy(l.bctx, s);
-    close_loaded(&l);
+    close_faulted(&f);
 }
 
 /* Many launches through a 64-packet queue: kernarg buffers are recycled. Each launch

@@ -130,18 +130,19 @@ static void *run_flush(void *user)
 }
 
 /*
- * hsa_amd_memory_pool_free does not wait for queued work (unlike cuMemFree),
- * so the queue's flush waits for it: with the DMA engine held and a copy out
- * of a released array still pending, the flush does not return (nor free the
- * block) until the engine runs the copy; the host then has the array's bytes.
+ * With the DMA engine held and a copy out of a device array pending on a
+ * stream, run a flush (the array released first: its block must not be
+ * freed under the copy) or gm_context_synchronize on another thread: it does
+ * not return until the engine runs the copy, and the host then has the
+ * array's bytes.
  */
-static void test_flush_waits_for_pending_copy(void **state)
+static void check_waits_for_pending_copy(bool synchronize)
 {
     gm_context *ctx = open_context(1.0, 100);
     int64_t n = 1 << 16;
     unsigned char *host = calloc((size_t)n, 1);
     struct timespec pause = {0, 50 * 1000 * 1000};
-    flush_job job = {NULL, GM_OK, false, false};
+    flush_job job = {NULL, GM_OK, false, synchronize};
     hsa_double_live live;
     uint64_t held_bytes = 0;
     bool returned_early = false;
@@ -150,7 +151,6 @@ static void test_flush_waits_for_pending_copy(void **state)
     gm_ndview hv;
     pthread_t thread;
 
-    (void)state;
     assert_non_null(host);
     job.ctx = ctx;
     assert_ok(gm_device_array(ctx, 1, &n, GM_UINT8, GM_ORDER_C, &dev));
@@ -159,7 +159,8 @@ static void test_flush_waits_for_pending_copy(void **state)
     assert_ok(gm_stream_create(ctx, GM_STREAM_NON_BLOCKING, &s));
     hsa_double_pause(1);
     assert_ok(gm_array_copy_to_host(dev, &hv, s));
-    gm_array_release(&dev);
+    if (!synchronize)
+        gm_array_release(&dev);
     hsa_double_get_live(&live);
     assert_true(live.device_bytes >= (uint64_t)n);
     assert_int_equal(pthread_create(&thread, NULL, run_flush, &job), 0);
@@ -173,13 +174,29 @@ static void test_flush_waits_for_pending_copy(void **state)
     assert_true(held_bytes >= (uint64_t)n);
     assert_ok(job.status);
     hsa_double_get_live(&live);
-    assert_true(live.device_bytes < (uint64_t)n);
+    assert_true(synchronize || live.device_bytes < (uint64_t)n); /* the flush freed it */
     for (int64_t i = 0; i < n; i++)
         assert_int_equal(host[i], 0x77);
-    assert_ok(gm_stream_synchronize(s));
+    assert_ok(gm_stream_query(s));
+    gm_array_release(&dev);
     gm_stream_destroy(&s);
     close_context(ctx);
     free(host);
+}
+
+/* hsa_amd_memory_pool_free does not wait for queued work (unlike cuMemFree): the queue's
+ * flush does. */
+static void test_flush_waits_for_pending_copy(void **state)
+{
+    (void)state;
+    check_waits_for_pending_copy(false);
+}
+
+/* gm_context_synchronize returns only once the engine has run a copy queued on a stream. */
+static void test_context_synchronize_waits(void **state)
+{
+    (void)state;
+    check_waits_for_pending_copy(true);
 }
 
 /* No managed memory on HSA: a clear GM_ERR_UNSUPPORTED, nothing allocated or leaked. */
@@ -195,45 +212,6 @@ static void test_managed_array_unsupported(void **state)
     assert_non_null(strstr(gm_last_error_message(),
                            "gm_managed_array: managed_alloc is not supported by this backend"));
     close_context(ctx);
-}
-
-/* gm_context_synchronize returns only once the engine has run a copy queued on a stream. */
-static void test_context_synchronize_waits(void **state)
-{
-    gm_context *ctx = open_context(1.0, 100);
-    int64_t n = 4096;
-    unsigned char *host = calloc((size_t)n, 1);
-    struct timespec pause = {0, 50 * 1000 * 1000};
-    flush_job job = {NULL, GM_OK, false, true};
-    bool returned_early = false;
-    gm_array *dev = NULL;
-    gm_stream *s = NULL;
-    gm_ndview hv;
-    pthread_t thread;
-
-    (void)state;
-    assert_non_null(host);
-    job.ctx = ctx;
-    assert_ok(gm_device_array(ctx, 1, &n, GM_UINT8, GM_ORDER_C, &dev));
-    assert_ok(gm_array_memset(dev, 0x5a, NULL));
-    assert_ok(gm_ndview_init(host, GM_UINT8, 1, &n, NULL, GM_ORDER_C, &hv));
-    assert_ok(gm_stream_create(ctx, GM_STREAM_NON_BLOCKING, &s));
-    hsa_double_pause(1);
-    assert_ok(gm_array_copy_to_host(dev, &hv, s));
-    assert_int_equal(pthread_create(&thread, NULL, run_flush, &job), 0);
-    nanosleep(&pause, NULL);
-    returned_early = atomic_load(&job.done);
-    hsa_double_pause(0); /* before any assert: a failure must not hang */
-    assert_int_equal(pthread_join(thread, NULL), 0);
-    assert_false(returned_early);
-    assert_ok(job.status);
-    for (int64_t i = 0; i < n; i++)
-        assert_int_equal(host[i], 0x5a);
-    assert_ok(gm_stream_query(s));
-    gm_array_release(&dev);
-    gm_stream_destroy(&s);
-    close_context(ctx);
-    free(host);
 }
 
 static void sleep_ms(long ms)
