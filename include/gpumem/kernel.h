@@ -44,8 +44,9 @@
  *   the simulator keeps a thread's locals on its fiber's stack, 512 KiB by
  *   default (1 MiB under AddressSanitizer; a quarter of that under strict
  *   overcommit accounting, vm.overcommit_memory = 2), a few KiB of which its
- *   own frames use. The environment variable GM_SIM_STACK_BYTES (bytes, 16384 to 1 GiB,
- *   read when an OS thread first runs a block) sets another size; an overflow
+ *   own frames use. The environment variable GM_SIM_STACK_BYTES (16K to 1G,
+ *   digits with an optional K, M or G; read when an OS thread first runs a
+ *   block) sets another size; an overflow
  *   hits a guard page (SIGSEGV). Only the stack pages touched cost memory.
  * - GM_CONSTANT_ARRAY(type, name, count) at file scope: constant memory
  *   (__constant__, address space 4), written from the host with

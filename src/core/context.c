@@ -128,15 +128,20 @@ static gm_status read_options(const gm_context_options *given, gm_context_option
 {
     static const char fn[] = "gm_context_create";
 
-    gm_context_options_default(out);
-    if (given == NULL)
+    if (given == NULL) {
+        gm_context_options_default(out);
         return GM_OK;
+    }
     if (given->struct_size < offsetof(gm_context_options, reserved) ||
         given->struct_size > sizeof(*given))
         return gm__error(GM_ERR_INVALID_ARG,
                          "%s: options->struct_size is %" PRIu32 " (expected %zu): fill the "
                          "options with gm_context_options_default() first",
                          fn, given->struct_size, sizeof(*given));
+    /* The caller's defaults were read when it filled them (the environment once, its
+     * warnings once); only fields past an older, smaller struct need ours. */
+    if (given->struct_size < sizeof(*out))
+        gm_context_options_default(out);
     memcpy(out, given, given->struct_size);
     out->struct_size = (uint32_t)sizeof(*out);
     for (size_t i = 0; i < sizeof(out->reserved); i++) {
@@ -274,6 +279,8 @@ gm_status gm_context_create(const gm_context_options *options, gm_context **ctx_
     status = read_options(options, &resolved);
     if (status != GM_OK)
         return status;
+    if (resolved.log_hook != NULL) /* before anything about this context is logged */
+        gm_set_log_hook(resolved.log_hook, resolved.log_user);
     kind = resolved.backend;
     if (kind == GM_BACKEND_DEFAULT)
         status = resolve_default(&kind);
@@ -404,7 +411,7 @@ static gm_status context_start(gm_context *ctx)
 {
     gm_backend_init_args args = {ctx->options.device_id, ctx->options.host_warp_size};
     int64_t free_bytes = 0;
-    gm_status status = ctx->ops->init(&args, &ctx->bctx);
+    gm_status status = gm__error_within("gm_context_create", ctx->ops->init(&args, &ctx->bctx));
 
     if (status != GM_OK)
         return status;

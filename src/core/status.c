@@ -3,6 +3,7 @@
  * the bookkeeping allocator.
  */
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -115,12 +116,23 @@ int gm__parse_log_level(const char *text)
     return level;
 }
 
+/* A GM_LOG_LEVEL that is no level, said (once) with the first message a hook receives. */
+static char bad_level_text[64];
+static atomic_int bad_level_state; /* 0: none or said, 1: to say */
+
 static int current_log_level(void)
 {
     int level = log_level;
 
     if (level == GM__LOG_LEVEL_UNSET) {
-        level = gm__parse_log_level(getenv("GM_LOG_LEVEL"));
+        const char *text = getenv("GM_LOG_LEVEL");
+
+        level = gm__parse_log_level(text);
+        if (text != NULL && text[0] != '\0' && level == GM_LOG_WARN &&
+            strcasecmp(text, "warn") != 0 && strcmp(text, "2") != 0) {
+            snprintf(bad_level_text, sizeof(bad_level_text), "%s", text);
+            atomic_store(&bad_level_state, 1);
+        }
         log_level = level;
     }
     return level;
@@ -168,6 +180,13 @@ void gm__log(gm_log_level level, const char *fmt, ...)
     pthread_mutex_unlock(&log_lock);
     if (hook == NULL)
         return;
+    if (atomic_load(&bad_level_state) == 1 && atomic_exchange(&bad_level_state, 0) == 1) {
+        snprintf(message, sizeof(message),
+                 "GM_LOG_LEVEL=\"%s\" is not a level (off, error, warn, info, debug, trace or "
+                 "0-5); using warn",
+                 bad_level_text);
+        hook(GM_LOG_WARN, message, user);
+    }
     va_start(ap, fmt);
     vsnprintf(message, sizeof(message), fmt, ap);
     va_end(ap);

@@ -165,7 +165,20 @@ static void read_cpu_name(char *buf, size_t size)
 
 /* --------------------------------------------------------- lifecycle */
 
-/* The device-memory cache's bound: GM_HOST_DEVICE_CACHE ("0": off), else the default. */
+/* Whether text is a byte count of zero in parse_bytes's syntax ("0", "00", "0M", "0KiB"). */
+static bool zero_bytes(const char *text)
+{
+    size_t zeros = strspn(text, "0");
+    const char *end = text + zeros;
+
+    if (zeros == 0)
+        return false;
+    end += unit_shift(end[0]) != 0 ? 1 : 0;
+    return strcasecmp(end, "") == 0 || strcasecmp(end, "B") == 0 ||
+           (end != text + zeros && strcasecmp(end, "iB") == 0);
+}
+
+/* The device-memory cache's bound: GM_HOST_DEVICE_CACHE (zero: off), else the default. */
 static gm_status cache_limit(int64_t device_total, int64_t *out)
 {
     const char *text = getenv(GM_HOST_DEVICE_CACHE_ENV);
@@ -173,11 +186,42 @@ static gm_status cache_limit(int64_t device_total, int64_t *out)
 
     if (fallback > ((int64_t)256 << 20))
         fallback = (int64_t)256 << 20;
-    if (text != NULL && strcmp(text, "0") == 0) {
+    if (text != NULL && zero_bytes(text)) {
         *out = 0;
         return GM_OK;
     }
     return env_capacity(GM_HOST_DEVICE_CACHE_ENV, fallback, out);
+}
+
+/*
+ * The simulator's own variables, read where it runs (fiber.c, sim_pool.c),
+ * which cannot report: a malformed value fails the context here instead of
+ * being ignored there.
+ */
+static gm_status check_sim_settings(void)
+{
+    const char *stack = getenv("GM_SIM_STACK_BYTES");
+    const char *threads = getenv("GM_SIM_THREADS");
+    int64_t bytes = 0;
+
+    if (stack != NULL && stack[0] != '\0' &&
+        (!parse_bytes(stack, &bytes) || bytes < 16384 || bytes > ((int64_t)1 << 30)))
+        return gm__error(GM_ERR_INVALID_ARG,
+                         "init: GM_SIM_STACK_BYTES=\"%s\" is not a byte count from 16K to 1G "
+                         "(digits with an optional K, M or G suffix)",
+                         stack);
+    if (threads != NULL && threads[0] != '\0') {
+        char *end = NULL;
+        long n = 0;
+
+        errno = 0;
+        n = threads[0] >= '0' && threads[0] <= '9' ? strtol(threads, &end, 10) : 0;
+        if (errno != 0 || n <= 0 || end == NULL || *end != '\0')
+            return gm__error(GM_ERR_INVALID_ARG,
+                             "init: GM_SIM_THREADS=\"%s\" is not a number of threads >= 1",
+                             threads);
+    }
+    return GM_OK;
 }
 
 /* Device and pinned capacities, the cache bound and the mlock switch, from the environment. */
@@ -191,6 +235,8 @@ static gm_status read_settings(host_ctx *c)
         status = env_capacity(GM_HOST_PINNED_MEMORY_ENV, c->device_total / 4, &c->pinned_total);
     if (status == GM_OK)
         status = cache_limit(c->device_total, &c->cache.limit);
+    if (status == GM_OK)
+        status = check_sim_settings();
     c->use_mlock = mlock_env == NULL || strcmp(mlock_env, "0") != 0;
     return status;
 }
@@ -856,6 +902,25 @@ static gm_status check_register(const void *ptr, size_t bytes, unsigned flags)
     return GM_OK;
 }
 
+/*
+ * Whether every page of [lock_base, lock_base + lock_bytes) (page-aligned) is
+ * mapped: mincore fails with ENOMEM on a page that is not. cuMemHostRegister
+ * refuses such a range; mlock would lock the mapped part, then fail.
+ */
+static bool range_mapped(uintptr_t lock_base, size_t lock_bytes)
+{
+    unsigned char residency[1024];
+    size_t ps = page_size(), chunk = sizeof(residency) * ps;
+
+    for (size_t done = 0; done < lock_bytes; done += chunk) {
+        size_t n = lock_bytes - done < chunk ? lock_bytes - done : chunk;
+
+        if (mincore((void *)(lock_base + done), n, residency) != 0 && errno == ENOMEM)
+            return false;
+    }
+    return true;
+}
+
 /* Page-lock existing user memory. */
 static gm_status host_host_register(gm_backend_ctx *bctx, void *ptr, size_t bytes, unsigned flags)
 {
@@ -874,6 +939,11 @@ static gm_status host_host_register(gm_backend_ctx *bctx, void *ptr, size_t byte
     r.klass = -1;
     r.lock_base = r.base & ~(uintptr_t)(ps - 1);
     r.lock_bytes = ((r.base + bytes + ps - 1) & ~(uintptr_t)(ps - 1)) - r.lock_base;
+    if (!range_mapped(r.lock_base, r.lock_bytes))
+        return gm__error(GM_ERR_INVALID_ARG,
+                         "host_register: [%p, %p) is not all mapped memory (freed, or never "
+                         "allocated)",
+                         ptr, (void *)(r.base + bytes));
     gm__lock_take(&c->mem_lock);
     if (!register_room(c, r.base, bytes, &evicted)) {
         status = gm__error(GM_ERR_STATE,

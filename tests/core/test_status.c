@@ -165,9 +165,49 @@ static void test_allocator_rejects_partial_table(void **state)
     assert_ok(gm_set_host_allocator(NULL));
 }
 
+/* The messages a hook received, in order. */
+typedef struct log_lines {
+    int count;
+    char text[4][256];
+} log_lines;
+
+static void collect_hook(gm_log_level level, const char *message, void *user)
+{
+    log_lines *lines = user;
+
+    (void)level;
+    if (lines->count < 4)
+        snprintf(lines->text[lines->count], sizeof(lines->text[0]), "%s", message);
+    lines->count++;
+}
+
+/*
+ * main sets GM_LOG_LEVEL to something that is no level before anything is
+ * logged: the threshold is warn, and the first hook to receive a message
+ * hears that first, once.
+ */
+static void test_bad_log_level_is_said(void **state)
+{
+    log_lines lines;
+
+    (void)state;
+    memset(&lines, 0, sizeof(lines));
+    assert_int_equal(gm_get_log_level(), GM_LOG_WARN);
+    gm_set_log_hook(collect_hook, &lines);
+    gm__log(GM_LOG_WARN, "first");
+    gm__log(GM_LOG_WARN, "second");
+    gm_set_log_hook(NULL, NULL);
+    assert_int_equal(lines.count, 3);
+    assert_string_equal(lines.text[0], "GM_LOG_LEVEL=\"verbose\" is not a level (off, error, "
+                                       "warn, info, debug, trace or 0-5); using warn");
+    assert_string_equal(lines.text[1], "first");
+    assert_string_equal(lines.text[2], "second");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_bad_log_level_is_said), /* first: before anything is logged */
         cmocka_unit_test(test_status_names_and_strings),
         cmocka_unit_test(test_error_message_is_recorded),
         cmocka_unit_test(test_error_message_is_thread_local),
@@ -177,5 +217,6 @@ int main(void)
         cmocka_unit_test(test_version_matches_header),
         cmocka_unit_test(test_allocator_rejects_partial_table),
     };
+    setenv("GM_LOG_LEVEL", "verbose", 1);
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

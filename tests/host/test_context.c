@@ -252,6 +252,52 @@ static void test_log_hook_option(void **state)
     gm_context_destroy(&ctx); /* warns about the live array */
     gm_set_log_hook(NULL, NULL);
     assert_true(hook_calls >= 1);
+    /* It hears what is said about the creation itself (GM_BACKEND_AUTO's choice), the
+     * first time too. */
+    hook_calls = 0;
+    gm_set_log_level(GM_LOG_INFO);
+    o.backend = GM_BACKEND_AUTO;
+    assert_ok(gm_context_create(&o, &ctx));
+    gm_set_log_hook(NULL, NULL);
+    gm_set_log_level(GM_LOG_WARN);
+    assert_true(hook_calls >= 1);
+    gm_context_destroy(&ctx);
+}
+
+/* The simulator's variables: a malformed one fails the context, naming it; sizes take units. */
+static void test_simulator_environment(void **state)
+{
+    static const struct {
+        const char *name, *value;
+        gm_status expect;
+    } cases[] = {
+        {"GM_SIM_STACK_BYTES", "4M", GM_OK},
+        {"GM_SIM_STACK_BYTES", "4MiB", GM_OK},
+        {"GM_SIM_STACK_BYTES", "65536", GM_OK},
+        {"GM_SIM_STACK_BYTES", "8388608x", GM_ERR_INVALID_ARG},
+        {"GM_SIM_STACK_BYTES", "2G", GM_ERR_INVALID_ARG},
+        {"GM_SIM_STACK_BYTES", "4K", GM_ERR_INVALID_ARG},
+        {"GM_SIM_THREADS", "3", GM_OK},
+        {"GM_SIM_THREADS", "abc", GM_ERR_INVALID_ARG},
+        {"GM_SIM_THREADS", "0", GM_ERR_INVALID_ARG},
+        {"GM_HOST_DEVICE_CACHE", "0M", GM_OK},
+        {"GM_HOST_DEVICE_CACHE", "00", GM_OK},
+        {"GM_HOST_DEVICE_CACHE", "0x", GM_ERR_INVALID_ARG},
+    };
+    gm_context *ctx = NULL;
+
+    (void)state;
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        setenv(cases[i].name, cases[i].value, 1);
+        assert_status(gm_context_create(NULL, &ctx), cases[i].expect);
+        if (cases[i].expect != GM_OK) {
+            assert_message_begins("gm_context_create: init: ");
+            assert_message_contains(cases[i].name);
+            assert_null(ctx);
+        }
+        gm_context_destroy(&ctx);
+        unsetenv(cases[i].name);
+    }
 }
 
 static void test_device_info(void **state)
@@ -404,6 +450,7 @@ int main(void)
         cmocka_unit_test_setup(test_backend_selection, test_setup),
         cmocka_unit_test_setup(test_invalid_options, test_setup),
         cmocka_unit_test_setup(test_log_hook_option, test_setup),
+        cmocka_unit_test_setup(test_simulator_environment, test_setup),
         cmocka_unit_test_setup(test_device_info, test_setup),
         cmocka_unit_test_setup(test_memory_info, test_setup),
         cmocka_unit_test_setup(test_backend_names, test_setup),

@@ -25,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "gm_test.h"
@@ -1177,6 +1178,20 @@ static void step_free(run *r, int i)
  * the block is then freed) a range over a freed device block or a live
  * block's tail; the outcome must be what the reference's overlaps say.
  */
+/* Whether every page of [base, base + bytes) is mapped (a freed block may have gone back). */
+static bool pages_mapped(uintptr_t base, size_t bytes)
+{
+    size_t ps = (size_t)sysconf(_SC_PAGESIZE);
+    uintptr_t lo = base & ~(uintptr_t)(ps - 1), hi = (base + bytes + ps - 1) & ~(uintptr_t)(ps - 1);
+    unsigned char v[64];
+
+    for (uintptr_t p = lo; p < hi; p += ps) {
+        if (mincore((void *)p, ps, v) != 0)
+            return false;
+    }
+    return true;
+}
+
 static void step_register(run *r, int i)
 {
     uint64_t v = rnd(r);
@@ -1192,7 +1207,9 @@ static void step_register(run *r, int i)
         base = r->dead[(v >> 24) % (uint64_t)r->ndead] + (uintptr_t)((v >> 40) % 512);
         brief = true;
     }
-    expect = ref_overlaps(r, base, bytes) ? GM_ERR_STATE : GM_OK;
+    expect = !pages_mapped(base, bytes)     ? GM_ERR_INVALID_ARG /* cuMemHostRegister: too */
+             : ref_overlaps(r, base, bytes) ? GM_ERR_STATE
+                                            : GM_OK;
     got = OPS->host_register(r->c, (void *)base, bytes, (v >> 4) & 1 ? GM_HOST_MAPPED : 0);
     assert_status(got, expect);
     if (got != GM_OK)

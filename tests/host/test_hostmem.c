@@ -6,6 +6,8 @@
  */
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "rt_helpers.h"
 
@@ -209,6 +211,37 @@ static void test_managed_array(void **state)
     gm_array_release(&f);
     gm_array_release(&d);
     gm_array_release(&m);
+    gm_context_destroy(&ctx);
+}
+
+/* Memory that is not all mapped (a hole, or freed) is refused, as cuMemHostRegister does. */
+static void test_register_unmapped(void **state)
+{
+    size_t ps = (size_t)sysconf(_SC_PAGESIZE);
+    int64_t n = (int64_t)(32 * ps);
+    unsigned char *p =
+        mmap(NULL, (size_t)n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    gm_context *ctx = NULL;
+    gm_host_scope *scope = NULL;
+    gm_memory_kind kind = GM_MEMORY_DEVICE;
+    gm_ndview v;
+
+    (void)state;
+    assert_true(p != MAP_FAILED);
+    assert_ok(rt_fault_context(NULL, &ctx));
+    assert_int_equal(munmap(p + n / 2, (size_t)n / 2), 0); /* the second half: a hole */
+    assert_ok(gm_ndview_init(p, GM_UINT8, 1, &n, NULL, GM_ORDER_C, &v));
+    assert_status(gm_pin(ctx, 1, &v, &scope), GM_ERR_INVALID_ARG);
+    assert_message_contains("is not all mapped memory");
+    assert_null(scope);
+    assert_status(gm_register(ctx, 1, &v, &scope), GM_ERR_INVALID_ARG);
+    assert_ok(gm_pointer_kind(ctx, p, &kind));
+    assert_int_equal(kind, GM_MEMORY_HOST); /* nothing was registered */
+    n /= 2;                                 /* the mapped half alone is fine */
+    assert_ok(gm_ndview_init(p, GM_UINT8, 1, &n, NULL, GM_ORDER_C, &v));
+    assert_ok(gm_pin(ctx, 1, &v, &scope));
+    assert_ok(gm_host_scope_end(&scope));
+    assert_int_equal(munmap(p, (size_t)n), 0);
     gm_context_destroy(&ctx);
 }
 
@@ -432,6 +465,7 @@ int main(void)
         cmocka_unit_test_setup(test_pinned_array, test_setup),
         cmocka_unit_test_setup(test_mapped_array, test_setup),
         cmocka_unit_test_setup(test_managed_array, test_setup),
+        cmocka_unit_test_setup(test_register_unmapped, test_setup),
         cmocka_unit_test_setup(test_pin_overlapping_and_repin, test_setup),
         cmocka_unit_test_setup(test_pin_memory_kinds, test_setup),
         cmocka_unit_test_setup(test_map, test_setup),

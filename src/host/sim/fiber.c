@@ -398,19 +398,37 @@ static bool strict_overcommit(void)
     return c == '2';
 }
 
-size_t gm__fiber_default_stack_bytes(void)
+/* GM_SIM_STACK_BYTES's value: digits, an optional K, M or G (powers of 1024) and an
+ * optional "B" or "iB", from 16 KiB to 1 GiB; 0 when it is none (the host backend refuses
+ * such a value when a context is created). */
+static size_t stack_bytes_setting(const char *text)
 {
-    const char *text = getenv("GM_SIM_STACK_BYTES");
     char *end = NULL;
     unsigned long long value = 0;
+    int shift = 0;
 
-    if (text != NULL && text[0] != '\0') {
-        errno = 0;
-        value = strtoull(text, &end, 10);
-        if (errno == 0 && end != NULL && *end == '\0' && value >= 16384u &&
-            value <= (unsigned long long)1 << 30)
-            return (size_t)value;
-    }
+    if (text == NULL || text[0] < '0' || text[0] > '9')
+        return 0;
+    errno = 0;
+    value = strtoull(text, &end, 10);
+    shift = (end[0] == 'K' || end[0] == 'k')   ? 10
+            : (end[0] == 'M' || end[0] == 'm') ? 20
+            : (end[0] == 'G' || end[0] == 'g') ? 30
+                                               : 0;
+    end += shift != 0 ? 1 : 0;
+    if (errno != 0 || value > (1ull << 30) ||
+        !(end[0] == '\0' || strcmp(end, "B") == 0 || (shift != 0 && strcmp(end, "iB") == 0)))
+        return 0;
+    value <<= shift;
+    return value >= 16384u && value <= (1ull << 30) ? (size_t)value : 0;
+}
+
+size_t gm__fiber_default_stack_bytes(void)
+{
+    size_t setting = stack_bytes_setting(getenv("GM_SIM_STACK_BYTES"));
+
+    if (setting != 0)
+        return setting;
 #if defined(GM__ASAN)
     return strict_overcommit() ? GM__FIBER_ASAN_STACK / 4u : GM__FIBER_ASAN_STACK;
 #else
