@@ -287,6 +287,8 @@ free_ctx:
     return status;
 }
 
+static void unlock_region_pages(const host_ctx *c, host_region *r);
+
 /* Undo a region's mlock and, for allocations, free its memory. */
 static void release_region(const host_region *r)
 {
@@ -311,10 +313,16 @@ static void host_fini(gm_backend_ctx *bctx)
     if (live > 0)
         gm__log(GM_LOG_DEBUG, "host backend fini: releasing %zu allocations and registrations",
                 live);
-    /* Cached blocks are regions too: this frees each of them once, with the live ones. */
+    gm__host_spans_forget(c);
+    /* Cached blocks are regions too: this frees each of them once, with the live ones. A
+     * registration leaves locked the pages another context's locked memory shares. */
     for (host_region *r = gm__host_registry_first(&c->registry); r != NULL;
-         r = gm__host_registry_next(r))
-        release_region(r);
+         r = gm__host_registry_next(r)) {
+        if (r->registered)
+            unlock_region_pages(c, r);
+        else
+            release_region(r);
+    }
     gm__host_registry_free(&c->registry);
     gm__free(c);
 }
@@ -504,8 +512,12 @@ static bool page_locked_by_other(host_region *self, uintptr_t page)
     return false;
 }
 
-/* munlock a region's pages except those another locked region shares (mem_lock held). */
-static void unlock_region_pages(host_region *r)
+/*
+ * munlock a region's pages except those another locked region shares, of
+ * this context or another (its end pages only: regions do not overlap, nor do
+ * two contexts' spans) (mem_lock held).
+ */
+static void unlock_region_pages(const host_ctx *c, host_region *r)
 {
     size_t ps = page_size();
     uintptr_t lo = r->lock_base;
@@ -513,9 +525,10 @@ static void unlock_region_pages(host_region *r)
 
     if (!r->locked)
         return;
-    if (page_locked_by_other(r, lo))
+    if (page_locked_by_other(r, lo) || gm__host_span_page_locked_by_other(c, lo, ps))
         lo += ps;
-    if (hi > lo && page_locked_by_other(r, hi - ps))
+    if (hi > lo &&
+        (page_locked_by_other(r, hi - ps) || gm__host_span_page_locked_by_other(c, hi - ps, ps)))
         hi -= ps;
     if (hi > lo)
         (void)munlock((void *)lo, hi - lo);
@@ -779,6 +792,8 @@ static gm_status free_region(host_ctx *c, uintptr_t ptr, bool device, const char
                          "%s: %p is not the start of a live %s allocation of this context", fn,
                          (void *)ptr, device ? "device" : "pinned host");
     if (!cached) {
+        if (!device)
+            gm__host_span_remove(c, ptr);
         if (locked)
             (void)munlock((void *)lock_base, lock_bytes);
         free((void *)ptr);
@@ -853,6 +868,11 @@ static gm_status host_host_alloc(gm_backend_ctx *bctx, size_t bytes, unsigned fl
     r.klass = -1;
     r.locked = lock_pages(c, r.lock_base, r.lock_bytes, fn);
     status = add_allocation(c, &r, fn);
+    if (status == GM_OK) {
+        status = gm__host_span_add(c, &r, (flags & GM_HOST_PORTABLE) != 0);
+        if (status != GM_OK)
+            (void)free_region(c, r.base, false, fn);
+    }
     if (status == GM_OK)
         *ptr_p = p;
     return status;
@@ -878,6 +898,8 @@ static gm_status host_host_device_pointer(gm_backend_ctx *bctx, void *host, gm_d
     r = region_find(c, (uintptr_t)host, 0);
     ok = r != NULL && (r->kind == GM_MEMORY_PINNED || r->kind == GM_MEMORY_MAPPED);
     gm__lock_give(&c->mem_lock);
+    if (!ok) /* another context's portable memory is this one's too */
+        ok = gm__host_span_portable_kind(c, (uintptr_t)host, 0) != GM_MEMORY_HOST;
     if (!ok)
         return gm__error(GM_ERR_INVALID_ARG,
                          "host_device_pointer: %p is not pinned or mapped "
@@ -950,11 +972,25 @@ static gm_status host_host_register(gm_backend_ctx *bctx, void *ptr, size_t byte
                            "host_register: [%p, %p) overlaps memory already "
                            "registered or allocated by this context",
                            ptr, (void *)(r.base + bytes));
+    } else if (gm__host_span_of_other(c, r.base, bytes)) {
+        status = gm__error(GM_ERR_STATE,
+                           "host_register: [%p, %p) overlaps memory another context registered "
+                           "or allocated (page-locking is the process's, as in CUDA)",
+                           ptr, (void *)(r.base + bytes));
     } else {
         r.locked = lock_pages(c, r.lock_base, r.lock_bytes, "host_register");
         status = region_insert(c, &r, "host_register");
-        if (status != GM_OK && r.locked)
+        if (status == GM_OK) {
+            status = gm__host_span_add(c, &r, (flags & GM_HOST_PORTABLE) != 0);
+            if (status != GM_OK) {
+                host_region *at = region_at(c, r.base);
+
+                unlock_region_pages(c, at);
+                gm__host_registry_remove(&c->registry, at);
+            }
+        } else if (r.locked) {
             (void)munlock((void *)r.lock_base, r.lock_bytes);
+        }
     }
     gm__lock_give(&c->mem_lock);
     gm__host_cache_free(evicted);
@@ -972,7 +1008,8 @@ static gm_status host_host_unregister(gm_backend_ctx *bctx, void *ptr)
     at = region_at(c, (uintptr_t)ptr);
     found = at != NULL && at->registered;
     if (found) {
-        unlock_region_pages(at);
+        gm__host_span_remove(c, at->base);
+        unlock_region_pages(c, at);
         gm__host_registry_remove(&c->registry, at);
     }
     gm__lock_give(&c->mem_lock);
@@ -996,6 +1033,8 @@ static gm_status host_pointer_kind(gm_backend_ctx *bctx, const void *ptr, int *k
     r = region_find(c, (uintptr_t)ptr, 0);
     *kind_p = r != NULL ? r->kind : GM_MEMORY_HOST;
     gm__lock_give(&c->mem_lock);
+    if (*kind_p == GM_MEMORY_HOST && ptr != NULL)
+        *kind_p = gm__host_span_portable_kind(c, (uintptr_t)ptr, 0);
     return GM_OK;
 }
 
@@ -1012,6 +1051,8 @@ static gm_status check_device_range(host_ctx *c, uintptr_t addr, size_t bytes, c
     gm__lock_take(&c->mem_lock);
     ok = region_find(c, addr, bytes) != NULL;
     gm__lock_give(&c->mem_lock);
+    if (!ok) /* another context's portable memory */
+        ok = gm__host_span_portable_kind(c, addr, bytes) != GM_MEMORY_HOST;
     if (!ok)
         return gm__error(GM_ERR_INVALID_ARG,
                          "%s: %s range [%p, +%zu) is not inside device, "
