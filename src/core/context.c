@@ -277,6 +277,8 @@ gm_status gm_context_create(const gm_context_options *options, gm_context **ctx_
     if (ctx_p == NULL)
         return gm__error(GM_ERR_NULL_POINTER, "%s: ctx_p is NULL", fn);
     status = read_options(options, &resolved);
+    if (status == GM_OK)
+        status = check_options(&resolved);
     if (status != GM_OK)
         return status;
     if (resolved.log_hook != NULL) /* before anything about this context is logged */

@@ -116,24 +116,35 @@ int gm__parse_log_level(const char *text)
     return level;
 }
 
-/* A GM_LOG_LEVEL that is no level, said (once) with the first message a hook receives. */
+/* GM_LOG_LEVEL, read once; one that is no level is said with the first message a hook
+ * receives, unless gm_set_log_level chose a level meanwhile. */
+static pthread_once_t env_level_once = PTHREAD_ONCE_INIT;
+static int env_level;
 static char bad_level_text[64];
 static atomic_int bad_level_state; /* 0: none or said, 1: to say */
+
+static void read_env_level(void)
+{
+    const char *text = getenv("GM_LOG_LEVEL");
+
+    env_level = gm__parse_log_level(text);
+    if (text != NULL && text[0] != '\0' && env_level == GM_LOG_WARN &&
+        strcasecmp(text, "warn") != 0 && strcmp(text, "2") != 0) {
+        snprintf(bad_level_text, sizeof(bad_level_text), "%s", text);
+        atomic_store(&bad_level_state, 1);
+    }
+}
 
 static int current_log_level(void)
 {
     int level = log_level;
 
     if (level == GM__LOG_LEVEL_UNSET) {
-        const char *text = getenv("GM_LOG_LEVEL");
-
-        level = gm__parse_log_level(text);
-        if (text != NULL && text[0] != '\0' && level == GM_LOG_WARN &&
-            strcasecmp(text, "warn") != 0 && strcmp(text, "2") != 0) {
-            snprintf(bad_level_text, sizeof(bad_level_text), "%s", text);
-            atomic_store(&bad_level_state, 1);
-        }
-        log_level = level;
+        pthread_once(&env_level_once, read_env_level);
+        level = env_level;
+        /* only if gm_set_log_level did not choose one meanwhile */
+        if (!atomic_compare_exchange_strong(&log_level, &(int){GM__LOG_LEVEL_UNSET}, level))
+            level = log_level;
     }
     return level;
 }
@@ -152,6 +163,7 @@ void gm_set_log_level(gm_log_level level)
         level = GM_LOG_OFF;
     if (level > GM_LOG_TRACE)
         level = GM_LOG_TRACE;
+    atomic_store(&bad_level_state, 0); /* the level is the caller's now */
     log_level = (int)level;
 }
 

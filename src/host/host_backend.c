@@ -287,8 +287,6 @@ free_ctx:
     return status;
 }
 
-static void unlock_region_pages(const host_ctx *c, host_region *r);
-
 /* Undo a region's mlock and, for allocations, free its memory. */
 static void release_region(const host_region *r)
 {
@@ -313,15 +311,20 @@ static void host_fini(gm_backend_ctx *bctx)
     if (live > 0)
         gm__log(GM_LOG_DEBUG, "host backend fini: releasing %zu allocations and registrations",
                 live);
-    gm__host_spans_forget(c);
-    /* Cached blocks are regions too: this frees each of them once, with the live ones. A
-     * registration leaves locked the pages another context's locked memory shares. */
+    /* Cached blocks are regions too: this frees each of them once, with the live ones.
+     * Pinned, mapped and registered memory leaves the process's record, its pages unlocked
+     * but those another span (of any context, this one's not yet released included)
+     * shares. */
     for (host_region *r = gm__host_registry_first(&c->registry); r != NULL;
          r = gm__host_registry_next(r)) {
-        if (r->registered)
-            unlock_region_pages(c, r);
-        else
+        if (r->registered || r->kind == GM_MEMORY_PINNED || r->kind == GM_MEMORY_MAPPED) {
+            gm__host_span_release(c, r->base, r->locked ? r->lock_base : 0,
+                                  r->locked ? r->lock_base + r->lock_bytes : 0);
+            if (!r->registered)
+                free((void *)r->base);
+        } else {
             release_region(r);
+        }
     }
     gm__host_registry_free(&c->registry);
     gm__free(c);
@@ -483,55 +486,6 @@ static bool lock_pages(const host_ctx *c, uintptr_t base, size_t bytes, const ch
             "pageable memory",
             fn, bytes, (void *)base, reason);
     return false;
-}
-
-/*
- * Whether another locked region than `self` locks the page at `page` (mem_lock
- * held). The walks stop on the regions' own ranges, which every kind has
- * (device regions have no lock range): regions do not overlap, so once one
- * ends at or before the page, so do all before it, and once one starts past
- * the page, so do all after it. Cached regions obey the same order and are
- * never locked, so the walks pass over them as over live device regions.
- */
-static bool page_locked_by_other(host_region *self, uintptr_t page)
-{
-    size_t ps = page_size();
-
-    for (host_region *r = gm__host_registry_prev(self); r != NULL; r = gm__host_registry_prev(r)) {
-        if (r->base + r->bytes <= page)
-            break;
-        if (r->locked && r->lock_base <= page)
-            return true;
-    }
-    for (host_region *r = gm__host_registry_next(self); r != NULL; r = gm__host_registry_next(r)) {
-        if (r->base >= page + ps)
-            break;
-        if (r->locked)
-            return true;
-    }
-    return false;
-}
-
-/*
- * munlock a region's pages except those another locked region shares, of
- * this context or another (its end pages only: regions do not overlap, nor do
- * two contexts' spans) (mem_lock held).
- */
-static void unlock_region_pages(const host_ctx *c, host_region *r)
-{
-    size_t ps = page_size();
-    uintptr_t lo = r->lock_base;
-    uintptr_t hi = r->lock_base + r->lock_bytes;
-
-    if (!r->locked)
-        return;
-    if (page_locked_by_other(r, lo) || gm__host_span_page_locked_by_other(c, lo, ps))
-        lo += ps;
-    if (hi > lo &&
-        (page_locked_by_other(r, hi - ps) || gm__host_span_page_locked_by_other(c, hi - ps, ps)))
-        hi -= ps;
-    if (hi > lo)
-        (void)munlock((void *)lo, hi - lo);
 }
 
 /* ------------------------------------------------------------ memory */
@@ -792,9 +746,10 @@ static gm_status free_region(host_ctx *c, uintptr_t ptr, bool device, const char
                          "%s: %p is not the start of a live %s allocation of this context", fn,
                          (void *)ptr, device ? "device" : "pinned host");
     if (!cached) {
-        if (!device)
-            gm__host_span_remove(c, ptr);
-        if (locked)
+        if (!device) /* out of the record; its pages are its own */
+            gm__host_span_release(c, ptr, locked ? lock_base : 0,
+                                  locked ? lock_base + lock_bytes : 0);
+        else if (locked)
             (void)munlock((void *)lock_base, lock_bytes);
         free((void *)ptr);
     }
@@ -866,13 +821,16 @@ static gm_status host_host_alloc(gm_backend_ctx *bctx, size_t bytes, unsigned fl
     r.lock_bytes = r.charged;
     r.kind = (flags & GM_HOST_MAPPED) != 0 ? GM_MEMORY_MAPPED : GM_MEMORY_PINNED;
     r.klass = -1;
-    r.locked = lock_pages(c, r.lock_base, r.lock_bytes, fn);
-    status = add_allocation(c, &r, fn);
-    if (status == GM_OK) {
-        status = gm__host_span_add(c, &r, (flags & GM_HOST_PORTABLE) != 0);
-        if (status != GM_OK)
-            (void)free_region(c, r.base, false, fn);
+    status = gm__host_span_claim(c, &r, r.charged, (flags & GM_HOST_PORTABLE) != 0, fn);
+    if (status != GM_OK) { /* out of memory for the record */
+        free(p);
+        uncharge(c, &c->pinned_used, r.charged);
+        return status;
     }
+    r.locked = lock_pages(c, r.lock_base, r.lock_bytes, fn);
+    status = add_allocation(c, &r, fn); /* on failure: unlocked, freed and uncharged */
+    if (status != GM_OK)
+        gm__host_span_release(c, r.base, 0, 0);
     if (status == GM_OK)
         *ptr_p = p;
     return status;
@@ -972,24 +930,15 @@ static gm_status host_host_register(gm_backend_ctx *bctx, void *ptr, size_t byte
                            "host_register: [%p, %p) overlaps memory already "
                            "registered or allocated by this context",
                            ptr, (void *)(r.base + bytes));
-    } else if (gm__host_span_of_other(c, r.base, bytes)) {
-        status = gm__error(GM_ERR_STATE,
-                           "host_register: [%p, %p) overlaps memory another context registered "
-                           "or allocated (page-locking is the process's, as in CUDA)",
-                           ptr, (void *)(r.base + bytes));
     } else {
-        r.locked = lock_pages(c, r.lock_base, r.lock_bytes, "host_register");
-        status = region_insert(c, &r, "host_register");
+        status =
+            gm__host_span_claim(c, &r, bytes, (flags & GM_HOST_PORTABLE) != 0, "host_register");
         if (status == GM_OK) {
-            status = gm__host_span_add(c, &r, (flags & GM_HOST_PORTABLE) != 0);
-            if (status != GM_OK) {
-                host_region *at = region_at(c, r.base);
-
-                unlock_region_pages(c, at);
-                gm__host_registry_remove(&c->registry, at);
-            }
-        } else if (r.locked) {
-            (void)munlock((void *)r.lock_base, r.lock_bytes);
+            r.locked = lock_pages(c, r.lock_base, r.lock_bytes, "host_register");
+            status = region_insert(c, &r, "host_register");
+            if (status != GM_OK)
+                gm__host_span_release(c, r.base, r.locked ? r.lock_base : 0,
+                                      r.locked ? r.lock_base + r.lock_bytes : 0);
         }
     }
     gm__lock_give(&c->mem_lock);
@@ -1007,9 +956,9 @@ static gm_status host_host_unregister(gm_backend_ctx *bctx, void *ptr)
     gm__lock_take(&c->mem_lock);
     at = region_at(c, (uintptr_t)ptr);
     found = at != NULL && at->registered;
-    if (found) {
-        gm__host_span_remove(c, at->base);
-        unlock_region_pages(c, at);
+    if (found) { /* its pages unlocked but those another span shares */
+        gm__host_span_release(c, at->base, at->locked ? at->lock_base : 0,
+                              at->locked ? at->lock_base + at->lock_bytes : 0);
         gm__host_registry_remove(&c->registry, at);
     }
     gm__lock_give(&c->mem_lock);

@@ -317,17 +317,19 @@ gm_op_event_synchronize gm__host_event_synchronize;
 gm_op_event_elapsed gm__host_event_elapsed;
 
 /* ---- host_spans.c: pinned, mapped and registered memory over every host context ---- */
-/* Record region r (pinned or mapped allocation, or registration) of owner;
- * GM_ERR_NO_MEMORY (recorded) when there is no room. */
-gm_status gm__host_span_add(const host_ctx *owner, const host_region *r, bool portable);
-/* Forget owner's span at base (none: nothing). */
-void gm__host_span_remove(const host_ctx *owner, uintptr_t base);
-/* Forget every span of owner (its teardown). */
-void gm__host_spans_forget(const host_ctx *owner);
-/* Whether [base, base + bytes) meets a span of another context. */
-bool gm__host_span_of_other(const host_ctx *owner, uintptr_t base, size_t bytes);
-/* Whether another context's locked span locks a byte of [page, page + page_bytes). */
-bool gm__host_span_page_locked_by_other(const host_ctx *owner, uintptr_t page, size_t page_bytes);
+/*
+ * Claim r's first `bytes` bytes (an allocation's charged bytes, a
+ * registration's own) for owner, before its pages are locked: GM_ERR_STATE
+ * when they meet another context's span, GM_ERR_NO_MEMORY; messages name fn.
+ */
+gm_status gm__host_span_claim(const host_ctx *owner, const host_region *r, size_t bytes,
+                              bool portable, const char *fn);
+/*
+ * Release owner's span at base (none: only the unlocking) and munlock the
+ * page-aligned [lo, hi) but its end pages when another span (of any context)
+ * shares them: one step, so no claim comes between.
+ */
+void gm__host_span_release(const host_ctx *owner, uintptr_t base, uintptr_t lo, uintptr_t hi);
 /* The kind of another context's portable span holding [addr, addr + bytes), else
  * GM_MEMORY_HOST. */
 int gm__host_span_portable_kind(const host_ctx *owner, uintptr_t addr, size_t bytes);

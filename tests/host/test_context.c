@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "rt_helpers.h"
+#include "../../src/host/sim/fiber.h"
 
 #define MIB ((int64_t)1024 * 1024)
 
@@ -262,6 +263,15 @@ static void test_log_hook_option(void **state)
     gm_set_log_level(GM_LOG_WARN);
     assert_true(hook_calls >= 1);
     gm_context_destroy(&ctx);
+    /* Options refused: their hook is not installed (its user data may be gone by then). */
+    o.backend = GM_BACKEND_DEFAULT;
+    o.host_warp_size = 48;
+    assert_status(gm_context_create(&o, &ctx), GM_ERR_INVALID_ARG);
+    hook_calls = 0;
+    assert_ok(gm_context_create(NULL, &ctx));
+    assert_ok(gm_device_array(ctx, 1, &n, GM_UINT8, GM_ORDER_C, &a));
+    gm_context_destroy(&ctx); /* warns about the live array: to no hook */
+    assert_int_equal(hook_calls, 0);
 }
 
 /* The simulator's variables: a malformed one fails the context, naming it; sizes take units. */
@@ -273,6 +283,7 @@ static void test_simulator_environment(void **state)
     } cases[] = {
         {"GM_SIM_STACK_BYTES", "4M", GM_OK},
         {"GM_SIM_STACK_BYTES", "4MiB", GM_OK},
+        {"GM_SIM_STACK_BYTES", "4mb", GM_OK},
         {"GM_SIM_STACK_BYTES", "65536", GM_OK},
         {"GM_SIM_STACK_BYTES", "8388608x", GM_ERR_INVALID_ARG},
         {"GM_SIM_STACK_BYTES", "2G", GM_ERR_INVALID_ARG},
@@ -290,6 +301,10 @@ static void test_simulator_environment(void **state)
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         setenv(cases[i].name, cases[i].value, 1);
         assert_status(gm_context_create(NULL, &ctx), cases[i].expect);
+        /* what the simulator's fibers then use: the size asked for, read the same way */
+        if (cases[i].expect == GM_OK && strcmp(cases[i].name, "GM_SIM_STACK_BYTES") == 0)
+            assert_int_equal(gm__fiber_default_stack_bytes(),
+                             strcmp(cases[i].value, "65536") == 0 ? 65536 : 4 << 20);
         if (cases[i].expect != GM_OK) {
             assert_message_begins("gm_context_create: init: ");
             assert_message_contains(cases[i].name);

@@ -4,6 +4,7 @@
  * gm_register): overlapping arrays registered once, immediate undo so the
  * same memory can be pinned again (numba#3508), and every failure path.
  */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -291,11 +292,13 @@ static void test_registration_across_contexts(void **state)
     assert_ok(gm_host_scope_end(&sa));
     assert_ok(gm_pin(b, 1, &v, &sb)); /* free again */
     assert_ok(gm_host_scope_end(&sb));
-    /* a pinned array of a is a's: b cannot register its bytes */
-    assert_ok(gm_pinned_array(a, 1, &n, GM_UINT8, GM_ORDER_C, &pinned));
+    /* a pinned array of a is a's, the rest of its last page too: b cannot register them */
+    assert_ok(gm_pinned_array(a, 1, &first, GM_UINT8, GM_ORDER_C, &pinned));
     w = *gm_array_view(pinned);
     w.memory = GM_MEMORY_HOST;
     w.device_id = -1;
+    assert_status(gm_register(b, 1, &w, &sb), GM_ERR_STATE);
+    w.data = (unsigned char *)w.data + 200; /* past its 100 bytes, in its page */
     assert_status(gm_register(b, 1, &w, &sb), GM_ERR_STATE);
     gm_array_release(&pinned);
     assert_ok(gm_deallocations_flush(a));
@@ -320,6 +323,15 @@ static void test_registration_across_contexts(void **state)
     assert_ok(gm_device_array(b, 1, &shape, GM_FLOAT32, GM_ORDER_C, &d));
     assert_ok(gm_array_device_view(portable, &dv));
     assert_ok(gm_copy(b, gm_array_view(d), &dv, NULL));
+    {
+        gm_memory_kind kind = GM_MEMORY_HOST;
+        const char *start = gm_array_view(portable)->data;
+
+        assert_ok(gm_pointer_kind(b, start + 255, &kind));
+        assert_int_equal(kind, GM_MEMORY_MAPPED);
+        assert_ok(gm_pointer_kind(b, start + ps, &kind)); /* one past its page: not it */
+        assert_int_equal(kind, GM_MEMORY_HOST);
+    }
     assert_ok(gm_array_device_view(mapped, &dv));
     assert_status(gm_copy(b, gm_array_view(d), &dv, NULL), GM_ERR_INVALID_ARG);
     gm_array_release(&d);
@@ -327,6 +339,64 @@ static void test_registration_across_contexts(void **state)
     gm_array_release(&portable);
     gm_context_destroy(&b);
     gm_context_destroy(&a);
+    free(p);
+}
+
+/* Two contexts registering the same memory at once: exactly one of them gets it. */
+typedef struct pin_race {
+    gm_context *ctx;
+    gm_ndview v;
+    pthread_barrier_t *start;
+    gm_host_scope *scope;
+    gm_status status;
+} pin_race;
+
+static void *race_pin(void *user)
+{
+    pin_race *r = user;
+
+    pthread_barrier_wait(r->start);
+    r->status = gm_pin(r->ctx, 1, &r->v, &r->scope);
+    return NULL;
+}
+
+static void test_registration_race(void **state)
+{
+    size_t ps = (size_t)sysconf(_SC_PAGESIZE);
+    int64_t n = (int64_t)ps;
+    unsigned char *p = aligned_alloc(ps, ps);
+    pthread_barrier_t start;
+    pin_race r[2];
+
+    (void)state;
+    assert_non_null(p);
+    memset(r, 0, sizeof(r));
+    for (int k = 0; k < 2; k++) {
+        assert_ok(gm_context_create(NULL, &r[k].ctx));
+        assert_ok(gm_ndview_init(p, GM_UINT8, 1, &n, NULL, GM_ORDER_C, &r[k].v));
+        r[k].start = &start;
+    }
+    for (int round = 0; round < 400; round++) {
+        pthread_t t[2];
+
+        assert_int_equal(pthread_barrier_init(&start, NULL, 2), 0);
+        for (int k = 0; k < 2; k++)
+            assert_int_equal(pthread_create(&t[k], NULL, race_pin, &r[k]), 0);
+        for (int k = 0; k < 2; k++)
+            assert_int_equal(pthread_join(t[k], NULL), 0);
+        pthread_barrier_destroy(&start);
+        if ((r[0].status == GM_OK) == (r[1].status == GM_OK))
+            fail_msg("round %d: statuses %s and %s; exactly one pin may succeed", round,
+                     gm_status_name(r[0].status), gm_status_name(r[1].status));
+        for (int k = 0; k < 2; k++) {
+            if (r[k].status == GM_OK)
+                assert_ok(gm_host_scope_end(&r[k].scope));
+            else
+                assert_int_equal(r[k].status, GM_ERR_STATE);
+        }
+    }
+    for (int k = 0; k < 2; k++)
+        gm_context_destroy(&r[k].ctx);
     free(p);
 }
 
@@ -552,6 +622,7 @@ int main(void)
         cmocka_unit_test_setup(test_managed_array, test_setup),
         cmocka_unit_test_setup(test_register_unmapped, test_setup),
         cmocka_unit_test_setup(test_registration_across_contexts, test_setup),
+        cmocka_unit_test_setup(test_registration_race, test_setup),
         cmocka_unit_test_setup(test_pin_overlapping_and_repin, test_setup),
         cmocka_unit_test_setup(test_pin_memory_kinds, test_setup),
         cmocka_unit_test_setup(test_map, test_setup),

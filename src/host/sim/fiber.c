@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -417,7 +418,8 @@ static size_t stack_bytes_setting(const char *text)
                                                : 0;
     end += shift != 0 ? 1 : 0;
     if (errno != 0 || value > (1ull << 30) ||
-        !(end[0] == '\0' || strcmp(end, "B") == 0 || (shift != 0 && strcmp(end, "iB") == 0)))
+        !(end[0] == '\0' || strcasecmp(end, "B") == 0 ||
+          (shift != 0 && strcasecmp(end, "iB") == 0)))
         return 0;
     value <<= shift;
     return value >= 16384u && value <= (1ull << 30) ? (size_t)value : 0;
