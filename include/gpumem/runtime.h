@@ -117,8 +117,10 @@ GM_API gm_status gm_context_create(const gm_context_options *options, gm_context
  *        must not be used afterwards, not even released. DLPack exports
  *        still alive are detached first (warn; their arrays count among the
  *        live arrays): their deleters stay safe to call, but their data
- *        pointers dangle (gpumem/dlpack.h). NULL and *ctx_p == NULL are
- *        accepted.
+ *        pointers dangle (gpumem/dlpack.h). From its start, stream work
+ *        queued by a callback still running (a callback adding another) is
+ *        refused with GM_ERR_STATE: only work queued before the call is
+ *        waited for. NULL and *ctx_p == NULL are accepted.
  */
 GM_API void gm_context_destroy(gm_context **ctx_p);
 

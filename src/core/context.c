@@ -385,6 +385,7 @@ static gm_status context_alloc(const gm_backend_ops *ops, const gm_context_optio
         gm__free(ctx);
         return gm__error(GM_ERR_NO_MEMORY, "gm_context_create: cannot create the context lock");
     }
+    atomic_init(&ctx->closing, false);
     ctx->ops = ops;
     ctx->options = *options;
     ctx->options.backend = ops->kind;
@@ -530,6 +531,9 @@ void gm_context_destroy(gm_context **ctx_p)
         return;
     ctx = *ctx_p;
     *ctx_p = NULL;
+    /* From here a callback still running cannot queue more stream work (a callback it
+     * adds would run during, or after, the teardown below): GM_ERR_STATE. */
+    atomic_store(&ctx->closing, true);
     detach_live_exports(ctx);
     gm__scopes_teardown(ctx);
     /* Wait for every stream's work: listed streams, streams destroyed but still queued, and

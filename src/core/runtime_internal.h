@@ -265,6 +265,7 @@ struct gm_context {
     gm__link scopes;      /* gm_host_scope.link */
     gm__link exports;     /* live DLPack exports (dlpack.c); guarded by dlpack.c's global lock */
     void *done_callbacks; /* finished stream-callback trampolines (stream.c); queue.lock */
+    atomic_bool closing;  /* gm_context_destroy has begun: no new stream work */
 };
 
 /* Whether this build has the backend of `kind` (host always). */

@@ -44,6 +44,8 @@ gm_status gm__stream_backend(const char *fn, const gm_context *ctx, const gm_str
     }
     if (stream->ctx != ctx)
         return gm__error(GM_ERR_WRONG_CONTEXT, "%s: the stream belongs to another context", fn);
+    if (atomic_load(&ctx->closing)) /* a callback queuing work while the context goes */
+        return gm__error(GM_ERR_STATE, "%s: the context is being destroyed", fn);
     *bstream_p = stream->bstream;
     return GM_OK;
 }
@@ -302,6 +304,8 @@ gm_status gm_stream_add_callback(gm_stream *stream, gm_stream_callback fn, void 
 
     if (status == GM_OK && fn == NULL)
         status = gm__error(GM_ERR_NULL_POINTER, "%s: fn is NULL", name);
+    if (status == GM_OK && atomic_load(&stream->ctx->closing))
+        status = gm__error(GM_ERR_STATE, "%s: the context is being destroyed", name);
     if (status != GM_OK)
         return status;
     t = take_done(stream->ctx);

@@ -619,6 +619,48 @@ static void test_device_synchronize_fails(void **state)
     assert_false(rt_log_contains(GM_LOG_ERROR, "gm_context_destroy"));
 }
 
+/* What the callback that tried to chain during teardown got. */
+static gm_stream *chain_target;
+static atomic_int chain_status;
+
+static void chained(gm_stream *stream, gm_status status, void *user)
+{
+    (void)stream;
+    (void)status;
+    (void)user;
+    atomic_store(&chain_status, 100); /* never runs: the chaining was refused */
+}
+
+static void chain_during_teardown(gm_stream *stream, gm_status status, void *user)
+{
+    (void)stream;
+    (void)status;
+    (void)user;
+    sleep_ms(200); /* the context's destruction has begun meanwhile */
+    atomic_store(&chain_status, (int)gm_stream_add_callback(chain_target, chained, NULL));
+}
+
+/*
+ * A callback that queues more stream work while the context is being
+ * destroyed: refused (GM_ERR_STATE), since the teardown waits only for what
+ * was queued before it (the chained callback ran during teardown and crashed
+ * on a stream the teardown had queued for destruction).
+ */
+static void test_no_chaining_during_teardown(void **state)
+{
+    gm_context *ctx = NULL;
+    gm_stream *a = NULL;
+
+    (void)state;
+    atomic_store(&chain_status, 1);
+    assert_ok(gm_context_create(NULL, &ctx));
+    assert_ok(gm_stream_create(ctx, GM_STREAM_NON_BLOCKING, &a));
+    assert_ok(gm_stream_create(ctx, GM_STREAM_NON_BLOCKING, &chain_target));
+    assert_ok(gm_stream_add_callback(a, chain_during_teardown, NULL));
+    gm_context_destroy(&ctx);
+    assert_int_equal(atomic_load(&chain_status), GM_ERR_STATE);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -627,6 +669,7 @@ int main(void)
         cmocka_unit_test_setup(test_wrap_external, test_setup),
         cmocka_unit_test_setup(test_synchronize_query_callback, test_setup),
         cmocka_unit_test_setup(test_context_synchronize, test_setup),
+        cmocka_unit_test_setup(test_no_chaining_during_teardown, test_setup),
         cmocka_unit_test_setup(test_auto_synchronize, test_setup),
         cmocka_unit_test_setup(test_events, test_setup),
         cmocka_unit_test_setup(test_callback_releases, test_setup),
