@@ -258,14 +258,15 @@ struct gm_context {
     gm_context_options options;
     gm__mm mm;
     gm__dealloc_queue queue;
-    gm__link arrays;      /* gm_array.link; guarded by queue.lock */
-    pthread_mutex_t lock; /* the lists below */
-    gm__link streams;     /* gm_stream.link: created, built-in and wrapped */
-    gm__link events;      /* gm_event.link */
-    gm__link scopes;      /* gm_host_scope.link */
-    gm__link exports;     /* live DLPack exports (dlpack.c); guarded by dlpack.c's global lock */
-    void *done_callbacks; /* finished stream-callback trampolines (stream.c); queue.lock */
-    atomic_bool closing;  /* gm_context_destroy has begun: no new stream work */
+    gm__link arrays;         /* gm_array.link; guarded by queue.lock */
+    pthread_mutex_t lock;    /* the lists below */
+    gm__link streams;        /* gm_stream.link: created, built-in and wrapped */
+    gm__link events;         /* gm_event.link */
+    gm__link scopes;         /* gm_host_scope.link */
+    gm__link exports;        /* live DLPack exports (dlpack.c); guarded by dlpack.c's global lock */
+    void *done_callbacks;    /* finished stream-callback trampolines (stream.c); queue.lock */
+    gm_stream *dead_streams; /* destroyed wrapped streams whose work has run; queue.lock */
+    atomic_bool closing;     /* gm_context_destroy has begun: no new stream work */
 };
 
 /* Whether this build has the backend of `kind` (host always). */
@@ -378,6 +379,7 @@ struct gm_stream {
     gm_builtin_stream builtin;       /* for GM__STREAM_BUILTIN */
     _Atomic int64_t auto_sync_depth; /* gm_stream_auto_synchronize_begin/end nesting */
     gm__dealloc_entry *entry;        /* GM__STREAM_CREATED: preallocated queue entry */
+    gm_stream *next_dead;            /* in ctx->dead_streams */
 };
 
 /*

@@ -126,6 +126,66 @@ static void queue_destroy(gm_stream *stream)
     gm__dealloc_enqueue(stream->ctx, entry);
 }
 
+/* A destroyed wrapped stream's last work item: nothing to do. */
+static gm_status external_done(void *user)
+{
+    (void)user;
+    return GM_OK;
+}
+
+/* ... whose cleanup lists the wrapper as dead: freed on a user thread (a user's allocator
+ * may be single-threaded), by free_dead. */
+static void external_dead(void *user)
+{
+    gm_stream *stream = user;
+    gm_context *ctx = stream->ctx;
+
+    gm__lock_take(&ctx->queue.lock);
+    stream->next_dead = ctx->dead_streams;
+    ctx->dead_streams = stream;
+    gm__lock_give(&ctx->queue.lock);
+}
+
+/* Unwrap and free the destroyed wrapped streams whose pending work has run. */
+static void free_dead(gm_context *ctx)
+{
+    gm_stream *dead = NULL;
+
+    gm__lock_take(&ctx->queue.lock);
+    dead = ctx->dead_streams;
+    ctx->dead_streams = NULL;
+    gm__lock_give(&ctx->queue.lock);
+    while (dead != NULL) {
+        gm_stream *next = dead->next_dead;
+
+        ctx->ops->stream_unwrap(ctx->bctx, dead->bstream);
+        gm__free(dead);
+        dead = next;
+    }
+}
+
+/*
+ * A wrapped stream's wrappers (the core's, which its pending callbacks are
+ * given, and the backend's, which they may query) live until the work
+ * queued on it has run: a last host item lists them as dead then, and they
+ * are unwrapped and freed by a later call of a user thread (or the
+ * context's teardown). If that item cannot be queued, the stream is
+ * synchronized first.
+ */
+static void destroy_external(gm_stream *stream)
+{
+    gm_context *ctx = stream->ctx;
+    gm_status status = ctx->ops->stream_enqueue_host(ctx->bctx, stream->bstream, external_done,
+                                                     stream, external_dead);
+
+    if (status != GM_OK) {
+        (void)ctx->ops->stream_synchronize(ctx->bctx, stream->bstream);
+        ctx->ops->stream_unwrap(ctx->bctx, stream->bstream);
+        gm__free(stream);
+    }
+    free_dead(ctx);
+}
+
 /* Built-in streams: ignored; wrapped: unwrapped now; created: queued. */
 void gm_stream_destroy(gm_stream **stream_p)
 {
@@ -141,8 +201,7 @@ void gm_stream_destroy(gm_stream **stream_p)
     gm__list_remove(&stream->link);
     pthread_mutex_unlock(&stream->ctx->lock);
     if (stream->kind == GM__STREAM_EXTERNAL) {
-        stream->ctx->ops->stream_unwrap(stream->ctx->bctx, stream->bstream);
-        gm__free(stream);
+        destroy_external(stream);
         return;
     }
     queue_destroy(stream);
@@ -394,6 +453,7 @@ void gm__streams_teardown(gm_context *ctx)
 {
     int64_t created = 0;
 
+    free_dead(ctx); /* their work has run (the teardown synchronized the device) */
     while (!gm__list_empty(&ctx->streams)) {
         gm_stream *s = GM__CONTAINER_OF(ctx->streams.next, gm_stream, link);
 

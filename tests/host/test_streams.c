@@ -661,6 +661,50 @@ static void test_no_chaining_during_teardown(void **state)
     assert_int_equal(atomic_load(&chain_status), GM_ERR_STATE);
 }
 
+/* A gated callback that queries the stream it is given once released. */
+typedef struct query_probe {
+    atomic_int release;
+    atomic_int ran;
+    gm_status status;
+} query_probe;
+
+static void query_when_released(gm_stream *stream, gm_status status, void *user)
+{
+    query_probe *p = user;
+
+    (void)status;
+    while (atomic_load(&p->release) == 0)
+        sleep_ms(1);
+    p->status = gm_stream_query(stream); /* the wrapper must still be there */
+    atomic_store(&p->ran, 1);
+}
+
+/*
+ * A wrapped stream destroyed while a callback on it is pending: the callback
+ * still gets a valid stream (ASan saw a heap-use-after-free of the wrapper).
+ */
+static void test_wrapped_stream_outlives_its_callbacks(void **state)
+{
+    gm_context *ctx = rt_fault_ctx();
+    gm_stream *owner = NULL, *ext = NULL;
+    query_probe p;
+
+    (void)state;
+    memset(&p, 0, sizeof(p));
+    p.status = GM_ERR_INTERNAL;
+    assert_ok(gm_stream_create(ctx, 0, &owner));
+    assert_ok(gm_stream_wrap_external(ctx, gm_stream_native(owner), &ext));
+    assert_ok(gm_stream_add_callback(ext, query_when_released, &p));
+    gm_stream_destroy(&ext); /* returns at once */
+    assert_null(ext);
+    atomic_store(&p.release, 1);
+    assert_ok(gm_stream_synchronize(owner));
+    assert_int_equal(atomic_load(&p.ran), 1);
+    assert_true(p.status == GM_OK || p.status == GM_ERR_NOT_READY);
+    gm_stream_destroy(&owner);
+    gm_context_destroy(&ctx);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -670,6 +714,7 @@ int main(void)
         cmocka_unit_test_setup(test_synchronize_query_callback, test_setup),
         cmocka_unit_test_setup(test_context_synchronize, test_setup),
         cmocka_unit_test_setup(test_no_chaining_during_teardown, test_setup),
+        cmocka_unit_test_setup(test_wrapped_stream_outlives_its_callbacks, test_setup),
         cmocka_unit_test_setup(test_auto_synchronize, test_setup),
         cmocka_unit_test_setup(test_events, test_setup),
         cmocka_unit_test_setup(test_callback_releases, test_setup),
