@@ -424,9 +424,14 @@ GM_API gm_status gm_stream_create(gm_context *ctx, unsigned flags, gm_stream **s
 /**
  * @brief Destroy a created or wrapped stream after its pending work (the
  *        native handle goes through the deallocation queue; wrapped external
- *        streams are never destroyed, only their wrapper is freed, at once).
- *        Built-in streams are ignored (*stream_p is left as it is); otherwise
- *        *stream_p is set to NULL. NULL is accepted.
+ *        streams are never destroyed, only their wrapper is freed once the
+ *        work queued on it has run). Built-in streams are ignored (*stream_p
+ *        is left as it is); otherwise *stream_p is set to NULL. NULL is
+ *        accepted. The flush that destroys a created stream waits for its
+ *        queued work (the simulator; CUDA's cuStreamSynchronize): a callback
+ *        on it that waits for something the releasing thread does later
+ *        would block that flush for good, so callbacks must not wait for
+ *        other threads' gpumem calls.
  */
 GM_API void gm_stream_destroy(gm_stream **stream_p);
 
