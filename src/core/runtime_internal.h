@@ -266,7 +266,8 @@ struct gm_context {
     gm__link exports;        /* live DLPack exports (dlpack.c); guarded by dlpack.c's global lock */
     void *done_callbacks;    /* finished stream-callback trampolines (stream.c); queue.lock */
     gm_stream *dead_streams; /* destroyed wrapped streams whose work has run; queue.lock */
-    atomic_bool closing;     /* gm_context_destroy has begun: no new stream work */
+    gm_stream *dying_streams; /* wrapped streams destroyed in callbacks, to queue; queue.lock */
+    atomic_bool closing;      /* gm_context_destroy has begun: no new stream work */
 };
 
 /* Whether this build has the backend of `kind` (host always). */

@@ -146,22 +146,11 @@ static void external_dead(void *user)
     gm__lock_give(&ctx->queue.lock);
 }
 
-/* Unwrap and free the destroyed wrapped streams whose pending work has run. */
-static void free_dead(gm_context *ctx)
+/* Unwrap and free a wrapped stream's wrappers. */
+static void unwrap_free(gm_stream *stream)
 {
-    gm_stream *dead = NULL;
-
-    gm__lock_take(&ctx->queue.lock);
-    dead = ctx->dead_streams;
-    ctx->dead_streams = NULL;
-    gm__lock_give(&ctx->queue.lock);
-    while (dead != NULL) {
-        gm_stream *next = dead->next_dead;
-
-        ctx->ops->stream_unwrap(ctx->bctx, dead->bstream);
-        gm__free(dead);
-        dead = next;
-    }
+    stream->ctx->ops->stream_unwrap(stream->ctx->bctx, stream->bstream);
+    gm__free(stream);
 }
 
 /*
@@ -170,7 +159,7 @@ static void free_dead(gm_context *ctx)
  * queued on it has run: a last host item lists them as dead then, and they
  * are unwrapped and freed by a later call of a user thread (or the
  * context's teardown). If that item cannot be queued, the stream is
- * synchronized first.
+ * synchronized first. On a user thread only: it calls the driver.
  */
 static void destroy_external(gm_stream *stream)
 {
@@ -180,10 +169,49 @@ static void destroy_external(gm_stream *stream)
 
     if (status != GM_OK) {
         (void)ctx->ops->stream_synchronize(ctx->bctx, stream->bstream);
-        ctx->ops->stream_unwrap(ctx->bctx, stream->bstream);
-        gm__free(stream);
+        unwrap_free(stream);
     }
-    free_dead(ctx);
+}
+
+/*
+ * On a user thread: queue the destruction of the wrapped streams destroyed
+ * in callbacks, and unwrap and free those whose pending work has run. At
+ * teardown (every stream's work has run, none may be queued) both are freed
+ * at once.
+ */
+static void free_dead(gm_context *ctx, bool teardown)
+{
+    gm_stream *dying = NULL, *dead = NULL;
+
+    gm__lock_take(&ctx->queue.lock);
+    dying = ctx->dying_streams;
+    ctx->dying_streams = NULL;
+    if (teardown) {
+        dead = ctx->dead_streams;
+        ctx->dead_streams = NULL;
+    }
+    gm__lock_give(&ctx->queue.lock);
+    while (dying != NULL) {
+        gm_stream *next = dying->next_dead;
+
+        if (teardown)
+            unwrap_free(dying);
+        else
+            destroy_external(dying);
+        dying = next;
+    }
+    if (!teardown) {
+        gm__lock_take(&ctx->queue.lock);
+        dead = ctx->dead_streams;
+        ctx->dead_streams = NULL;
+        gm__lock_give(&ctx->queue.lock);
+    }
+    while (dead != NULL) {
+        gm_stream *next = dead->next_dead;
+
+        unwrap_free(dead);
+        dead = next;
+    }
 }
 
 /* Built-in streams: ignored; wrapped: unwrapped now; created: queued. */
@@ -200,8 +228,19 @@ void gm_stream_destroy(gm_stream **stream_p)
     pthread_mutex_lock(&stream->ctx->lock);
     gm__list_remove(&stream->link);
     pthread_mutex_unlock(&stream->ctx->lock);
+    if (stream->kind == GM__STREAM_EXTERNAL && gm__in_stream_callback()) {
+        /* no driver call in a callback: a user thread queues it (free_dead) */
+        gm__lock_take(&stream->ctx->queue.lock);
+        stream->next_dead = stream->ctx->dying_streams;
+        stream->ctx->dying_streams = stream;
+        gm__lock_give(&stream->ctx->queue.lock);
+        return;
+    }
     if (stream->kind == GM__STREAM_EXTERNAL) {
-        destroy_external(stream);
+        gm_context *ctx = stream->ctx;
+
+        destroy_external(stream); /* may free it */
+        free_dead(ctx, false);
         return;
     }
     queue_destroy(stream);
@@ -453,7 +492,7 @@ void gm__streams_teardown(gm_context *ctx)
 {
     int64_t created = 0;
 
-    free_dead(ctx); /* their work has run (the teardown synchronized the device) */
+    free_dead(ctx, true); /* their work has run (the teardown synchronized the device) */
     while (!gm__list_empty(&ctx->streams)) {
         gm_stream *s = GM__CONTAINER_OF(ctx->streams.next, gm_stream, link);
 

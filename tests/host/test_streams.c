@@ -679,6 +679,13 @@ static void query_when_released(gm_stream *stream, gm_status status, void *user)
     atomic_store(&p->ran, 1);
 }
 
+static void destroy_in_callback(gm_stream *stream, gm_status status, void *user)
+{
+    (void)stream;
+    (void)status;
+    gm_stream_destroy((gm_stream **)user);
+}
+
 /*
  * A wrapped stream destroyed while a callback on it is pending: the callback
  * still gets a valid stream (ASan saw a heap-use-after-free of the wrapper).
@@ -699,6 +706,17 @@ static void test_wrapped_stream_outlives_its_callbacks(void **state)
     assert_null(ext);
     atomic_store(&p.release, 1);
     assert_ok(gm_stream_synchronize(owner));
+    assert_int_equal(atomic_load(&p.ran), 1);
+    assert_true(p.status == GM_OK || p.status == GM_ERR_NOT_READY);
+    /* destroyed inside a callback: queued by the next user call, still after its work */
+    memset(&p, 0, sizeof(p));
+    p.status = GM_ERR_INTERNAL;
+    assert_ok(gm_stream_wrap_external(ctx, gm_stream_native(owner), &ext));
+    assert_ok(gm_stream_add_callback(ext, query_when_released, &p));
+    assert_ok(gm_stream_add_callback(owner, destroy_in_callback, &ext));
+    atomic_store(&p.release, 1);
+    assert_ok(gm_stream_synchronize(owner));
+    assert_null(ext);
     assert_int_equal(atomic_load(&p.ran), 1);
     assert_true(p.status == GM_OK || p.status == GM_ERR_NOT_READY);
     gm_stream_destroy(&owner);
