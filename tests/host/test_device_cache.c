@@ -1178,22 +1178,6 @@ static void step_free(run *r, int i)
  * the block is then freed) a range over a freed device block or a live
  * block's tail; the outcome must be what the reference's overlaps say.
  */
-/* Locked memory of the process in KiB (VmLck), or -1. */
-static long locked_kib(void)
-{
-    FILE *f = fopen("/proc/self/status", "r");
-    char line[256];
-    long kib = -1;
-
-    while (f != NULL && fgets(line, sizeof line, f) != NULL) {
-        if (strncmp(line, "VmLck:", 6) == 0)
-            kib = strtol(line + 6, NULL, 10);
-    }
-    if (f != NULL)
-        fclose(f);
-    return kib;
-}
-
 /*
  * A context torn down with two registrations sharing a page unlocks it (each
  * saw the other locked, and neither unlocked it). Where mlock works (not
@@ -1204,19 +1188,19 @@ static void test_fini_unlocks_shared_page(void **state)
     size_t ps = (size_t)sysconf(_SC_PAGESIZE);
     unsigned char *p = aligned_alloc(ps, ps);
     gm_backend_ctx *c = ctx_new();
-    long before = locked_kib();
+    long before = gm_test_vmlck_kb();
 
     (void)state;
     assert_non_null(p);
     assert_ok(OPS->host_register(c, p, 100, 0));
     assert_ok(OPS->host_register(c, p + 200, 100, 0));
-    if (before < 0 || locked_kib() <= before) {
+    if (before < 0 || gm_test_vmlck_kb() <= before) {
         OPS->fini(c);
         free(p);
         skip(); /* nothing was locked here */
     }
     OPS->fini(c);
-    assert_int_equal(locked_kib(), before);
+    assert_int_equal(gm_test_vmlck_kb(), before);
     free(p);
 }
 

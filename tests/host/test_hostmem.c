@@ -247,22 +247,6 @@ static void test_register_unmapped(void **state)
     gm_context_destroy(&ctx);
 }
 
-/* Locked memory of the process in KiB (VmLck), or -1. */
-static long locked_kib(void)
-{
-    FILE *f = fopen("/proc/self/status", "r");
-    char line[256];
-    long kib = -1;
-
-    while (f != NULL && fgets(line, sizeof line, f) != NULL) {
-        if (strncmp(line, "VmLck:", 6) == 0)
-            kib = strtol(line + 6, NULL, 10);
-    }
-    if (f != NULL)
-        fclose(f);
-    return kib;
-}
-
 /*
  * Page-locking is the process's: memory one context registered or allocated
  * cannot be registered by another (GM_ERR_STATE, as cuMemHostRegister), a
@@ -303,16 +287,16 @@ static void test_registration_across_contexts(void **state)
     gm_array_release(&pinned);
     assert_ok(gm_deallocations_flush(a));
     /* two contexts' ranges in one page: the page stays locked while either is */
-    before = locked_kib();
+    before = gm_test_vmlck_kb();
     assert_ok(gm_ndview_init(p, GM_UINT8, 1, &first, NULL, GM_ORDER_C, &v));
     assert_ok(gm_ndview_init(p + 200, GM_UINT8, 1, &second, NULL, GM_ORDER_C, &w));
     assert_ok(gm_pin(a, 1, &v, &sa));
     assert_ok(gm_pin(b, 1, &w, &sb));
-    if (before >= 0 && locked_kib() > before) { /* mlock works here (not under ASan) */
+    if (before >= 0 && gm_test_vmlck_kb() > before) { /* mlock works here (not under ASan) */
         assert_ok(gm_host_scope_end(&sa));
-        assert_true(locked_kib() > before); /* b's range keeps the page */
+        assert_true(gm_test_vmlck_kb() > before); /* b's range keeps the page */
         assert_ok(gm_host_scope_end(&sb));
-        assert_int_equal(locked_kib(), before);
+        assert_int_equal(gm_test_vmlck_kb(), before);
     } else {
         assert_ok(gm_host_scope_end(&sa));
         assert_ok(gm_host_scope_end(&sb));
