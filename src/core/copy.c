@@ -586,8 +586,8 @@ static gm_status check_pair(const char *fn, const gm_context *ctx, const gm_ndvi
  * and its device view where the backend gives the host address (the
  * simulator; CUDA with unified addressing) and managed memory. An alias at
  * another address (HSA's agent address of locked memory, a registered range
- * on a device that cannot use the host pointer) is not seen. A side without
- * data (NULL) is left to the copy's own error.
+ * on a device that cannot use the host pointer) is not seen. Both sides have
+ * data (check_data came first).
  */
 static gm_status check_overlap(const char *fn, const gm_ndview *dst, int64_t dst_lo, int64_t dst_hi,
                                const gm_ndview *src, int64_t src_lo, int64_t src_hi)
@@ -597,7 +597,7 @@ static gm_status check_overlap(const char *fn, const gm_ndview *dst, int64_t dst
     uintptr_t s_lo = (uintptr_t)src->data + (uintptr_t)src_lo;
     uintptr_t s_hi = (uintptr_t)src->data + (uintptr_t)src_hi;
 
-    if (d_lo >= s_hi || s_lo >= d_hi || dst->data == NULL || src->data == NULL)
+    if (d_lo >= s_hi || s_lo >= d_hi)
         return GM_OK;
     return gm__error(GM_ERR_INVALID_ARG,
                      "%s: the source and destination overlap: destination bytes [%#" PRIxPTR

@@ -161,11 +161,12 @@ static void entry_done(gm_context *ctx, gm__dealloc_entry *entry)
         entry_free(entry);
 }
 
-/* Whether any bound is exceeded (queue lock held). */
-static bool over_bounds(const gm__dealloc_queue *q)
+/* Whether an automatic flush is due: a bound exceeded outside defer_cleanup (queue lock held). */
+static bool flush_due_locked(const gm__dealloc_queue *q)
 {
-    return q->count > q->max_count || q->device_bytes > q->max_device_bytes ||
-           q->pinned_bytes > q->max_pinned_bytes;
+    return q->defer_depth == 0 &&
+           (q->count > q->max_count || q->device_bytes > q->max_device_bytes ||
+            q->pinned_bytes > q->max_pinned_bytes);
 }
 
 /* Add or remove an entry's weight from the counters (queue lock held). */
@@ -190,7 +191,7 @@ bool gm__dealloc_push_locked(gm__dealloc_queue *q, gm__dealloc_entry *entry)
         q->tail->next = entry;
     q->tail = entry;
     account(q, entry, 1);
-    return q->defer_depth == 0 && over_bounds(q);
+    return flush_due_locked(q);
 }
 
 /* Append an entry; return whether an automatic flush is due. */
@@ -432,6 +433,17 @@ static gm_status drain(gm_context *ctx, const char *fn, drain_mode mode)
     return status;
 }
 
+/* flush_due_locked, taking the queue lock. */
+static bool flush_due(gm__dealloc_queue *q)
+{
+    bool due = false;
+
+    gm__lock_take(&q->lock);
+    due = flush_due_locked(q);
+    gm__lock_give(&q->lock);
+    return due;
+}
+
 /*
  * A flush triggered by a bound: skipped if another thread is flushing (that
  * drain takes the new entry too). A drain decides to stop when it sees the
@@ -443,9 +455,8 @@ static void auto_flush(gm_context *ctx)
 {
     gm__dealloc_queue *q = &ctx->queue;
     gm_status status = GM_OK;
-    bool due = true;
 
-    while (due) {
+    do {
         if (pthread_mutex_trylock(&q->flush_lock) != 0)
             return;
         status = drain(ctx, "deallocation queue", DRAIN_NORMAL);
@@ -454,10 +465,7 @@ static void auto_flush(gm_context *ctx)
             gm__log(GM_LOG_WARN, "automatic flush stopped: %s", gm_last_error_message());
             return;
         }
-        gm__lock_take(&q->lock);
-        due = q->defer_depth == 0 && over_bounds(q);
-        gm__lock_give(&q->lock);
-    }
+    } while (flush_due(q));
 }
 
 /* Append an entry and flush if a bound is now exceeded (outside defer_cleanup). */
@@ -516,7 +524,6 @@ gm_status gm__dealloc_flush(gm_context *ctx, const char *fn)
 {
     gm__dealloc_queue *q = &ctx->queue;
     gm_status status = GM_OK;
-    bool due = false;
 
     pthread_mutex_lock(&q->flush_lock);
     status = drain(ctx, fn, DRAIN_NORMAL);
@@ -525,10 +532,7 @@ gm_status gm__dealloc_flush(gm_context *ctx, const char *fn)
         return status;
     /* A release that found flush_lock taken left its flush to this holder (auto_flush):
      * entries pushed after the drain settled are still over the bounds, so look again. */
-    gm__lock_take(&q->lock);
-    due = q->defer_depth == 0 && over_bounds(q);
-    gm__lock_give(&q->lock);
-    if (due)
+    if (flush_due(q))
         auto_flush(ctx);
     return GM_OK;
 }
@@ -694,7 +698,7 @@ static bool defer_step(gm__dealloc_queue *q, int64_t step)
 
     gm__lock_take(&q->lock);
     q->defer_depth += step;
-    due = q->defer_depth == 0 && over_bounds(q);
+    due = flush_due_locked(q);
     gm__lock_give(&q->lock);
     return due;
 }
@@ -730,7 +734,7 @@ gm_status gm_defer_cleanup_end(gm_context *ctx)
         status = gm__error(GM_ERR_STATE, "%s: no defer_cleanup scope is open", fn);
     } else {
         ctx->queue.defer_depth--;
-        due = ctx->queue.defer_depth == 0 && over_bounds(&ctx->queue);
+        due = flush_due_locked(&ctx->queue);
     }
     gm__lock_give(&ctx->queue.lock);
     if (status != GM_OK)

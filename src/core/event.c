@@ -115,14 +115,13 @@ gm_status gm_stream_wait_event(gm_stream *stream, gm_event *event)
 /* GM_OK when the event has completed, GM_ERR_NOT_READY otherwise. */
 gm_status gm_event_query(gm_event *event)
 {
-    gm_status status = check_event("gm_event_query", event);
-    bool check_failed = status != GM_OK;
+    static const char fn[] = "gm_event_query";
+    gm_status status = check_event(fn, event);
 
-    if (status == GM_OK)
-        status = event->ctx->ops->event_query(event->ctx->bctx, event->bevent);
-    if (status == GM_ERR_NOT_READY) /* the thread's message must not be an older one */
-        return gm__error(status, "gm_event_query: the event has not completed yet");
-    return check_failed ? status : gm__error_within("gm_event_query", status);
+    if (status != GM_OK)
+        return status;
+    return gm__query_result(fn, event->ctx->ops->event_query(event->ctx->bctx, event->bevent),
+                            "the event has not completed yet");
 }
 
 /* Wait for the event. */

@@ -850,7 +850,6 @@ static gm_status set_module(const char *fn, gm_context *ctx, const gm_image_set 
     return module_create(fn, ctx, &src, module_p);
 }
 
-/* Look for `name` in one set (lock held): GM_ERR_NOT_FOUND when the set lacks it. */
 /*
  * The kernel `name` of the set (lock held); GM_ERR_NOT_FOUND when the set
  * lacks it. *unloadable_p is set when the set has it but none of its images

@@ -397,9 +397,13 @@ gm_status gm__stream_backend(const char *fn, const gm_context *ctx, const gm_str
  */
 bool gm__in_stream_callback(void);
 
-/* Context teardown: destroy created streams, unwrap external ones, free built-in wrappers. */
+/* A backend query's status for the public call fn: GM_ERR_NOT_READY with `pending` as its
+ * message, another error with fn before the backend's message (stream.c). */
+gm_status gm__query_result(const char *fn, gm_status status, const char *pending);
+
 /* Context teardown, once the streams are idle: log the errors they still hold. */
 void gm__streams_report_errors(gm_context *ctx);
+/* Context teardown: destroy created streams, unwrap external ones, free built-in wrappers. */
 void gm__streams_teardown(gm_context *ctx);
 /* After the backend is gone: free the finished stream-callback trampolines. */
 void gm__streams_free_callbacks(gm_context *ctx);

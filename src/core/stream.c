@@ -34,6 +34,15 @@ bool gm__in_stream_callback(void)
     return tls_in_callback;
 }
 
+/* A backend query's status for the public call fn: NOT_READY with `pending` as its message
+ * (the thread's message must not be an older one), an error prefixed with fn. */
+gm_status gm__query_result(const char *fn, gm_status status, const char *pending)
+{
+    if (status == GM_ERR_NOT_READY)
+        return gm__error(status, "%s: %s", fn, pending);
+    return gm__error_within(fn, status);
+}
+
 /* Map an optional stream argument to its backend stream. */
 gm_status gm__stream_backend(const char *fn, const gm_context *ctx, const gm_stream *stream,
                              gm_backend_stream **bstream_p)
@@ -345,14 +354,13 @@ gm_status gm_stream_synchronize(gm_stream *stream)
 /* GM_OK when idle, GM_ERR_NOT_READY otherwise. */
 gm_status gm_stream_query(gm_stream *stream)
 {
-    gm_status status = check_stream("gm_stream_query", stream);
-    bool check_failed = status != GM_OK;
+    static const char fn[] = "gm_stream_query";
+    gm_status status = check_stream(fn, stream);
 
-    if (status == GM_OK)
-        status = stream->ctx->ops->stream_query(stream->ctx->bctx, stream->bstream);
-    if (status == GM_ERR_NOT_READY) /* the thread's message must not be an older one */
-        return gm__error(status, "gm_stream_query: the stream still has work pending");
-    return check_failed ? status : gm__error_within("gm_stream_query", status);
+    if (status != GM_OK)
+        return status;
+    return gm__query_result(fn, stream->ctx->ops->stream_query(stream->ctx->bctx, stream->bstream),
+                            "the stream still has work pending");
 }
 
 /* Backend callback: call the user's function, then list the trampoline as finished. */
