@@ -156,9 +156,11 @@ GM_API gm_status gm_context_memory_info(gm_context *ctx, int64_t *free_p, int64_
  *        cuCtxSynchronize): created, built-in and wrapped external streams
  *        alike. Errors of that work stay with their streams, where
  *        gm_stream_synchronize() returns them; an error that broke the whole
- *        context is returned here too (CUDA: the driver's error for that
- *        work, e.g. a kernel fault, GM_ERR_LAUNCH; HSA: a queue error or GPU
- *        memory fault, GM_ERR_LAUNCH). The simulator returns none.
+ *        context is returned here too: GM_ERR_CONTEXT_LOST for a kernel
+ *        fault (CUDA's sticky errors such as CUDA_ERROR_ILLEGAL_ADDRESS; HSA:
+ *        a queue error or GPU memory fault), after which the context only
+ *        returns that error and must be destroyed (CUDA: the process must
+ *        be restarted to use that GPU again). The simulator returns none.
  * @return GM_OK; GM_ERR_STATE inside a stream callback (a callback must not
  *         wait for streams); the context's error above.
  */

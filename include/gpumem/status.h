@@ -51,7 +51,8 @@ extern "C" {
     X(ERR_LAUNCH, -21, "kernel launch failed")                                             \
     X(ERR_STATE, -22, "call not valid in the current state")                               \
     X(ERR_PERMISSION, -23, "permission denied or resource limit reached")                  \
-    X(ERR_INTERNAL, -24, "internal error")
+    X(ERR_INTERNAL, -24, "internal error")                                                 \
+    X(ERR_CONTEXT_LOST, -25, "an unrecoverable device error ended the context")
 
 /** Status returned by every fallible gpumem call. */
 typedef enum gm_status {

@@ -138,7 +138,12 @@ _Static_assert(sizeof(void *) == sizeof(void (*)(void)),
     X(916, ERROR_KEY_ROTATION)                   \
     X(999, ERROR_UNKNOWN)
 
-/* Which gm_status a CUresult stands for; anything else is GM_ERR_DRIVER. */
+/*
+ * Which gm_status a CUresult stands for; anything else is GM_ERR_DRIVER.
+ * GM_ERR_CONTEXT_LOST marks the errors cuda.h calls sticky ("leaves the
+ * process in an inconsistent state and any further CUDA work will return the
+ * same error"; for ASSERT, the context "cannot be used anymore").
+ */
 #define GM_CUDA_RESULT_STATUS(X)                                                         \
     X(0, GM_OK)                                                                          \
     X(1, GM_ERR_INVALID_ARG)          /* INVALID_VALUE */                                \
@@ -161,20 +166,21 @@ _Static_assert(sizeof(void *) == sizeof(void (*)(void)),
     X(401, GM_ERR_STATE)              /* ILLEGAL_STATE */                                \
     X(500, GM_ERR_NOT_FOUND)          /* NOT_FOUND */                                    \
     X(600, GM_ERR_NOT_READY)          /* NOT_READY */                                    \
-    X(700, GM_ERR_LAUNCH)             /* ILLEGAL_ADDRESS (a kernel fault) */             \
+    X(700, GM_ERR_CONTEXT_LOST)       /* ILLEGAL_ADDRESS (a kernel fault) */             \
     X(701, GM_ERR_LAUNCH)             /* LAUNCH_OUT_OF_RESOURCES */                      \
-    X(702, GM_ERR_LAUNCH)             /* LAUNCH_TIMEOUT */                               \
+    X(702, GM_ERR_CONTEXT_LOST)       /* LAUNCH_TIMEOUT */                               \
     X(709, GM_ERR_INVALID_HANDLE)     /* CONTEXT_IS_DESTROYED */                         \
-    X(710, GM_ERR_LAUNCH)             /* ASSERT */                                       \
+    X(710, GM_ERR_CONTEXT_LOST)       /* ASSERT */                                       \
     X(712, GM_ERR_STATE)              /* HOST_MEMORY_ALREADY_REGISTERED */               \
     X(713, GM_ERR_STATE)              /* HOST_MEMORY_NOT_REGISTERED */                   \
-    X(714, GM_ERR_LAUNCH)             /* HARDWARE_STACK_ERROR */                         \
-    X(715, GM_ERR_LAUNCH)             /* ILLEGAL_INSTRUCTION */                          \
-    X(716, GM_ERR_LAUNCH)             /* MISALIGNED_ADDRESS */                           \
-    X(717, GM_ERR_LAUNCH)             /* INVALID_ADDRESS_SPACE */                        \
-    X(718, GM_ERR_LAUNCH)             /* INVALID_PC */                                   \
-    X(719, GM_ERR_LAUNCH)             /* LAUNCH_FAILED */                                \
+    X(714, GM_ERR_CONTEXT_LOST)       /* HARDWARE_STACK_ERROR */                         \
+    X(715, GM_ERR_CONTEXT_LOST)       /* ILLEGAL_INSTRUCTION */                          \
+    X(716, GM_ERR_CONTEXT_LOST)       /* MISALIGNED_ADDRESS */                           \
+    X(717, GM_ERR_CONTEXT_LOST)       /* INVALID_ADDRESS_SPACE */                        \
+    X(718, GM_ERR_CONTEXT_LOST)       /* INVALID_PC */                                   \
+    X(719, GM_ERR_CONTEXT_LOST)       /* LAUNCH_FAILED */                                \
     X(720, GM_ERR_LAUNCH)             /* COOPERATIVE_LAUNCH_TOO_LARGE */                 \
+    X(721, GM_ERR_CONTEXT_LOST)       /* TENSOR_MEMORY_LEAK */                           \
     X(800, GM_ERR_PERMISSION)         /* NOT_PERMITTED */                                \
     X(801, GM_ERR_UNSUPPORTED)        /* NOT_SUPPORTED */                                \
     X(803, GM_ERR_NO_DRIVER)          /* SYSTEM_DRIVER_MISMATCH */
@@ -313,31 +319,6 @@ static const char *short_file(const char *file)
     return file;
 }
 
-/*
- * Whether cuda.h says of the error that it "leaves the process in an
- * inconsistent state and any further CUDA work will return the same error"
- * (the process must be relaunched), or, for ASSERT, that the context "cannot
- * be used anymore".
- */
-static bool sticky(CUresult result)
-{
-    switch ((int)result) {
-    case 700: /* ILLEGAL_ADDRESS */
-    case 702: /* LAUNCH_TIMEOUT */
-    case 710: /* ASSERT */
-    case 714: /* HARDWARE_STACK_ERROR */
-    case 715: /* ILLEGAL_INSTRUCTION */
-    case 716: /* MISALIGNED_ADDRESS */
-    case 717: /* INVALID_ADDRESS_SPACE */
-    case 718: /* INVALID_PC */
-    case 719: /* LAUNCH_FAILED */
-    case 721: /* TENSOR_MEMORY_LEAK */
-        return true;
-    default:
-        return false;
-    }
-}
-
 gm_status gm__cuda_check(const gm_cuda_driver *drv, CUresult result, CUresult quiet,
                          const char *call, const char *file, int line)
 {
@@ -353,10 +334,11 @@ gm_status gm__cuda_check(const gm_cuda_driver *drv, CUresult result, CUresult qu
     return gm__error(status, "%s failed: %s (%s; CUresult %d) at %s:%d%s", call,
                      driver_name(drv, result), text != NULL ? text : gm_status_string(status),
                      (int)result, short_file(file), line,
-                     sticky(result) ? "; the error is sticky: the device's CUDA context is "
-                                      "unusable from now on, every later call returns it, and the "
-                                      "process must be restarted to use the GPU again"
-                                    : "");
+                     status == GM_ERR_CONTEXT_LOST
+                         ? "; the error is sticky: the device's CUDA context is "
+                           "unusable from now on, every later call returns it, and the "
+                           "process must be restarted to use the GPU again"
+                         : "");
 }
 
 gm_status gm__cuda_annotate(gm_status status, const char *fmt, ...)

@@ -23,6 +23,18 @@
 
 #include <cuda.h>
 
+/*
+ * The backend resolves the plain (legacy default stream) entry points by
+ * name and relies on their meaning: a synchronous copy or memset is ordered
+ * with the legacy stream, and it then synchronizes CU_STREAM_LEGACY. With
+ * per-thread default-stream semantics cuda.h would rename the calls to their
+ * _ptds forms, whose work goes to the calling thread's stream instead, and
+ * that synchronize would wait for the wrong stream: refuse that build.
+ */
+#if defined(CUDA_API_PER_THREAD_DEFAULT_STREAM) || defined(__CUDA_API_PER_THREAD_DEFAULT_STREAM)
+#error "gpumem's CUDA backend must be built without CUDA_API_PER_THREAD_DEFAULT_STREAM"
+#endif
+
 #include "core.h"
 
 /* The soname opened when GM_CUDA_DRIVER_PATH is not set. */

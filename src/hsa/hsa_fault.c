@@ -13,7 +13,7 @@
  * So every context registers in a process-wide registry, and one handler is
  * registered with each runtime instance: on a memory fault it fails every
  * context whose GPU is the faulting agent, exactly as a queue error callback
- * does (every wait then ends with GM_ERR_LAUNCH and the fault in the
+ * does (every wait then ends with GM_ERR_CONTEXT_LOST and the fault in the
  * message), and answers HSA_STATUS_SUCCESS so that ROCr does not abort. A
  * fault on an agent no context of ours uses, and any other event, is left to
  * the runtime (and to other handlers).
@@ -109,7 +109,7 @@ static hsa_status_t system_event(const hsa_amd_event_t *event, void *data)
                  "the GPU's queues stop, their work will never complete",
                  (int)bctx->device_id, (unsigned long long)fault->virtual_address,
                  (unsigned)fault->fault_reason_mask, reasons);
-        gm__hsa_ctx_fail(bctx, GM_ERR_LAUNCH, text);
+        gm__hsa_ctx_fail(bctx, GM_ERR_CONTEXT_LOST, text);
         handled = true;
     }
     pthread_mutex_unlock(&registry_lock);

@@ -60,7 +60,7 @@ static void queue_error_callback(hsa_status_t status, hsa_queue_t *source, void 
     gm_backend_stream *stream = data;
     gm_backend_ctx *bctx = stream->bctx;
     gm_status mapped =
-        gm__hsa_check(status, &bctx->api, GM_ERR_LAUNCH, "AQL queue", __FILE__, __LINE__);
+        gm__hsa_check(status, &bctx->api, GM_ERR_CONTEXT_LOST, "AQL queue", __FILE__, __LINE__);
 
     (void)source;
     gm__hsa_stream_set_error(stream, mapped, gm_last_error_message());

@@ -786,7 +786,7 @@ static void test_core_launch_failure(void **state)
     assert_ok(gm_ndview_transpose(gm_array_view(dev), &transposed));
     assert_ok(gm_device_array(ctx, 2, out_shape, GM_FLOAT32, GM_ORDER_C, &out));
     gm_cuda_double_fail("cuLaunchKernel", 1, CUDA_ERROR_LAUNCH_FAILED);
-    assert_status(gm_copy(ctx, gm_array_view(out), &transposed, NULL), GM_ERR_LAUNCH);
+    assert_status(gm_copy(ctx, gm_array_view(out), &transposed, NULL), GM_ERR_CONTEXT_LOST);
     assert_message_contains("CUDA_ERROR_LAUNCH_FAILED");
     assert_ok(gm_copy(ctx, gm_array_view(out), &transposed, NULL));
     gm_array_release(&out);

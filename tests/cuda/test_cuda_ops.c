@@ -455,13 +455,13 @@ static void test_host_functions(void **state)
     gm_cuda_double_set_callback_status(CUDA_ERROR_ILLEGAL_ADDRESS);
     assert_ok(CUDA_OPS->stream_add_callback(bctx, stream, on_callback, &calls));
     assert_int_equal(calls, 3);
-    assert_int_equal(callback_status, GM_ERR_LAUNCH); /* a kernel fault */
+    assert_int_equal(callback_status, GM_ERR_CONTEXT_LOST); /* a kernel fault */
     work_result = GM_OK;
     assert_ok(CUDA_OPS->stream_enqueue_host(bctx, stream, host_work, NULL, host_cleanup));
     assert_int_equal(work_runs, 3);
     assert_int_equal(cleanup_runs, 3);
     gm_cuda_double_set_callback_status(CUDA_SUCCESS);
-    assert_status(CUDA_OPS->stream_synchronize(bctx, stream), GM_ERR_LAUNCH);
+    assert_status(CUDA_OPS->stream_synchronize(bctx, stream), GM_ERR_CONTEXT_LOST);
 
     /* a stream capturing into a graph: refused before the driver is asked, nothing runs */
     gm_cuda_double_set_capturing(1);
@@ -555,9 +555,9 @@ static void test_device_synchronize_waits_for_callbacks(void **state)
     assert_int_equal(gm_cuda_double_run_held_callbacks(CUDA_ERROR_ILLEGAL_ADDRESS), 1);
     assert_int_equal(pthread_join(thread, NULL), 0);
     assert_false(returned_early);
-    assert_int_equal(job.status, GM_ERR_LAUNCH);
+    assert_int_equal(job.status, GM_ERR_CONTEXT_LOST);
     assert_int_equal(calls, 1);
-    assert_int_equal(callback_status, GM_ERR_LAUNCH);
+    assert_int_equal(callback_status, GM_ERR_CONTEXT_LOST);
     gm_cuda_double_hold_callbacks(0);
     assert_ok(CUDA_OPS->device_synchronize(bctx));
     assert_ok(CUDA_OPS->stream_destroy(bctx, stream));

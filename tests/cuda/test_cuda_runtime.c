@@ -266,7 +266,7 @@ static void test_caller_context_restored(void **state)
     ASSERT_MINE();
     /* A failing call gives it back too, and keeps its own message. */
     gm_cuda_double_fail("cuStreamSynchronize", 1, CUDA_ERROR_LAUNCH_FAILED);
-    assert_int_equal(gm_stream_synchronize(s), GM_ERR_LAUNCH);
+    assert_int_equal(gm_stream_synchronize(s), GM_ERR_CONTEXT_LOST);
     assert_non_null(strstr(gm_last_error_message(), "CUDA_ERROR_LAUNCH_FAILED"));
     ASSERT_MINE();
     gm_event_destroy(&e);
@@ -370,7 +370,7 @@ static void test_context_synchronize(void **state)
     assert_ok(gm_context_synchronize(ctx));
     assert_int_equal(gm_cuda_double_count_calls("cuCtxSynchronize") - before, 1);
     gm_cuda_double_fail("cuCtxSynchronize", 1, CUDA_ERROR_ILLEGAL_ADDRESS);
-    assert_int_equal(gm_context_synchronize(ctx), GM_ERR_LAUNCH); /* a kernel fault */
+    assert_int_equal(gm_context_synchronize(ctx), GM_ERR_CONTEXT_LOST); /* a kernel fault */
     assert_non_null(strstr(gm_last_error_message(), "gm_context_synchronize: "));
     assert_non_null(strstr(gm_last_error_message(), "cuCtxSynchronize"));
     assert_non_null(strstr(gm_last_error_message(), "the error is sticky")); /* cuda.h says so */

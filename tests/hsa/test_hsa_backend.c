@@ -553,7 +553,8 @@ static void test_status_map(void **state)
     assert_int_equal(gm__hsa_status_map(HSA_STATUS_ERROR_NOT_INITIALIZED), GM_ERR_STATE);
     assert_int_equal(gm__hsa_status_map(HSA_STATUS_ERROR_INVALID_SYMBOL_NAME), GM_ERR_NOT_FOUND);
     assert_int_equal(gm__hsa_status_map((hsa_status_t)HSA_STATUS_ERROR_MEMORY_APERTURE_VIOLATION),
-                     GM_ERR_LAUNCH);
+                     GM_ERR_CONTEXT_LOST);
+    assert_int_equal(gm__hsa_status_map(HSA_STATUS_ERROR_INVALID_PACKET_FORMAT), GM_ERR_LAUNCH);
     assert_int_equal(gm__hsa_status_map(HSA_STATUS_ERROR), GM_ERR_DRIVER);
     assert_int_equal(gm__hsa_status_map((hsa_status_t)0x7777), GM_ERR_DRIVER);
     assert_string_equal(gm__hsa_status_name((hsa_status_t)HSA_STATUS_ERROR_MEMORY_FAULT),

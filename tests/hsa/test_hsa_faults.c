@@ -361,7 +361,7 @@ static void copy_h2d(gm_backend_ctx *bctx, gm_backend_stream *s, gm_devptr dev, 
 }
 
 /*
- * A memory fault on the context's GPU ends every wait with GM_ERR_LAUNCH
+ * A memory fault on the context's GPU ends every wait with GM_ERR_CONTEXT_LOST
  * naming the address and the reasons, and the process goes on. The work
  * stays pending meanwhile (the double is paused), as on a GPU whose queues
  * stopped: without the handler these waits would never end.
@@ -389,12 +389,12 @@ static void test_memory_fault_ends_waits(void **state)
     assert_ok(hsa_ops->event_record(bctx, ev, s));
     hsa_double_memory_fault(0, 0x7f0012345000ull,
                             HSA_AMD_MEMORY_FAULT_PAGE_NOT_PRESENT | HSA_AMD_MEMORY_FAULT_READ_ONLY);
-    assert_status(hsa_ops->stream_synchronize(bctx, s), GM_ERR_LAUNCH);
+    assert_status(hsa_ops->stream_synchronize(bctx, s), GM_ERR_CONTEXT_LOST);
     assert_message_contains("GPU memory fault on device 0 at address 0x7f0012345000, reason "
                             "mask 0x3 (page not present or supervisor privilege, write to a "
                             "read-only page)");
-    assert_status(hsa_ops->event_synchronize(bctx, ev), GM_ERR_LAUNCH);
-    assert_status(hsa_ops->device_synchronize(bctx), GM_ERR_LAUNCH);
+    assert_status(hsa_ops->event_synchronize(bctx, ev), GM_ERR_CONTEXT_LOST);
+    assert_status(hsa_ops->device_synchronize(bctx), GM_ERR_CONTEXT_LOST);
     assert_message_contains("GPU memory fault on device 0");
     hsa_double_fault_counts(&handled, &unhandled);
     assert_int_equal(handled, 1);
@@ -443,7 +443,7 @@ static void test_memory_fault_other_gpu(void **state)
     copy_h2d(ctx0, s0, dev0, pinned0, 4096);
     copy_h2d(ctx1, s1, dev1, pinned1, 4096);
     hsa_double_memory_fault(1, 0x2000, HSA_AMD_MEMORY_FAULT_PAGE_NOT_PRESENT);
-    assert_status(hsa_ops->device_synchronize(ctx1), GM_ERR_LAUNCH);
+    assert_status(hsa_ops->device_synchronize(ctx1), GM_ERR_CONTEXT_LOST);
     assert_message_contains("GPU memory fault on device 1 at address 0x2000");
     hsa_double_pause(0);
     assert_ok(hsa_ops->device_synchronize(ctx0)); /* GPU 0's context is unaffected */

@@ -449,7 +449,7 @@ static void test_code_object_v2(void **state)
 
 /*
  * Launch axpy on a stream of a context whose double makes it fault as `cfg`
- * says, then record an event: the stream's wait returns GM_ERR_LAUNCH with a
+ * says, then record an event: the stream's wait returns GM_ERR_CONTEXT_LOST with a
  * message containing `expect`, and so does the event's; never a hang. The
  * loaded module, stream and event are handed back for more checks.
  */
@@ -473,9 +473,9 @@ static faulted run_faulting(const hsa_double_config *cfg, const char *expect)
     assert_ok(hsa_ops->event_create(f.l.bctx, 0, &f.ev));
     assert_ok(hsa_ops->launch(f.l.bctx, f.l.kernel, &lc, args, sizes, 4, f.s));
     assert_ok(hsa_ops->event_record(f.l.bctx, f.ev, f.s));
-    assert_status(hsa_ops->stream_synchronize(f.l.bctx, f.s), GM_ERR_LAUNCH);
+    assert_status(hsa_ops->stream_synchronize(f.l.bctx, f.s), GM_ERR_CONTEXT_LOST);
     assert_message_contains(expect);
-    assert_status(hsa_ops->event_synchronize(f.l.bctx, f.ev), GM_ERR_LAUNCH);
+    assert_status(hsa_ops->event_synchronize(f.l.bctx, f.ev), GM_ERR_CONTEXT_LOST);
     return f;
 }
 
@@ -488,7 +488,7 @@ static void close_faulted(faulted *f)
 
 /*
  * An aperture violation in a kernel breaks its queue, which ROCr reports to the
- * queue's error callback: waits return GM_ERR_LAUNCH, never hang.
+ * queue's error callback: waits return GM_ERR_CONTEXT_LOST, never hang.
  */
 static void test_queue_fault(void **state)
 {
@@ -507,7 +507,7 @@ static void test_queue_fault(void **state)
  * HSA_STATUS_ERROR_MEMORY_FAULT there) and stops the queue; the fault goes to
  * the system event handler, and with none answering SUCCESS the process
  * aborts (as the double does by default). The backend's handler fails the
- * context: every wait returns GM_ERR_LAUNCH with the address and reasons.
+ * context: every wait returns GM_ERR_CONTEXT_LOST with the address and reasons.
  */
 static void test_kernel_memory_fault(void **state)
 {
@@ -521,10 +521,10 @@ static void test_kernel_memory_fault(void **state)
     cfg.fault_address = 0x7fffdead0000ull;
     cfg.fault_reason_mask = HSA_AMD_MEMORY_FAULT_PAGE_NOT_PRESENT | HSA_AMD_MEMORY_FAULT_IMPRECISE;
     f = run_faulting(&cfg, "GPU memory fault on device 0 at address 0x7fffdead0000");
-    assert_status(hsa_ops->stream_synchronize(f.l.bctx, f.s), GM_ERR_LAUNCH);
+    assert_status(hsa_ops->stream_synchronize(f.l.bctx, f.s), GM_ERR_CONTEXT_LOST);
     assert_message_contains("reason mask 0x21 (page not present or supervisor privilege, "
                             "address may not be exact)");
-    assert_status(hsa_ops->device_synchronize(f.l.bctx), GM_ERR_LAUNCH);
+    assert_status(hsa_ops->device_synchronize(f.l.bctx), GM_ERR_CONTEXT_LOST);
     hsa_double_fault_counts(&handled, &unhandled);
     assert_int_equal(handled, 1);
     assert_int_equal(unhandled, 0);
