@@ -707,15 +707,37 @@ GM__DEVINL void gm__sim_fast_end(gm__sim_block *b)
     static inline void name##__gm_body(const gm__sim_ctx *gm__c GM__SIM_UNUSED,                  \
                                        GM__MAP(GM__M_DECL, GM__COMMA, __VA_ARGS__))
 
+/*
+ * A shared array no GPU can hold fails to compile here as it does with nvcc
+ * and clang: one array over GM_SHARED_ARRAY_MAX_BYTES (64 KiB, AMD's LDS per
+ * workgroup; CUDA allows 48 KiB of static shared memory per kernel, which
+ * nvcc checks for the kernel's total; the simulator cannot add up a kernel's
+ * arrays, so a total over the limit still runs here).
+ */
+#define GM_SHARED_ARRAY_MAX_BYTES (64 * 1024)
+#if defined(__cplusplus)
+#define GM__SHARED_FITS(name)                                                      \
+    static_assert(sizeof(name##__gm_shared) <= GM_SHARED_ARRAY_MAX_BYTES,          \
+                  "GM_SHARED_ARRAY " #name " is larger than the 64 KiB of shared " \
+                  "memory a GPU block can have")
+#else
+#define GM__SHARED_FITS(name)                                                       \
+    _Static_assert(sizeof(name##__gm_shared) <= GM_SHARED_ARRAY_MAX_BYTES,          \
+                   "GM_SHARED_ARRAY " #name " is larger than the 64 KiB of shared " \
+                   "memory a GPU block can have")
+#endif
+
 /* The array is thread-local storage of the worker running the block; `name` is a pointer
  * to it, computed once per thread (a thread-local address costs a call in shared
  * libraries), so sizeof(name) is a pointer's size on the host. */
 #define GM_SHARED_ARRAY(type, name, count)                   \
     static GM__THREAD_LOCAL type name##__gm_shared[(count)]; \
+    GM__SHARED_FITS(name);                                   \
     type *name = name##__gm_shared;                          \
     __asm__("" : "+r"(name)) /* keep the address; do not recompute it */
 #define GM_SHARED_ARRAY2D(type, name, rows, cols)                   \
     static GM__THREAD_LOCAL type name##__gm_shared[(rows)][(cols)]; \
+    GM__SHARED_FITS(name);                                          \
     type(*name)[(cols)] = name##__gm_shared;                        \
     __asm__("" : "+r"(name))
 #define GM_DYNAMIC_SHARED(type, name) type *name = (type *)(void *)GM__CTX()->dynamic_shared

@@ -376,8 +376,9 @@ typedef struct gm_strided_layout {
  * launch past the default 48 KiB opts the kernel in; GM_ERR_INVALID_ARG
  * naming the value and the limit; the simulator does not
  * know a host kernel's static shared memory, static_shared_bytes 0, so there
- * only the dynamic part is checked: a kernel whose GM_SHARED_ARRAYs exceed
- * the GPU's limit runs on the simulator and fails on a GPU); nargs equal to the
+ * only the dynamic part is checked; one GM_SHARED_ARRAY over 64 KiB does not
+ * compile, but arrays that together exceed the GPU's limit run on the
+ * simulator and fail on a GPU); nargs equal to the
  * kernel's parameter count and each argument's size (and, where the kernel's
  * parameter types are known, kind: pointer, integer or float; a parameter
  * whose type is a typedef of the program's, such as `real`, is checked by
