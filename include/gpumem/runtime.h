@@ -438,8 +438,11 @@ GM_API gm_status gm_stream_create(gm_context *ctx, unsigned flags, gm_stream **s
 GM_API void gm_stream_destroy(gm_stream **stream_p);
 
 /**
- * @brief The context's default stream (Numba's cuda.default_stream()); owned
- *        by the context. NULL (error recorded) if ctx is NULL or the backend fails.
+ * @brief The context's default stream (Numba's cuda.default_stream()): CUDA's
+ *        stream 0 with the legacy APIs Numba uses, so on every backend it is
+ *        the legacy default stream (its work waits for earlier work on the
+ *        blocking streams, and theirs for its). Owned by the context. NULL
+ *        (error recorded) if ctx is NULL or the backend fails.
  */
 GM_API gm_stream *gm_default_stream(gm_context *ctx);
 

@@ -116,6 +116,7 @@ typedef struct host_registry {
     uint32_t seed;
     unsigned bits;     /* the index has 2^bits slots (0: none yet) */
     host_node **slots; /* the index: open addressing, linear probing, at most half full */
+    host_node *hint[2]; /* gm__host_registry_floor_hinted's last finds, newest first, or NULL */
 } host_registry;
 
 /* The region with base == addr, or NULL. */
@@ -124,6 +125,14 @@ host_region *gm__host_registry_find(const host_registry *reg, uintptr_t addr);
 host_region *gm__host_registry_lower_bound(const host_registry *reg, uintptr_t addr);
 /* The last region with base <= addr, or NULL. */
 host_region *gm__host_registry_floor(const host_registry *reg, uintptr_t addr);
+/*
+ * gm__host_registry_floor for a registry whose ranges [base, base + bytes)
+ * never overlap (the backend's invariant): the two regions it last found
+ * are tried first, and one whose range holds addr is the floor (no other
+ * base can lie in (its base, addr]). Repeated lookups in the same few
+ * regions (a program's transfers between the same arrays) skip the walk.
+ */
+host_region *gm__host_registry_floor_hinted(host_registry *reg, uintptr_t addr);
 /* The region of lowest base, or NULL. */
 host_region *gm__host_registry_first(const host_registry *reg);
 /* The region after / before r in address order, or NULL. */
@@ -184,7 +193,6 @@ typedef struct host_ctx {
     host_stream *streams;   /* every stream with a worker */
     host_stream *wrappers;  /* every stream_wrap wrapper */
     host_event *events;     /* every event */
-    host_stream *default_stream;
     host_stream *legacy_stream;
     host_thread_stream *thread_streams;
     size_t nthread_streams;

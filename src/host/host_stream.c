@@ -16,15 +16,18 @@
  *   - CUDA's legacy default stream (GM_BUILTIN_STREAM_LEGACY): every item
  *     carries a ticket, a context-wide enqueue counter. An item on the legacy
  *     stream starts only when every blocking stream (all streams but the
- *     legacy one and those created GM_STREAM_NON_BLOCKING; the default and
- *     per-thread streams are blocking) has finished all its items with a
+ *     legacy one and those created GM_STREAM_NON_BLOCKING; the per-thread
+ *     streams are blocking) has finished all its items with a
  *     smaller ticket; an item on a blocking stream starts only when the
  *     legacy stream has finished all its items with a smaller ticket.
  *     Synchronous ops (stream NULL) wait the same way as a legacy item before
  *     they run on the calling thread. Dependencies always point to smaller
  *     tickets, so they cannot form a cycle.
  *
- * Stream ops given a NULL stream act on the legacy stream (CUDA's stream 0).
+ * Stream ops given a NULL stream act on the legacy stream (CUDA's stream 0),
+ * and so does the default stream (GM_BUILTIN_STREAM_DEFAULT): Numba's
+ * default_stream() is stream 0 with the legacy APIs, which Numba always uses,
+ * and the CUDA and HSA backends map it the same way.
  * Work functions (and cleanups and callbacks) run on a worker thread, like
  * CUDA host functions: they must not synchronize their own stream
  * (stream_synchronize and stream_destroy detect it: GM_ERR_STATE) nor issue
@@ -476,10 +479,9 @@ static gm_status per_thread_locked(host_ctx *c, host_stream **s_p)
 static gm_status stream_builtin_locked(host_ctx *c, gm_builtin_stream which, host_stream **s_p)
 {
     switch (which) {
-    case GM_BUILTIN_STREAM_DEFAULT:
-        return builtin_locked(c, &c->default_stream, (int)which, s_p);
+    case GM_BUILTIN_STREAM_DEFAULT: /* stream 0: the legacy stream, as on CUDA and HSA */
     case GM_BUILTIN_STREAM_LEGACY:
-        return builtin_locked(c, &c->legacy_stream, (int)which, s_p);
+        return builtin_locked(c, &c->legacy_stream, GM_BUILTIN_STREAM_LEGACY, s_p);
     case GM_BUILTIN_STREAM_PER_THREAD:
         return per_thread_locked(c, s_p);
     }

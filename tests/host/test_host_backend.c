@@ -1044,11 +1044,11 @@ static void *probe_thread(void *arg)
 }
 
 /*
- * Built-in streams: one default, one legacy, one per thread (same within a
- * thread). cmocka's leak-checking allocator keeps its block list per thread,
- * so a block allocated on the helper thread and freed by fini on this one
- * would corrupt it: this test runs on the C library's allocator (leaks are
- * then left to the ASan build).
+ * Built-in streams: the default one is the legacy one (CUDA's stream 0, as
+ * Numba's default_stream() is), and one per thread (same within a thread). cmocka's leak-checking
+ * allocator keeps its block list per thread, so a block allocated on the helper thread and freed by
+ * fini on this one would corrupt it: this test runs on the C library's allocator (leaks are then
+ * left to the ASan build).
  */
 static void test_builtin_and_per_thread(void **state)
 {
@@ -1064,7 +1064,7 @@ static void test_builtin_and_per_thread(void **state)
     assert_ok(OPS->stream_builtin(c, GM_BUILTIN_STREAM_DEFAULT, &d2));
     assert_ptr_equal(d1, d2);
     assert_ok(OPS->stream_builtin(c, GM_BUILTIN_STREAM_LEGACY, &l));
-    assert_ptr_not_equal(l, d1);
+    assert_ptr_equal(l, d1);
     assert_int_equal(pthread_create(&t, NULL, probe_thread, &probe), 0);
     assert_ok(OPS->stream_builtin(c, GM_BUILTIN_STREAM_PER_THREAD, &p1));
     assert_ok(OPS->stream_builtin(c, GM_BUILTIN_STREAM_PER_THREAD, &p2));
@@ -1081,12 +1081,15 @@ static void test_builtin_and_per_thread(void **state)
     assert_int_equal(gm_test_use_cmocka_allocator(state), 0);
 }
 
-/* Legacy stream work waits for earlier work on blocking streams, not on non-blocking ones. */
+/*
+ * Legacy stream work waits for earlier work on blocking streams, not on
+ * non-blocking ones; so does the default stream's, which is the legacy one.
+ */
 static void test_legacy_waits_for_blocking(void **state)
 {
     gm_backend_ctx *c = ctx_new();
-    gm_backend_stream *blocking = NULL, *nonblocking = NULL, *legacy = NULL;
-    int flag = 0;
+    gm_backend_stream *blocking = NULL, *nonblocking = NULL, *legacy = NULL, *def = NULL;
+    int flag = 0, on_default = 0;
     gate g1, g2;
 
     gate_init(&g1);
@@ -1097,11 +1100,16 @@ static void test_legacy_waits_for_blocking(void **state)
     assert_ok(OPS->stream_enqueue_host(c, nonblocking, work_gate, &g2, NULL));
     assert_ok(OPS->stream_enqueue_host(c, blocking, work_gate, &g1, NULL));
     assert_ok(OPS->stream_enqueue_host(c, legacy, work_set_flag, &flag, NULL));
+    assert_ok(OPS->stream_builtin(c, GM_BUILTIN_STREAM_DEFAULT, &def));
+    assert_ok(OPS->stream_enqueue_host(c, def, work_set_flag, &on_default, NULL));
     sleep_ms(SETTLE_MS);
     assert_int_equal(flag, 0); /* held back by the blocking stream */
+    assert_int_equal(on_default, 0);
     gate_open(&g1);
     assert_true(query_idle_within(c, legacy, 5000)); /* not by the non-blocking one */
     assert_int_equal(flag, 1);
+    assert_true(query_idle_within(c, def, 5000));
+    assert_int_equal(on_default, 1);
     assert_status(OPS->stream_query(c, nonblocking), GM_ERR_NOT_READY);
     gate_open(&g2);
     assert_ok(OPS->stream_synchronize(c, nonblocking));
@@ -1112,29 +1120,30 @@ static void test_legacy_waits_for_blocking(void **state)
     OPS->fini(c);
 }
 
-/* Later work on blocking streams (the default one too) waits for earlier legacy work. */
+/* Later work on blocking streams waits for earlier legacy work. */
 static void test_blocking_waits_for_legacy(void **state)
 {
     gm_backend_ctx *c = ctx_new();
-    gm_backend_stream *def = NULL, *nonblocking = NULL, *legacy = NULL;
-    int on_default = 0, on_nonblocking = 0;
+    gm_backend_stream *blocking = NULL, *nonblocking = NULL, *legacy = NULL;
+    int on_blocking = 0, on_nonblocking = 0;
     gate g;
 
     gate_init(&g);
-    assert_ok(OPS->stream_builtin(c, GM_BUILTIN_STREAM_DEFAULT, &def));
+    assert_ok(OPS->stream_create(c, 0, &blocking)); /* blocking */
     assert_ok(OPS->stream_create(c, GM_STREAM_NON_BLOCKING, &nonblocking));
     assert_ok(OPS->stream_builtin(c, GM_BUILTIN_STREAM_LEGACY, &legacy));
     assert_ok(OPS->stream_enqueue_host(c, legacy, work_gate, &g, NULL));
-    assert_ok(OPS->stream_enqueue_host(c, def, work_set_flag, &on_default, NULL));
+    assert_ok(OPS->stream_enqueue_host(c, blocking, work_set_flag, &on_blocking, NULL));
     assert_ok(OPS->stream_enqueue_host(c, nonblocking, work_set_flag, &on_nonblocking, NULL));
     assert_true(query_idle_within(c, nonblocking, 5000));
     assert_int_equal(on_nonblocking, 1);
     sleep_ms(SETTLE_MS);
-    assert_int_equal(on_default, 0);
+    assert_int_equal(on_blocking, 0);
     gate_open(&g);
-    assert_ok(OPS->stream_synchronize(c, def));
-    assert_int_equal(on_default, 1);
+    assert_ok(OPS->stream_synchronize(c, blocking));
+    assert_int_equal(on_blocking, 1);
     assert_ok(OPS->stream_synchronize(c, NULL)); /* NULL is the legacy stream */
+    assert_ok(OPS->stream_destroy(c, blocking));
     assert_ok(OPS->stream_destroy(c, nonblocking));
     gate_destroy(&g);
     OPS->fini(c);

@@ -204,6 +204,62 @@ static void test_synchronize_query_callback(void **state)
     gm_context_destroy(&ctx);
 }
 
+/* A callback that records whether a gate's callback had run before it. */
+typedef struct probe {
+    gate *g;
+    int saw_gate_ran; /* -1: the probe has not run */
+    gm_stream *stream;
+} order_probe;
+
+static void probe_callback(gm_stream *stream, gm_status status, void *user)
+{
+    order_probe *p = user;
+
+    (void)status;
+    p->saw_gate_ran = atomic_load(&p->g->ran);
+    p->stream = stream;
+}
+
+/*
+ * The default stream is the legacy stream (Numba's default_stream() is stream
+ * 0 with the legacy APIs): its work waits for earlier work on blocking
+ * streams, and events recorded on it (or on NULL) time that wait.
+ */
+static void test_default_stream_is_legacy(void **state)
+{
+    gm_context *ctx = rt_fault_ctx();
+    gm_stream *s = NULL, *def = gm_default_stream(ctx);
+    gm_event *start = NULL, *end = NULL;
+    gate g;
+    order_probe p = {&g, -1, NULL};
+    float ms = 0.0f;
+
+    (void)state;
+    memset(&g, 0, sizeof(g));
+    assert_non_null(def);
+    assert_ok(gm_stream_create(ctx, 0, &s));
+    assert_ok(gm_event_create(ctx, true, &start));
+    assert_ok(gm_event_create(ctx, true, &end));
+    assert_ok(gm_event_record(start, NULL));
+    assert_ok(gm_stream_add_callback(s, gate_callback, &g));
+    assert_ok(gm_stream_add_callback(def, probe_callback, &p));
+    assert_ok(gm_event_record(end, def));
+    sleep_ms(50);
+    assert_status(gm_stream_query(def), GM_ERR_NOT_READY); /* waits for s's work */
+    assert_status(gm_event_query(end), GM_ERR_NOT_READY);
+    atomic_store(&g.release, 1);
+    assert_ok(gm_stream_synchronize(def));
+    assert_int_equal(p.saw_gate_ran, 1); /* the gate had run before the probe */
+    assert_ptr_equal(p.stream, def);
+    assert_ok(gm_event_elapsed_ms(start, end, &ms));
+    assert_true(ms >= 45.0f); /* the gate held `end` back for at least the 50 ms sleep */
+    assert_ok(gm_stream_query(s));
+    gm_event_destroy(&start);
+    gm_event_destroy(&end);
+    gm_stream_destroy(&s);
+    gm_context_destroy(&ctx);
+}
+
 /* A callback that takes a while, then sets a flag. */
 static void slow_callback(gm_stream *stream, gm_status status, void *user)
 {
@@ -730,6 +786,7 @@ int main(void)
         cmocka_unit_test_setup(test_builtin_streams, test_setup),
         cmocka_unit_test_setup(test_wrap_external, test_setup),
         cmocka_unit_test_setup(test_synchronize_query_callback, test_setup),
+        cmocka_unit_test_setup(test_default_stream_is_legacy, test_setup),
         cmocka_unit_test_setup(test_context_synchronize, test_setup),
         cmocka_unit_test_setup(test_no_chaining_during_teardown, test_setup),
         cmocka_unit_test_setup(test_wrapped_stream_outlives_its_callbacks, test_setup),
