@@ -328,6 +328,15 @@ typedef enum gm_host_flags {
 GM_API gm_status gm_pinned_array(gm_context *ctx, int ndim, const int64_t *shape, gm_dtype dtype,
                                  gm_order order, gm_array **array_p);
 
+/**
+ * @brief Page-locked host array with given byte strides (Numba's
+ *        pinned_array(shape, dtype, strides)); the allocation covers the
+ *        strides' extent, as gm_device_array_strided()'s does.
+ */
+GM_API gm_status gm_pinned_array_strided(gm_context *ctx, int ndim, const int64_t *shape,
+                                         const int64_t *strides, gm_dtype dtype,
+                                         gm_array **array_p);
+
 /** @brief Pinned array with the layout of `like` (pinned_array_like). */
 GM_API gm_status gm_pinned_array_like(gm_context *ctx, const gm_ndview *like, gm_array **array_p);
 
@@ -338,6 +347,15 @@ GM_API gm_status gm_pinned_array_like(gm_context *ctx, const gm_ndview *like, gm
  */
 GM_API gm_status gm_mapped_array(gm_context *ctx, int ndim, const int64_t *shape, gm_dtype dtype,
                                  gm_order order, unsigned flags, gm_array **array_p);
+
+/**
+ * @brief Mapped host array with given byte strides (Numba's
+ *        mapped_array(shape, dtype, strides, ..., portable, wc)).
+ * @param flags GM_HOST_PORTABLE and/or GM_HOST_WRITECOMBINED.
+ */
+GM_API gm_status gm_mapped_array_strided(gm_context *ctx, int ndim, const int64_t *shape,
+                                         const int64_t *strides, gm_dtype dtype, unsigned flags,
+                                         gm_array **array_p);
 
 /** @brief Mapped array with the layout of `like` (mapped_array_like). */
 GM_API gm_status gm_mapped_array_like(gm_context *ctx, const gm_ndview *like, unsigned flags,
@@ -356,6 +374,11 @@ GM_API gm_status gm_mapped_array_like(gm_context *ctx, const gm_ndview *like, un
  */
 GM_API gm_status gm_managed_array(gm_context *ctx, int ndim, const int64_t *shape, gm_dtype dtype,
                                   gm_order order, gm_array **array_p);
+
+/** @brief Managed array with given byte strides (Numba's managed_array(shape, dtype, strides)). */
+GM_API gm_status gm_managed_array_strided(gm_context *ctx, int ndim, const int64_t *shape,
+                                          const int64_t *strides, gm_dtype dtype,
+                                          gm_array **array_p);
 
 /** @brief Managed array with the layout of `like` (managed_array with like's shape). */
 GM_API gm_status gm_managed_array_like(gm_context *ctx, const gm_ndview *like, gm_array **array_p);

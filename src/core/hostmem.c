@@ -68,6 +68,25 @@ static gm_status ordered_array(const char *fn, gm_context *ctx, int ndim, const 
     return gm__array_create(ctx, fn, &layout, memory, host_flags, array_p);
 }
 
+/* A new array of `memory` kind with explicit byte strides (any signs). */
+static gm_status strided_array(const char *fn, gm_context *ctx, int ndim, const int64_t *shape,
+                               const int64_t *strides, gm_dtype dtype, gm_memory_kind memory,
+                               unsigned host_flags, gm_array **array_p)
+{
+    gm_ndview layout;
+    gm_status status = check_alloc(fn, ctx, array_p);
+
+    if (status == GM_OK && strides == NULL && ndim > 0)
+        status = gm__error(GM_ERR_NULL_POINTER, "%s: strides is NULL", fn);
+    if (status == GM_OK && memory == GM_MEMORY_MAPPED)
+        status = check_flags(fn, host_flags);
+    if (status == GM_OK)
+        status = gm__ndview_init(fn, NULL, dtype, ndim, shape, strides, GM_ORDER_C, &layout);
+    if (status != GM_OK)
+        return status;
+    return gm__array_create(ctx, fn, &layout, memory, host_flags, array_p);
+}
+
 /* A new array of `memory` kind with gm_ndview_like()'s layout of `like`. */
 static gm_status like_array(const char *fn, gm_context *ctx, const gm_ndview *like,
                             gm_memory_kind memory, unsigned host_flags, gm_array **array_p)
@@ -100,12 +119,28 @@ gm_status gm_pinned_array_like(gm_context *ctx, const gm_ndview *like, gm_array 
     return like_array("gm_pinned_array_like", ctx, like, GM_MEMORY_PINNED, 0, array_p);
 }
 
+/* A page-locked host array with explicit strides (pinned_array's strides argument). */
+gm_status gm_pinned_array_strided(gm_context *ctx, int ndim, const int64_t *shape,
+                                  const int64_t *strides, gm_dtype dtype, gm_array **array_p)
+{
+    return strided_array("gm_pinned_array_strided", ctx, ndim, shape, strides, dtype,
+                         GM_MEMORY_PINNED, 0, array_p);
+}
+
 /* A C/F managed array (Numba's managed_array). */
 gm_status gm_managed_array(gm_context *ctx, int ndim, const int64_t *shape, gm_dtype dtype,
                            gm_order order, gm_array **array_p)
 {
     return ordered_array("gm_managed_array", ctx, ndim, shape, dtype, order, GM_MEMORY_MANAGED, 0,
                          array_p);
+}
+
+/* A managed array with explicit strides (managed_array's strides argument). */
+gm_status gm_managed_array_strided(gm_context *ctx, int ndim, const int64_t *shape,
+                                   const int64_t *strides, gm_dtype dtype, gm_array **array_p)
+{
+    return strided_array("gm_managed_array_strided", ctx, ndim, shape, strides, dtype,
+                         GM_MEMORY_MANAGED, 0, array_p);
 }
 
 /* A managed array with gm_ndview_like()'s layout. */
@@ -120,6 +155,15 @@ gm_status gm_mapped_array(gm_context *ctx, int ndim, const int64_t *shape, gm_dt
 {
     return ordered_array("gm_mapped_array", ctx, ndim, shape, dtype, order, GM_MEMORY_MAPPED,
                          flags | GM_HOST_MAPPED, array_p);
+}
+
+/* A mapped host array with explicit strides (mapped_array's strides argument). */
+gm_status gm_mapped_array_strided(gm_context *ctx, int ndim, const int64_t *shape,
+                                  const int64_t *strides, gm_dtype dtype, unsigned flags,
+                                  gm_array **array_p)
+{
+    return strided_array("gm_mapped_array_strided", ctx, ndim, shape, strides, dtype,
+                         GM_MEMORY_MAPPED, flags | GM_HOST_MAPPED, array_p);
 }
 
 /* A mapped host array with gm_ndview_like()'s layout. */

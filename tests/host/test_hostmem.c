@@ -131,6 +131,87 @@ static void test_mapped_array(void **state)
     gm_context_destroy(&ctx);
 }
 
+/*
+ * Fill a strided host-memory array from a C-contiguous 3 x 2 host array and
+ * check each element at the address its strides give (rows of 4 elements,
+ * the first row last when the row stride is negative).
+ */
+static void check_strided_fill(gm_context *ctx, gm_array *a, const int64_t *strides)
+{
+    static const double src[6] = {1, 2, 3, 4, 5, 6};
+    int64_t shape[2] = {3, 2};
+    const gm_ndview *v = gm_array_view(a);
+    const char *base = NULL;
+    gm_ndview hv;
+
+    assert_int_equal(v->strides[0], strides[0]);
+    assert_int_equal(v->strides[1], strides[1]);
+    assert_ok(gm_ndview_init((void *)src, GM_FLOAT64, 2, shape, NULL, GM_ORDER_C, &hv));
+    assert_ok(gm_copy(ctx, v, &hv, NULL));
+    base = (const char *)v->data + v->offset;
+    for (int i = 0; i < 3; i++)
+        for (int j = 0; j < 2; j++) {
+            double x = 0.0;
+
+            memcpy(&x, base + i * strides[0] + j * strides[1], sizeof(x));
+            assert_true(x == src[2 * i + j]);
+        }
+}
+
+/* Pinned, mapped and managed arrays with explicit strides (Numba's strides argument). */
+static void test_strided_host_arrays(void **state)
+{
+    int64_t shape[2] = {3, 2}, padded[2] = {32, 8}, reversed[2] = {-32, 8};
+    double out[6] = {0};
+    gm_context *ctx = NULL;
+    gm_array *p = NULL, *m = NULL, *g = NULL, *x = NULL;
+    gm_ndview dv, hv;
+    int64_t lo = 0, hi = 0;
+
+    (void)state;
+    assert_ok(rt_fault_context(NULL, &ctx));
+    assert_ok(gm_pinned_array_strided(ctx, 2, shape, padded, GM_FLOAT64, &p));
+    assert_int_equal(gm_array_view(p)->memory, GM_MEMORY_PINNED);
+    assert_ok(gm_ndview_extent(gm_array_view(p), &lo, &hi));
+    assert_int_equal(hi - lo, 2 * 32 + 8 + 8); /* the strides' extent, gaps included */
+    assert_false(gm_ndview_is_c_contiguous(gm_array_view(p)));
+    check_strided_fill(ctx, p, padded);
+
+    assert_ok(gm_mapped_array_strided(ctx, 2, shape, reversed, GM_FLOAT64, GM_HOST_PORTABLE, &m));
+    assert_int_equal(gm_array_view(m)->memory, GM_MEMORY_MAPPED);
+    assert_int_equal(gm_array_view(m)->offset, 64); /* row 0 is the last in memory */
+    check_strided_fill(ctx, m, reversed);
+    assert_ok(gm_array_device_view(m, &dv)); /* the device side has the same layout */
+    assert_int_equal(dv.strides[0], -32);
+    assert_ok(gm_ndview_init(out, GM_FLOAT64, 2, shape, NULL, GM_ORDER_C, &hv));
+    assert_ok(gm_copy(ctx, &hv, &dv, NULL));
+    for (int i = 0; i < 6; i++)
+        assert_true(out[i] == (double)(i + 1));
+
+    assert_ok(gm_managed_array_strided(ctx, 2, shape, padded, GM_FLOAT64, &g));
+    assert_int_equal(gm_array_view(g)->memory, GM_MEMORY_MANAGED);
+    check_strided_fill(ctx, g, padded);
+
+    assert_status(gm_pinned_array_strided(ctx, 2, shape, NULL, GM_FLOAT64, &x),
+                  GM_ERR_NULL_POINTER);
+    assert_message_begins("gm_pinned_array_strided: strides is NULL");
+    assert_status(gm_mapped_array_strided(ctx, 2, shape, padded, GM_FLOAT64, 1u << 8, &x),
+                  GM_ERR_INVALID_ARG);
+    assert_message_contains("gm_mapped_array_strided: unknown flags");
+    assert_status(gm_managed_array_strided(NULL, 2, shape, padded, GM_FLOAT64, &x),
+                  GM_ERR_NULL_POINTER);
+    assert_status(gm_pinned_array_strided(ctx, 2, shape, padded, GM_FLOAT64, NULL),
+                  GM_ERR_NULL_POINTER);
+    shape[0] = INT64_C(1) << 60; /* an extent past what int64 bytes can hold */
+    assert_status(gm_pinned_array_strided(ctx, 2, shape, padded, GM_FLOAT64, &x),
+                  GM_ERR_OVERFLOW);
+    assert_null(x);
+    gm_array_release(&g);
+    gm_array_release(&m);
+    gm_array_release(&p);
+    gm_context_destroy(&ctx);
+}
+
 /* Managed arrays: one address for host and device, charged as device memory, queued frees. */
 static void test_managed_array(void **state)
 {
@@ -604,6 +685,7 @@ int main(void)
         cmocka_unit_test_setup(test_pinned_array, test_setup),
         cmocka_unit_test_setup(test_mapped_array, test_setup),
         cmocka_unit_test_setup(test_managed_array, test_setup),
+        cmocka_unit_test_setup(test_strided_host_arrays, test_setup),
         cmocka_unit_test_setup(test_register_unmapped, test_setup),
         cmocka_unit_test_setup(test_registration_across_contexts, test_setup),
         cmocka_unit_test_setup(test_registration_race, test_setup),

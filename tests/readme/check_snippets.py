@@ -98,12 +98,15 @@ CHECK(gm_ndview_init(fx_b, GM_FLOAT32, 1, fx_b_shape, NULL, GM_ORDER_C, &arrays[
 """,
         "after": r"""
 CHECK(gm_array_view(pinned)->memory == GM_MEMORY_PINNED);
+CHECK(gm_array_view(tile)->memory == GM_MEMORY_PINNED);
+CHECK(gm_array_view(tile)->strides[0] == 64 && gm_array_view(tile)->strides[1] == 4);
 CHECK(gm_array_view(mapped)->memory == GM_MEMORY_MAPPED);
 CHECK(device_side.memory == GM_MEMORY_DEVICE && device_side.shape[0] == 1024);
 CHECK(gm_array_view(managed)->memory == GM_MEMORY_MANAGED);
 CHECK(((const float *)gm_array_view(managed)->data)[0] == 1.0f);
 CHECK(scope == NULL);
 gm_array_release(&pinned);
+gm_array_release(&tile);
 gm_array_release(&mapped);
 gm_array_release(&managed);
 gm_context_destroy(&ctx);
