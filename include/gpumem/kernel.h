@@ -34,7 +34,8 @@
  *   gm_grid_dim_*, gm_global_id_* (Numba's cuda.grid), gm_global_size_*
  *   (cuda.gridsize), gm_lane_id(), gm_warp_size().
  * - GM_SHARED_ARRAY(type, name, count) / GM_SHARED_ARRAY2D(type, name, rows,
- *   cols): static shared memory, one instance per block (__shared__, LDS
+ *   cols) / GM_SHARED_ARRAY3D(type, name, planes, rows, cols) (Numba's
+ *   cuda.shared.array(shape)): static shared memory, one instance per block (__shared__, LDS
  *   address space 3; in the simulator a thread-local array of the worker
  *   running the block, so concurrently running blocks never share it).
  *   Index it; do not take sizeof of it (a pointer on the host).
@@ -164,6 +165,8 @@
 
 #define GM_SHARED_ARRAY(type, name, count)        __shared__ type name[(count)]
 #define GM_SHARED_ARRAY2D(type, name, rows, cols) __shared__ type name[(rows)][(cols)]
+#define GM_SHARED_ARRAY3D(type, name, planes, rows, cols) \
+    __shared__ type name[(planes)][(rows)][(cols)]
 #define GM_DYNAMIC_SHARED(type, name)                                   \
     extern __shared__ __align__(64) unsigned char gm__dynamic_shared[]; \
     type *name = (type *)gm__dynamic_shared
@@ -330,6 +333,8 @@ GM__DEVINL double gm_atomic_add_f64(double *p, double v)
 
 #define GM_SHARED_ARRAY(type, name, count)        __shared__ type name[(count)]
 #define GM_SHARED_ARRAY2D(type, name, rows, cols) __shared__ type name[(rows)][(cols)]
+#define GM_SHARED_ARRAY3D(type, name, planes, rows, cols) \
+    __shared__ type name[(planes)][(rows)][(cols)]
 #define GM_DYNAMIC_SHARED(type, name)                                                  \
     extern __shared__ __attribute__((aligned(64))) unsigned char gm__dynamic_shared[]; \
     type *name = (type *)gm__dynamic_shared
@@ -739,6 +744,11 @@ GM__DEVINL void gm__sim_fast_end(gm__sim_block *b)
     static GM__THREAD_LOCAL type name##__gm_shared[(rows)][(cols)]; \
     GM__SHARED_FITS(name);                                          \
     type(*name)[(cols)] = name##__gm_shared;                        \
+    __asm__("" : "+r"(name))
+#define GM_SHARED_ARRAY3D(type, name, planes, rows, cols)                     \
+    static GM__THREAD_LOCAL type name##__gm_shared[(planes)][(rows)][(cols)]; \
+    GM__SHARED_FITS(name);                                                    \
+    type(*name)[(rows)][(cols)] = name##__gm_shared;                          \
     __asm__("" : "+r"(name))
 #define GM_DYNAMIC_SHARED(type, name) type *name = (type *)(void *)GM__CTX()->dynamic_shared
 /* One instance per process: host images share their constants between contexts. */

@@ -3,7 +3,7 @@
 
 A shared array of exactly GM_SHARED_ARRAY_MAX_BYTES (64 KiB) compiles; one
 element more fails to compile with the macro's message naming the array, for
-GM_SHARED_ARRAY and GM_SHARED_ARRAY2D, as C11 and as C++ when a C++ compiler
+GM_SHARED_ARRAY, GM_SHARED_ARRAY2D and GM_SHARED_ARRAY3D, as C11 and as C++ when a C++ compiler
 is given. Usage: check_shared_limit.py INCLUDE_DIR CC [CXX]
 """
 import os
@@ -17,8 +17,10 @@ void touch(void)
 {
     GM_SHARED_ARRAY(float, tile, ONE_D);
     GM_SHARED_ARRAY2D(double, grid, 64, TWO_D_COLS);
+    GM_SHARED_ARRAY3D(int16_t, cube, 32, 32, THREE_D_COLS);
     tile[0] = 1.0f;
     grid[0][0] = 2.0;
+    cube[0][0][0] = 3;
 }
 """
 
@@ -39,11 +41,13 @@ def main():
     if len(sys.argv) > 3:
         compilers.append(("c++", sys.argv[3]))
     failures = 0
-    # 16384 floats and 64 x 128 doubles are 64 KiB each: the limit itself.
+    # 16384 floats, 64 x 128 doubles and 32 x 32 x 32 int16s are 64 KiB each: the limit.
+    ok = [("ONE_D", 16384), ("TWO_D_COLS", 128), ("THREE_D_COLS", 32)]
     cases = [
-        ("at the limit", [("ONE_D", 16384), ("TWO_D_COLS", 128)], None),
-        ("1-D one element over", [("ONE_D", 16385), ("TWO_D_COLS", 128)], "tile"),
-        ("2-D one column over", [("ONE_D", 16384), ("TWO_D_COLS", 129)], "grid"),
+        ("at the limit", ok, None),
+        ("1-D one element over", [("ONE_D", 16385)] + ok[1:], "tile"),
+        ("2-D one column over", ok[:1] + [("TWO_D_COLS", 129)] + ok[2:], "grid"),
+        ("3-D one column over", ok[:2] + [("THREE_D_COLS", 33)], "cube"),
     ]
     with tempfile.TemporaryDirectory() as workdir:
         for lang, compiler in compilers:

@@ -179,6 +179,24 @@ GM_KERNEL(kt_shared_isolation, (int32_t *, bad), (int32_t, rounds))
     }
 }
 
+/*
+ * A 3-D shared array: each thread of a 4 x 4 x 4 block writes its own
+ * element, and after the barrier reads the one mirrored through the block's
+ * centre (written by another thread), so out[t] = 63 - t for each thread's
+ * linear index t; block b adds 100 * b to what it writes.
+ */
+GM_KERNEL(kt_shared_3d, (int32_t *, out))
+{
+    GM_SHARED_ARRAY3D(int32_t, cube, 4, 4, 5); /* a padded row: the layout is the macro's */
+    uint32_t x = gm_thread_idx_x(), y = gm_thread_idx_y(), z = gm_thread_idx_z();
+    int32_t b = (int32_t)gm_block_idx_x();
+    int32_t t = (int32_t)(x + 4u * (y + 4u * z));
+
+    cube[z][y][x] = t + 100 * b;
+    gm_syncthreads();
+    out[64 * b + t] = cube[3u - z][3u - y][3u - x];
+}
+
 /* Atomics from every thread of every block. */
 GM_KERNEL(kt_atomics, (int32_t *, i32), (int64_t *, i64), (uint32_t *, u32), (uint64_t *, u64),
           (float *, f32), (double *, f64))
@@ -276,8 +294,8 @@ GM_HOST_TABLE(kt_test_table,
               GM_HOST_KERNELS(kt_shift, kt_wave_exchange, kt_wave_partial, kt_wave_late,
                               kt_early_return, kt_branch_barrier, kt_extra_barrier,
                               kt_wave_vs_block, kt_index_probe, kt_helper_probe,
-                              kt_shared_isolation, kt_atomics, kt_local_array, kt_barrier_loop,
-                              kt_read_const),
+                              kt_shared_isolation, kt_shared_3d, kt_atomics, kt_local_array,
+                              kt_barrier_loop, kt_read_const),
               GM_HOST_GLOBALS(kt_const));
 
 /* A set without the add_f32 override; the override lives in its own set. */

@@ -283,6 +283,28 @@ static void test_shared_per_block(void **state)
     kt_destroy(&ctx);
 }
 
+/* GM_SHARED_ARRAY3D: one [planes][rows][cols] array per block, indexed as in C. */
+static void test_shared_3d(void **state)
+{
+    gm_context *ctx = kt_context(32);
+    int32_t out[3 * 64];
+    gm_array *dout = NULL;
+    gm_arg args[1];
+
+    (void)state;
+    memset(out, 0xff, sizeof(out));
+    dout = kt_device(ctx, GM_INT32, 3 * 64, out);
+    args[0] = gm_arg_array(dout);
+    assert_ok(
+        gm_launch(kt_kernel(ctx, "kt_shared_3d"), d1(3), gm_dim3_make(4, 4, 4), 0, NULL, 1, args));
+    kt_to_host(dout, GM_INT32, 3 * 64, out);
+    for (int b = 0; b < 3; b++)
+        for (int t = 0; t < 64; t++)
+            assert_int_equal(out[64 * b + t], 63 - t + 100 * b);
+    gm_array_release(&dout);
+    kt_destroy(&ctx);
+}
+
 static void test_atomics(void **state)
 {
     gm_context *ctx = kt_context(32);
@@ -405,11 +427,17 @@ static void test_stream_order(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_barrier_semantics),        cmocka_unit_test(test_wavebarrier_scope),
-        cmocka_unit_test(test_wavebarrier_exited_lanes), cmocka_unit_test(test_divergence),
-        cmocka_unit_test(test_divergence_async),         cmocka_unit_test(test_indices),
-        cmocka_unit_test(test_shared_per_block),         cmocka_unit_test(test_atomics),
-        cmocka_unit_test(test_local_array_and_loop),     cmocka_unit_test(test_stream_order),
+        cmocka_unit_test(test_barrier_semantics),
+        cmocka_unit_test(test_wavebarrier_scope),
+        cmocka_unit_test(test_wavebarrier_exited_lanes),
+        cmocka_unit_test(test_divergence),
+        cmocka_unit_test(test_divergence_async),
+        cmocka_unit_test(test_indices),
+        cmocka_unit_test(test_shared_per_block),
+        cmocka_unit_test(test_shared_3d),
+        cmocka_unit_test(test_atomics),
+        cmocka_unit_test(test_local_array_and_loop),
+        cmocka_unit_test(test_stream_order),
     };
 
     return cmocka_run_group_tests(tests, gm_test_use_cmocka_allocator, gm_test_restore_allocator);
