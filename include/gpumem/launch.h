@@ -253,9 +253,13 @@ typedef enum gm_arg_type {
     GM_ARG_U64 = 4,
     GM_ARG_F32 = 5,
     GM_ARG_F64 = 6,
-    GM_ARG_PTR = 7,  /**< a device pointer */
-    GM_ARG_BYTES = 8 /**< a by-value struct: value.bytes points at `size` bytes */
+    GM_ARG_PTR = 7,   /**< a device pointer */
+    GM_ARG_BYTES = 8, /**< a by-value struct: value.bytes points at `size` bytes */
+    GM_ARG_SMART = 9  /**< a smart array (value.ptr); the kernel gets its device side */
 } gm_arg_type;
+
+/* gpumem/smartarray.h */
+typedef struct gm_smart_array gm_smart_array;
 
 /** One launch argument; make it with the gm_arg_* helpers. */
 typedef struct gm_arg {
@@ -336,6 +340,21 @@ static inline gm_arg gm_arg_view(const gm_ndview *view)
 static inline gm_arg gm_arg_array(const gm_array *array)
 {
     return gm_arg_view(array == NULL ? (const gm_ndview *)0 : gm_array_view(array));
+}
+/**
+ * A smart array (Numba's SmartArray passed to a kernel): at launch its device
+ * side is made current (allocated, and filled from the host side if that is
+ * newer: one synchronous transfer, after any earlier launch that used the
+ * array), and the kernel gets the address of its element (0, ..., 0). The
+ * kernel may write it, so afterwards the device side is the current one and
+ * the host side is refreshed by the next gm_smart_array_get(GM_WHERE_HOST),
+ * which first waits for the launch (on its stream). The parameter is a pointer.
+ */
+static inline gm_arg gm_arg_smart(gm_smart_array *sa)
+{
+    gm_arg a = gm__arg(GM_ARG_SMART, (uint32_t)sizeof(void *));
+    a.value.ptr = (void *)sa;
+    return a;
 }
 /** A struct passed by value (copied at launch). */
 static inline gm_arg gm_arg_bytes(const void *data, uint32_t size)

@@ -10,6 +10,12 @@
  * are synchronous and counted (gm_smart_array_stats). The device side is a
  * device array with gm_ndview_like()'s layout of the host side.
  *
+ * Passed to a kernel with gm_arg_smart() (gpumem/launch.h), as Numba passes
+ * a SmartArray to a cuda.jit function, the launch moves the data to the
+ * device if the host side is newer and leaves the kernel's result there: the
+ * device side is the current one afterwards, and the host side is refreshed
+ * by its next gm_smart_array_get, which waits for a launch made on a stream.
+ *
  * Ownership: a smart array is created by gm_smart_array_create /
  * gm_smart_array_from_host and destroyed by gm_smart_array_destroy, which
  * releases the memory gpumem allocated for it (through the deallocation

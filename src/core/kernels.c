@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "kernels_internal.h"
+#include "smartarray_internal.h"
 
 /* A parameter's class, from its declaration text ("const float * a"). */
 typedef enum param_class {
@@ -92,8 +93,8 @@ static param_class classify(const char *decl)
 
 static const char *arg_type_name(gm_arg_type t)
 {
-    static const char *const names[] = {"?",   "i32", "u32",     "i64",  "u64",
-                                        "f32", "f64", "pointer", "bytes"};
+    static const char *const names[] = {"?",   "i32", "u32",     "i64",   "u64",
+                                        "f32", "f64", "pointer", "bytes", "smart array"};
 
     return (unsigned)t < sizeof(names) / sizeof(names[0]) ? names[t] : "?";
 }
@@ -109,7 +110,7 @@ static bool kind_fits(param_class c, gm_arg_type t)
 {
     switch (c) {
     case PARAM_POINTER:
-        return t == GM_ARG_PTR || t == GM_ARG_U64 || t == GM_ARG_BYTES;
+        return t == GM_ARG_PTR || t == GM_ARG_SMART || t == GM_ARG_U64 || t == GM_ARG_BYTES;
     case PARAM_FLOAT:
         return t == GM_ARG_F32 || t == GM_ARG_BYTES;
     case PARAM_DOUBLE:
@@ -135,6 +136,7 @@ static uint32_t scalar_size(gm_arg_type t)
     case GM_ARG_F64:
         return 8;
     case GM_ARG_PTR:
+    case GM_ARG_SMART:
         return (uint32_t)sizeof(void *);
     default:
         return 0;
@@ -153,7 +155,7 @@ static gm_status check_args(const char *fn, const gm_kernel *k, int nargs, const
         return gm__error(GM_ERR_NULL_POINTER, "%s: kernel '%s': args is NULL", fn, k->name);
     for (int i = 0; i < nargs; i++) {
         /* a scalar's value is read from the 8-byte union: its size must be its type's */
-        if (args[i].type < GM_ARG_I32 || args[i].type > GM_ARG_BYTES || args[i].size == 0 ||
+        if (args[i].type < GM_ARG_I32 || args[i].type > GM_ARG_SMART || args[i].size == 0 ||
             (args[i].type != GM_ARG_BYTES && args[i].size != scalar_size(args[i].type)))
             return gm__error(GM_ERR_INVALID_ARG,
                              "%s: kernel '%s': argument %d has type %d and size %u (make "
@@ -162,6 +164,10 @@ static gm_status check_args(const char *fn, const gm_kernel *k, int nargs, const
         if (args[i].type == GM_ARG_BYTES && args[i].value.bytes == NULL)
             return gm__error(GM_ERR_NULL_POINTER, "%s: kernel '%s': argument %d: bytes is NULL", fn,
                              k->name, i);
+        if (args[i].type == GM_ARG_SMART && args[i].value.ptr == NULL)
+            return gm__error(GM_ERR_NULL_POINTER,
+                             "%s: kernel '%s': argument %d: the smart array is NULL", fn, k->name,
+                             i);
     }
     if (k->nparams < 0)
         return GM_OK;
@@ -272,7 +278,9 @@ gm_status gm_launch(gm_kernel *kernel, gm_dim3 grid, gm_dim3 block, size_t dynam
 {
     static const char fn[] = "gm_launch";
     void *values[GM_MAX_KERNEL_ARGS];
+    void *smart[GM_MAX_KERNEL_ARGS]; /* the device addresses of smart array arguments */
     size_t sizes[GM_MAX_KERNEL_ARGS];
+    bool has_smart = false;
     gm_launch_config config;
     gm_device_info dev;
     gm_backend_stream *bstream = NULL;
@@ -294,11 +302,18 @@ gm_status gm_launch(gm_kernel *kernel, gm_dim3 grid, gm_dim3 block, size_t dynam
     if (ctx->ops->kind == GM_BACKEND_HOST && atomic_load(&kernel->host_pointer_checks) > 0 &&
         atomic_fetch_sub(&kernel->host_pointer_checks, 1) > 0)
         warn_host_pointers(ctx, kernel, nargs, args);
-    for (int i = 0; i < nargs; i++) {
+    for (int i = 0; i < nargs && status == GM_OK; i++) {
         values[i] = args[i].type == GM_ARG_BYTES ? (void *)(uintptr_t)args[i].value.bytes
                                                  : (void *)(uintptr_t)&args[i].value;
         sizes[i] = args[i].size;
+        if (args[i].type == GM_ARG_SMART) {
+            status = gm__smart_launch_begin(args[i].value.ptr, ctx, fn, i, &smart[i]);
+            values[i] = &smart[i];
+            has_smart = true;
+        }
     }
+    if (status != GM_OK)
+        return status;
     config.grid[0] = grid.x;
     config.grid[1] = grid.y;
     config.grid[2] = grid.z;
@@ -306,5 +321,10 @@ gm_status gm_launch(gm_kernel *kernel, gm_dim3 grid, gm_dim3 block, size_t dynam
     config.block[1] = block.y;
     config.block[2] = block.z;
     config.dynamic_shared_bytes = dynamic_shared_bytes;
-    return ctx->ops->launch(ctx->bctx, kernel->bkernel, &config, values, sizes, nargs, bstream);
+    status = ctx->ops->launch(ctx->bctx, kernel->bkernel, &config, values, sizes, nargs, bstream);
+    for (int i = 0; i < nargs && status == GM_OK && has_smart; i++) {
+        if (args[i].type == GM_ARG_SMART)
+            gm__smart_launch_end(args[i].value.ptr, stream);
+    }
+    return status;
 }

@@ -8,6 +8,12 @@
  * host memory; device: device memory), both with one layout, `layout`: the
  * C/F layout asked for, or gm_ndview_like() of the caller's host array. A
  * copy=false host side is the caller's descriptor, owned by the caller.
+ *
+ * Passed to a kernel (gm_arg_smart), the device side is made current before
+ * the launch and is the only current side after it. A launch on a stream is
+ * recorded on the smart array's event; the next transfer between the sides
+ * waits for that event, so it neither reads the device side before the
+ * kernel wrote it nor overwrites it while the kernel may still read it.
  */
 #include <inttypes.h>
 #include <string.h>
@@ -15,6 +21,7 @@
 #include "gpumem/smartarray.h"
 #include "ndview_internal.h"
 #include "runtime_internal.h"
+#include "smartarray_internal.h"
 
 enum { SIDE_HOST = 0, SIDE_DEVICE = 1 };
 
@@ -32,6 +39,8 @@ struct gm_smart_array {
     pthread_mutex_t lock; /* everything below */
     gm_ndview layout;     /* layout of the sides gpumem allocates */
     sa_side side[2];      /* SIDE_HOST, SIDE_DEVICE */
+    gm_event *launched;   /* recorded after each launch on a stream (made at the first) */
+    bool launch_pending;  /* `launched` was recorded since the last wait for it */
 };
 
 /* The side index of a gm_where; -1 for other values. */
@@ -90,6 +99,13 @@ static gm_status side_ensure(gm_smart_array *sa, const char *fn, int i)
         status = side_allocate(sa, fn, i);
     if (status != GM_OK || s->valid)
         return status;
+    if (sa->launch_pending) { /* a kernel may still use the device side */
+        status = gm_event_synchronize(sa->launched);
+        if (status != GM_OK)
+            return gm__error(status, "%s: waiting for the last launch that used the array: %s", fn,
+                             gm_last_error_message());
+        sa->launch_pending = false;
+    }
     status = gm__copy(fn, sa->ctx, &s->view, &other->view, NULL);
     if (status != GM_OK)
         return status;
@@ -103,6 +119,7 @@ static void sa_free(gm_smart_array *sa)
 {
     gm_array_release(&sa->side[SIDE_HOST].array);
     gm_array_release(&sa->side[SIDE_DEVICE].array);
+    gm_event_destroy(&sa->launched);
     pthread_mutex_destroy(&sa->lock);
     gm__free(sa);
 }
@@ -286,6 +303,52 @@ gm_status gm_smart_array_stats(gm_smart_array *sa, gm_smart_stats *stats_p)
     stats_p->device_allocated = sa->side[SIDE_DEVICE].allocated;
     pthread_mutex_unlock(&sa->lock);
     return GM_OK;
+}
+
+/* A kernel argument: the device side made current; its element (0, ..., 0). */
+gm_status gm__smart_launch_begin(gm_smart_array *sa, gm_context *ctx, const char *fn, int arg,
+                                 void **devptr_p)
+{
+    const gm_ndview *v = NULL;
+    gm_status status = GM_OK;
+
+    if (sa->ctx != ctx)
+        return gm__error(GM_ERR_WRONG_CONTEXT,
+                         "%s: argument %d: the smart array belongs to another context", fn, arg);
+    pthread_mutex_lock(&sa->lock);
+    if (sa->launched == NULL) /* made now, so that recording after the launch cannot fail for it */
+        status = gm_event_create(ctx, false, &sa->launched);
+    if (status == GM_OK)
+        status = side_ensure(sa, fn, SIDE_DEVICE);
+    if (status == GM_OK) {
+        v = &sa->side[SIDE_DEVICE].view;
+        *devptr_p = v->data == NULL ? NULL : (void *)((char *)v->data + v->offset);
+    }
+    pthread_mutex_unlock(&sa->lock);
+    if (status != GM_OK)
+        return gm__error(status, "%s: argument %d (smart array): %s", fn, arg,
+                         gm_last_error_message());
+    return GM_OK;
+}
+
+/* After a launch: the kernel may have written the device side. */
+void gm__smart_launch_end(gm_smart_array *sa, gm_stream *stream)
+{
+    pthread_mutex_lock(&sa->lock);
+    sa->side[SIDE_DEVICE].valid = true;
+    sa->side[SIDE_HOST].valid = false;
+    if (stream != NULL) { /* a NULL-stream launch has finished already */
+        if (gm_event_record(sa->launched, stream) == GM_OK) {
+            sa->launch_pending = true;
+        } else {
+            gm__log(GM_LOG_WARN,
+                    "gm_launch: recording the launch on a smart array's event failed (%s); "
+                    "synchronizing the stream instead",
+                    gm_last_error_message());
+            (void)gm_stream_synchronize(stream);
+        }
+    }
+    pthread_mutex_unlock(&sa->lock);
 }
 
 /* Release gpumem's sides and free the smart array. */

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <gpumem/kernel.h>
 
@@ -484,6 +485,113 @@ static void test_host_pointer_warning(void **state)
     free(out);
 }
 
+/* A callback that holds its stream for a while. */
+static void slow_callback(gm_stream *stream, gm_status status, void *user)
+{
+    struct timespec pause = {0, 80 * 1000 * 1000};
+
+    (void)stream;
+    (void)status;
+    (void)user;
+    nanosleep(&pause, NULL);
+}
+
+/*
+ * Smart arrays as kernel arguments (Numba's SmartArray passed to a kernel):
+ * the device side is filled only when the host side is newer, the kernel's
+ * result stays on the device until the host side is asked for, and that
+ * waits for a launch on a stream.
+ */
+static void test_smart_array_arguments(void **state)
+{
+    enum { N = 100 };
+    gm_context *ctx = kt_context(32), *other = kt_context(32);
+    gm_kernel *add = NULL, *fill = NULL;
+    gm_smart_array *x = NULL, *out = NULL, *foreign = NULL;
+    gm_smart_stats st;
+    gm_stream *s = NULL;
+    gm_ndview hv, got;
+    float host[N];
+    int64_t n = N;
+
+    (void)state;
+    for (int i = 0; i < N; i++)
+        host[i] = (float)i;
+    assert_ok(gm_kernel_find(ctx, "add_f32", &add));
+    assert_ok(gm_kernel_find(ctx, "fill_f32", &fill));
+    assert_ok(gm_ndview_init(host, GM_FLOAT32, 1, &n, NULL, GM_ORDER_C, &hv));
+    assert_ok(gm_smart_array_from_host(ctx, &hv, true, &x));
+    assert_ok(gm_smart_array_create(ctx, 1, &n, GM_FLOAT32, GM_ORDER_C, GM_WHERE_HOST, &out));
+    {
+        gm_arg args[] = {gm_arg_smart(x), gm_arg_smart(x), gm_arg_smart(out), gm_arg_i64(N)};
+
+        /* out = x + x: x goes to the device once, out's result stays there */
+        assert_ok(gm_launch(add, d1(1), d1(128), 0, NULL, 4, args));
+        assert_ok(gm_smart_array_stats(x, &st));
+        assert_int_equal(st.to_device, 1);
+        assert_ok(gm_smart_array_stats(out, &st));
+        assert_true(st.device_valid && !st.host_valid);
+        assert_ok(gm_smart_array_get(out, GM_WHERE_HOST, &got));
+        for (int i = 0; i < N; i++)
+            assert_true(((const float *)got.data)[i] == 2.0f * (float)i);
+        assert_ok(gm_launch(add, d1(1), d1(128), 0, NULL, 4, args)); /* nothing moves again */
+        assert_ok(gm_smart_array_stats(x, &st));
+        assert_int_equal(st.to_device, 1);
+        assert_int_equal(st.to_host, 0);
+
+        /* a host write, marked: the next launch sends it */
+        assert_ok(gm_smart_array_get(x, GM_WHERE_HOST, &got)); /* the kernel may have written x */
+        ((float *)got.data)[7] = 1000.0f;
+        assert_ok(gm_smart_array_mark_changed(x, GM_WHERE_HOST));
+        assert_ok(gm_launch(add, d1(1), d1(128), 0, NULL, 4, args));
+        assert_ok(gm_smart_array_stats(x, &st));
+        assert_int_equal(st.to_device, 2);
+        assert_ok(gm_smart_array_get(out, GM_WHERE_HOST, &got));
+        assert_true(((const float *)got.data)[7] == 2000.0f);
+        assert_true(((const float *)got.data)[8] == 16.0f);
+    }
+    {
+        /* on a stream held back by a slow callback: the host side waits for the kernel */
+        gm_arg args[] = {gm_arg_smart(out), gm_arg_f32(-3.0f), gm_arg_i64(N)};
+
+        assert_ok(gm_stream_create(ctx, GM_STREAM_NON_BLOCKING, &s));
+        assert_ok(gm_stream_add_callback(s, slow_callback, NULL));
+        assert_ok(gm_launch(fill, d1(1), d1(128), 0, s, 3, args));
+        assert_ok(gm_smart_array_get(out, GM_WHERE_HOST, &got));
+        for (int i = 0; i < N; i++)
+            assert_true(((const float *)got.data)[i] == -3.0f);
+        assert_ok(gm_stream_query(s)); /* the get waited for the launch */
+    }
+    {
+        /* bad arguments: nothing is launched, nothing moves */
+        gm_arg null_sa[] = {gm_arg_smart(NULL), gm_arg_f32(1.0f), gm_arg_i64(N)};
+        gm_arg scalar[] = {gm_arg_smart(out), gm_arg_smart(out), gm_arg_i64(N)};
+        gm_arg wrong[] = {gm_arg_smart(foreign), gm_arg_f32(1.0f), gm_arg_i64(N)};
+
+        assert_status(gm_launch(fill, d1(1), d1(128), 0, NULL, 3, null_sa), GM_ERR_NULL_POINTER);
+        assert_message_contains("argument 0: the smart array is NULL");
+        assert_status(gm_launch(fill, d1(1), d1(128), 0, NULL, 3, scalar), GM_ERR_INVALID_ARG);
+        assert_message_contains("argument 1 (float value) is 4 bytes, a smart array of");
+        scalar[1] = gm_arg_f32(1.0f);
+        scalar[2] = gm_arg_smart(out); /* int64_t n: the right size, the wrong kind */
+        assert_status(gm_launch(fill, d1(1), d1(128), 0, NULL, 3, scalar), GM_ERR_INVALID_ARG);
+        assert_message_contains("argument 2 (int64_t n) cannot take a smart array value");
+        assert_ok(
+            gm_smart_array_create(other, 1, &n, GM_FLOAT32, GM_ORDER_C, GM_WHERE_DEVICE, &foreign));
+        wrong[0] = gm_arg_smart(foreign);
+        assert_status(gm_launch(fill, d1(1), d1(128), 0, NULL, 3, wrong), GM_ERR_WRONG_CONTEXT);
+        assert_message_contains("argument 0: the smart array belongs to another context");
+        assert_ok(gm_smart_array_stats(out, &st));
+        assert_true(st.host_valid); /* the refused launches changed nothing */
+    }
+    gm_smart_array_destroy(&foreign);
+    gm_smart_array_destroy(&out);
+    gm_smart_array_destroy(&x);
+    gm_stream_destroy(&s);
+    kt_destroy(&other);
+    kt_destroy(&ctx);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -496,6 +604,7 @@ int main(void)
         cmocka_unit_test(test_typedef_parameters),
         cmocka_unit_test(test_set_at_reused_address),
         cmocka_unit_test(test_host_pointer_warning),
+        cmocka_unit_test(test_smart_array_arguments),
     };
 
     return cmocka_run_group_tests(tests, gm_test_use_cmocka_allocator, gm_test_restore_allocator);
