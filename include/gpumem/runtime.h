@@ -491,7 +491,12 @@ GM_API gm_status gm_stream_wrap_external(gm_context *ctx, void *native, gm_strea
 /** @brief The backend's native handle of a stream. */
 GM_API void *gm_stream_native(gm_stream *stream);
 
-/** @brief Block until all work on the stream is done; returns the first error of that work. */
+/**
+ * @brief Block until all work on the stream is done; returns the first error
+ *        of that work. GM_ERR_STATE inside a stream callback (a callback must
+ *        not wait for streams: CUDA refuses it, and on HSA it could wait for
+ *        itself).
+ */
 GM_API gm_status gm_stream_synchronize(gm_stream *stream);
 
 /** @brief GM_OK if all work is done, GM_ERR_NOT_READY if not. */
@@ -512,7 +517,8 @@ GM_API gm_status gm_stream_add_callback(gm_stream *stream, gm_stream_callback fn
  * @brief Numba's `with stream.auto_synchronize()`: begin/end a scope. Scopes
  *        nest (a counter per stream); ending the outermost one synchronizes
  *        the stream and returns its status; ending an inner one returns GM_OK;
- *        ending with no scope open is GM_ERR_STATE.
+ *        ending with no scope open, or inside a stream callback, is
+ *        GM_ERR_STATE.
  */
 GM_API gm_status gm_stream_auto_synchronize_begin(gm_stream *stream);
 GM_API gm_status gm_stream_auto_synchronize_end(gm_stream *stream);
@@ -534,7 +540,7 @@ GM_API gm_status gm_stream_wait_event(gm_stream *stream, gm_event *event);
 /** @brief GM_OK if the event has completed, GM_ERR_NOT_READY if not. */
 GM_API gm_status gm_event_query(gm_event *event);
 
-/** @brief Block until the event completes. */
+/** @brief Block until the event completes; GM_ERR_STATE inside a stream callback. */
 GM_API gm_status gm_event_synchronize(gm_event *event);
 
 /**

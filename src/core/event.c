@@ -129,6 +129,9 @@ gm_status gm_event_synchronize(gm_event *event)
 {
     gm_status status = check_event("gm_event_synchronize", event);
 
+    if (status == GM_OK && gm__in_stream_callback())
+        status =
+            gm__error(GM_ERR_STATE, "gm_event_synchronize: not allowed inside a stream callback");
     if (status != GM_OK)
         return status;
     return gm__error_within("gm_event_synchronize",

@@ -345,6 +345,9 @@ gm_status gm_stream_synchronize(gm_stream *stream)
 {
     gm_status status = check_stream("gm_stream_synchronize", stream);
 
+    if (status == GM_OK && gm__in_stream_callback())
+        status =
+            gm__error(GM_ERR_STATE, "gm_stream_synchronize: not allowed inside a stream callback");
     if (status != GM_OK)
         return status;
     return gm__error_within("gm_stream_synchronize", stream->ctx->ops->stream_synchronize(
@@ -452,6 +455,8 @@ gm_status gm_stream_auto_synchronize_end(gm_stream *stream)
     int64_t depth = 0;
     gm_status status = check_stream(fn, stream);
 
+    if (status == GM_OK && gm__in_stream_callback())
+        status = gm__error(GM_ERR_STATE, "%s: not allowed inside a stream callback", fn);
     if (status != GM_OK)
         return status;
     depth = atomic_load(&stream->auto_sync_depth);

@@ -801,6 +801,57 @@ static void test_stream_callbacks(void **state)
     gm_stream_destroy(&s);
 }
 
+/* What a callback got from the calls that wait for streams. */
+typedef struct waits_in_callback {
+    gm_event *event;
+    gm_stream *other;
+    atomic_int own, other_stream, event_sync, auto_end, calls;
+} waits_in_callback;
+
+static void wait_inside_callback(gm_stream *stream, gm_status status, void *user)
+{
+    waits_in_callback *w = user;
+
+    (void)status;
+    atomic_store(&w->own, (int)gm_stream_synchronize(stream));
+    atomic_store(&w->other_stream, (int)gm_stream_synchronize(w->other));
+    atomic_store(&w->event_sync, (int)gm_event_synchronize(w->event));
+    atomic_store(&w->auto_end, (int)gm_stream_auto_synchronize_end(stream));
+    atomic_fetch_add(&w->calls, 1);
+}
+
+/*
+ * A callback must not wait for streams: every waiting call is refused there
+ * with GM_ERR_STATE, on every backend, instead of deadlocking (HSA: the
+ * callback's own completion), failing in the driver (CUDA) or running (the
+ * simulator, for another stream).
+ */
+static void test_no_waiting_inside_callbacks(void **state)
+{
+    waits_in_callback w;
+    gm_stream *s = NULL;
+
+    (void)state;
+    memset(&w, 0, sizeof(w));
+    assert_ok(gm_stream_create(g_ctx, GM_STREAM_DEFAULT, &s));
+    assert_ok(gm_stream_create(g_ctx, GM_STREAM_NON_BLOCKING, &w.other));
+    assert_ok(gm_event_create(g_ctx, false, &w.event));
+    assert_ok(gm_event_record(w.event, w.other));
+    assert_ok(gm_stream_auto_synchronize_begin(s));
+    assert_ok(gm_stream_add_callback(s, wait_inside_callback, &w));
+    assert_ok(gm_stream_synchronize(s));
+    assert_int_equal(atomic_load(&w.calls), 1);
+    assert_int_equal(atomic_load(&w.own), GM_ERR_STATE);
+    assert_int_equal(atomic_load(&w.other_stream), GM_ERR_STATE);
+    assert_int_equal(atomic_load(&w.event_sync), GM_ERR_STATE);
+    assert_int_equal(atomic_load(&w.auto_end), GM_ERR_STATE);
+    assert_ok(gm_stream_auto_synchronize_end(s)); /* the callback's refused end closed nothing */
+    assert_status(gm_stream_auto_synchronize_end(s), GM_ERR_STATE);
+    gm_event_destroy(&w.event);
+    gm_stream_destroy(&w.other);
+    gm_stream_destroy(&s);
+}
+
 /* auto_synchronize scopes nest; the outermost end synchronizes. */
 static void test_auto_synchronize(void **state)
 {
@@ -1565,6 +1616,7 @@ int main(void)
         cmocka_unit_test(test_stream_kernel_ordering),
         cmocka_unit_test(test_two_streams_event),
         cmocka_unit_test(test_stream_callbacks),
+        cmocka_unit_test(test_no_waiting_inside_callbacks),
         cmocka_unit_test(test_auto_synchronize),
         cmocka_unit_test(test_builtin_streams),
         cmocka_unit_test(test_events),
