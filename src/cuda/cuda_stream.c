@@ -25,7 +25,7 @@
 /* What a function queued with cuStreamAddCallback runs. */
 typedef struct host_call {
     gm_backend_ctx *bctx;            /* its host_calls count this call */
-    gm_backend_stream *stream;       /* where a failing work status is kept (host work only) */
+    gm_backend_stream *stream;       /* referenced until the call ran: its failed-work status */
     gm_backend_callback_fn callback; /* stream_add_callback, or NULL */
     gm_backend_host_work_fn work;    /* stream_enqueue_host, or NULL */
     void (*cleanup)(void *user);
@@ -45,7 +45,15 @@ void gm__cuda_streams_init(gm_backend_ctx *bctx)
     atomic_init(&bctx->host_calls, 0);
 }
 
+/* One more reference to a created or wrapped stream (built-in ones live with the context). */
+static void stream_ref(gm_backend_stream *stream)
+{
+    if (stream->kind != GM_CUDA_STREAM_BUILTIN)
+        atomic_fetch_add(&stream->refs, 1);
+}
+
 /* Drop a reference to a created or wrapped stream's wrapper; the last frees it. */
+
 static void stream_unref(gm_backend_stream *stream)
 {
     if (stream->kind != GM_CUDA_STREAM_BUILTIN && atomic_fetch_sub(&stream->refs, 1) == 1)
@@ -178,14 +186,26 @@ void *gm__cuda_stream_native(gm_backend_ctx *bctx, gm_backend_stream *stream)
     return (void *)gm__cuda_stream_handle(stream);
 }
 
+/*
+ * Where the status of failed host work on the stream is kept: the default
+ * stream (handle NULL) is the legacy stream, so the two share the legacy
+ * stream's slot, as they share one FIFO.
+ */
+static _Atomic int *deferred_slot(gm_backend_ctx *bctx, gm_backend_stream *stream)
+{
+    if (stream == &bctx->builtin[GM_BUILTIN_STREAM_DEFAULT])
+        stream = &bctx->builtin[GM_BUILTIN_STREAM_LEGACY];
+    return &stream->deferred_error;
+}
+
 /* Hand out (once) the status of failed host work on the stream. */
-static gm_status take_deferred(gm_backend_stream *stream)
+static gm_status take_deferred(gm_backend_ctx *bctx, gm_backend_stream *stream)
 {
     int deferred = GM_OK;
 
     if (stream == NULL)
         return GM_OK;
-    deferred = atomic_exchange(&stream->deferred_error, GM_OK);
+    deferred = atomic_exchange(deferred_slot(bctx, stream), GM_OK);
     if (deferred == GM_OK)
         return GM_OK;
     return gm__error((gm_status)deferred, "cuda: host work enqueued on the stream failed with %s",
@@ -199,7 +219,7 @@ gm_status gm__cuda_stream_synchronize(gm_backend_ctx *bctx, gm_backend_stream *s
     if (status == GM_OK)
         status = GM_CUDA_CALL(&bctx->drv, cuStreamSynchronize, gm__cuda_stream_handle(stream));
     if (status == GM_OK)
-        status = take_deferred(stream);
+        status = take_deferred(bctx, stream);
     return status;
 }
 
@@ -209,15 +229,15 @@ gm_status gm__cuda_stream_query(gm_backend_ctx *bctx, gm_backend_stream *stream)
 
     if (status == GM_OK)
         status = GM_CUDA_CALL(&bctx->drv, cuStreamQuery, gm__cuda_stream_handle(stream));
-    if (status == GM_OK)
-        status = take_deferred(stream);
-    return status;
+    return status; /* a failed host work's error stays for stream_synchronize, as elsewhere */
 }
 
 /*
  * The cuStreamAddCallback function: run the callback with the stream's
- * status, or the work when the stream is fine (its cleanup either way),
- * then free the call. No CUDA call here (gm__cuda_translate only maps).
+ * status (the driver's error, else that of failed host work before it, which
+ * stays for stream_synchronize), or the work when the stream is fine (its
+ * cleanup either way), then free the call. No CUDA call here
+ * (gm__cuda_translate only maps).
  */
 static void CUDA_CB run_host_call(CUstream handle, CUresult result, void *data)
 {
@@ -228,6 +248,8 @@ static void CUDA_CB run_host_call(CUstream handle, CUresult result, void *data)
 
     (void)handle;
     if (call->callback != NULL) {
+        if (status == GM_OK)
+            status = (gm_status)atomic_load(deferred_slot(bctx, call->stream));
         call->callback(status, call->user);
     } else {
         if (status == GM_OK)
@@ -235,9 +257,10 @@ static void CUDA_CB run_host_call(CUstream handle, CUresult result, void *data)
         if (call->cleanup != NULL)
             call->cleanup(call->user);
         if (status != GM_OK)
-            atomic_compare_exchange_strong(&call->stream->deferred_error, &expected, (int)status);
-        stream_unref(call->stream);
+            atomic_compare_exchange_strong(deferred_slot(bctx, call->stream), &expected,
+                                           (int)status);
     }
+    stream_unref(call->stream);
     gm__free(call);
     atomic_fetch_sub(&bctx->host_calls, 1); /* the last touch of bctx */
 }
@@ -279,14 +302,12 @@ static gm_status launch_host_call(gm_backend_ctx *bctx, gm_backend_stream *strea
     if (status != GM_OK)
         goto free_call;
     /* Counted before it can run (the double runs it inside cuStreamAddCallback). */
-    if (call->work != NULL)
-        atomic_fetch_add(&stream->refs, 1);
+    stream_ref(stream);
     atomic_fetch_add(&bctx->host_calls, 1);
     status = GM_CUDA_CALL(&bctx->drv, cuStreamAddCallback, stream->handle, run_host_call, call, 0);
     if (status != GM_OK) {
         atomic_fetch_sub(&bctx->host_calls, 1);
-        if (call->work != NULL)
-            atomic_fetch_sub(&stream->refs, 1); /* the owner's reference is still held */
+        stream_unref(stream); /* the owner's reference is still held */
         goto free_call;
     }
     return GM_OK;

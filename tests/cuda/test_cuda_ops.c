@@ -439,26 +439,41 @@ static void test_host_functions(void **state)
     assert_ok(CUDA_OPS->stream_enqueue_host(bctx, stream, host_work, NULL, NULL));
     assert_int_equal(work_runs, 3);
     assert_int_equal(cleanup_runs, 2);
+    assert_ok(CUDA_OPS->stream_query(bctx, stream)); /* a query only asks: the error stays */
+    assert_ok(CUDA_OPS->stream_add_callback(bctx, stream, on_callback, &calls));
+    assert_int_equal(calls, 3);
+    assert_int_equal(callback_status, GM_ERR_LAUNCH); /* a later callback sees it, as elsewhere */
     assert_status(CUDA_OPS->stream_synchronize(bctx, stream), GM_ERR_LAUNCH);
     assert_message_contains("host work enqueued on the stream failed with ERR_LAUNCH");
     assert_ok(CUDA_OPS->stream_synchronize(bctx, stream)); /* reported once */
+
+    /* the default stream is the legacy one: one FIFO, one error */
+    {
+        gm_backend_stream *legacy = NULL;
+
+        assert_ok(CUDA_OPS->stream_builtin(bctx, GM_BUILTIN_STREAM_LEGACY, &legacy));
+        assert_ok(CUDA_OPS->stream_enqueue_host(bctx, def, host_work, NULL, NULL));
+        assert_status(CUDA_OPS->stream_synchronize(bctx, legacy), GM_ERR_LAUNCH);
+        assert_ok(CUDA_OPS->stream_synchronize(bctx, def)); /* reported once */
+    }
+    work_result = GM_OK;
 
     /* refused by the driver: nothing runs, nothing is cleaned up, nothing leaks */
     gm_cuda_double_fail("cuStreamAddCallback", 1, CUDA_ERROR_INVALID_VALUE);
     assert_status(CUDA_OPS->stream_enqueue_host(bctx, stream, host_work, NULL, host_cleanup),
                   GM_ERR_INVALID_ARG);
-    assert_int_equal(work_runs, 3);
+    assert_int_equal(work_runs, 4);
     assert_int_equal(cleanup_runs, 2);
     assert_status(CUDA_OPS->stream_add_callback(bctx, stream, NULL, NULL), GM_ERR_NULL_POINTER);
 
     /* after a context error: the callback gets it; the work is skipped, its cleanup runs */
     gm_cuda_double_set_callback_status(CUDA_ERROR_ILLEGAL_ADDRESS);
     assert_ok(CUDA_OPS->stream_add_callback(bctx, stream, on_callback, &calls));
-    assert_int_equal(calls, 3);
+    assert_int_equal(calls, 4);
     assert_int_equal(callback_status, GM_ERR_CONTEXT_LOST); /* a kernel fault */
     work_result = GM_OK;
     assert_ok(CUDA_OPS->stream_enqueue_host(bctx, stream, host_work, NULL, host_cleanup));
-    assert_int_equal(work_runs, 3);
+    assert_int_equal(work_runs, 4);
     assert_int_equal(cleanup_runs, 3);
     gm_cuda_double_set_callback_status(CUDA_SUCCESS);
     assert_status(CUDA_OPS->stream_synchronize(bctx, stream), GM_ERR_CONTEXT_LOST);
@@ -472,7 +487,7 @@ static void test_host_functions(void **state)
     assert_status(CUDA_OPS->stream_enqueue_host(bctx, stream, host_work, NULL, host_cleanup),
                   GM_ERR_UNSUPPORTED);
     assert_int_equal(gm_cuda_double_count_calls("cuStreamAddCallback"), before);
-    assert_int_equal(calls, 3);
+    assert_int_equal(calls, 4);
     assert_int_equal(cleanup_runs, 3);
     gm_cuda_double_set_capturing(0);
     assert_ok(CUDA_OPS->stream_destroy(bctx, stream));
