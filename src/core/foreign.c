@@ -205,7 +205,37 @@ static gm_memory_kind registry_kind(gm_context *ctx, const void *ptr)
     return kind;
 }
 
-/* The backend's answer, completed by the context's arrays; messages name `fn`. */
+/*
+ * The kind of the page-locked memory of this context's registration scopes
+ * containing ptr (gm_map: MAPPED; gm_pin / gm_register: PINNED); HOST if none.
+ */
+static gm_memory_kind scope_kind(gm_context *ctx, const void *ptr)
+{
+    uintptr_t p = (uintptr_t)ptr;
+    gm_memory_kind kind = GM_MEMORY_HOST;
+
+    pthread_mutex_lock(&ctx->lock);
+    for (gm__link *l = ctx->scopes.next; l != &ctx->scopes && kind == GM_MEMORY_HOST; l = l->next) {
+        const gm_host_scope *scope = GM__CONTAINER_OF(l, gm_host_scope, link);
+
+        for (int i = 0; i < scope->nranges; i++) {
+            if (p >= scope->ranges[i].start &&
+                p - scope->ranges[i].start < scope->ranges[i].bytes) {
+                kind = scope->mapped ? GM_MEMORY_MAPPED : GM_MEMORY_PINNED;
+                break;
+            }
+        }
+    }
+    pthread_mutex_unlock(&ctx->lock);
+    return kind;
+}
+
+/*
+ * The backend's answer, completed by the context's own records; messages
+ * name `fn`. The backend cannot tell every kind apart: CUDA reports all
+ * page-locked memory as pinned, HSA all of its host pool as mapped, so for
+ * page-locked memory the arrays and scopes that made it decide.
+ */
 static gm_status pointer_kind(const char *fn, gm_context *ctx, const void *ptr,
                               gm_memory_kind *kind_p)
 {
@@ -220,6 +250,14 @@ static gm_status pointer_kind(const char *fn, gm_context *ctx, const void *ptr,
         return status;
     if (ptr != NULL && (status == GM_ERR_UNSUPPORTED || kind == GM_MEMORY_HOST))
         kind = registry_kind(ctx, ptr);
+    if (ptr != NULL && (kind == GM_MEMORY_PINNED || kind == GM_MEMORY_MAPPED)) {
+        gm_memory_kind own = registry_kind(ctx, ptr);
+
+        if (own != GM_MEMORY_PINNED && own != GM_MEMORY_MAPPED)
+            own = scope_kind(ctx, ptr);
+        if (own == GM_MEMORY_PINNED || own == GM_MEMORY_MAPPED)
+            kind = own;
+    }
     *kind_p = (gm_memory_kind)kind;
     return GM_OK;
 }

@@ -602,6 +602,47 @@ static void test_mapped_kernel_write(void **state)
     gm_array_release(&m);
 }
 
+/* gm_pointer_kind names page-locked memory by how it was made, the same on every backend. */
+static void test_pointer_kinds(void **state)
+{
+    const int64_t n = 1024;
+    float *buf = malloc((size_t)n * 4), *other = malloc((size_t)n * 4);
+    gm_array *pinned = NULL, *mapped = NULL, *dev = NULL;
+    gm_ndview view, oview, dview;
+    gm_host_scope *map_scope = NULL, *pin_scope = NULL;
+    gm_memory_kind kind = GM_MEMORY_HOST;
+
+    (void)state;
+    assert_non_null(buf);
+    assert_non_null(other);
+    assert_ok(gm_pinned_array(g_ctx, 1, &n, GM_FLOAT32, GM_ORDER_C, &pinned));
+    assert_ok(gm_mapped_array(g_ctx, 1, &n, GM_FLOAT32, GM_ORDER_C, 0, &mapped));
+    assert_ok(gm_device_array(g_ctx, 1, &n, GM_FLOAT32, GM_ORDER_C, &dev));
+    view = host_view(buf, GM_FLOAT32, 1, &n, GM_ORDER_C);
+    oview = host_view(other, GM_FLOAT32, 1, &n, GM_ORDER_C);
+    assert_ok(gm_map(g_ctx, 1, &view, &dview, &map_scope));
+    assert_ok(gm_pin(g_ctx, 1, &oview, &pin_scope));
+    assert_ok(gm_pointer_kind(g_ctx, gm_array_view(pinned)->data, &kind));
+    assert_int_equal(kind, GM_MEMORY_PINNED);
+    assert_ok(gm_pointer_kind(g_ctx, (char *)gm_array_view(mapped)->data + 100, &kind));
+    assert_int_equal(kind, GM_MEMORY_MAPPED);
+    assert_ok(gm_pointer_kind(g_ctx, buf + 10, &kind));
+    assert_int_equal(kind, GM_MEMORY_MAPPED);
+    assert_ok(gm_pointer_kind(g_ctx, other + 10, &kind));
+    assert_int_equal(kind, GM_MEMORY_PINNED);
+    assert_ok(gm_pointer_kind(g_ctx, gm_array_view(dev)->data, &kind));
+    assert_int_equal(kind, GM_MEMORY_DEVICE);
+    assert_ok(gm_host_scope_end(&pin_scope));
+    assert_ok(gm_host_scope_end(&map_scope));
+    assert_ok(gm_pointer_kind(g_ctx, buf + 10, &kind));
+    assert_int_equal(kind, GM_MEMORY_HOST); /* unregistered again */
+    gm_array_release(&dev);
+    gm_array_release(&mapped);
+    gm_array_release(&pinned);
+    free(other);
+    free(buf);
+}
+
 /* pin / map / register scopes on malloc'ed memory, pinning the same memory twice in a row. */
 static void test_host_scopes(void **state)
 {
@@ -1612,6 +1653,7 @@ int main(void)
         cmocka_unit_test(test_pinned_and_mapped),
         cmocka_unit_test(test_mapped_kernel_write),
         cmocka_unit_test(test_host_scopes),
+        cmocka_unit_test(test_pointer_kinds),
         cmocka_unit_test(test_stream_copy_ordering),
         cmocka_unit_test(test_stream_kernel_ordering),
         cmocka_unit_test(test_two_streams_event),
