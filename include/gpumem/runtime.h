@@ -473,11 +473,14 @@ GM_API gm_stream *gm_default_stream(gm_context *ctx);
 GM_API gm_stream *gm_legacy_default_stream(gm_context *ctx);
 
 /**
- * @brief The calling OS thread's per-thread default stream; owned by the
- *        context. On the host and HSA backends it is made on the thread's
- *        first call and lives until the context is destroyed (a thread that
- *        exits leaves its stream to the context; a new thread never gets an
- *        old thread's stream). On CUDA it is CU_STREAM_PER_THREAD.
+ * @brief The per-thread default stream (Numba's per_thread_default_stream(),
+ *        CUDA's CU_STREAM_PER_THREAD): one handle, owned by the context,
+ *        that stands for the calling OS thread's own stream wherever it is
+ *        used, so a handle passed to another thread queues that thread's
+ *        work on that thread's stream. On the host and HSA backends a
+ *        thread's stream is made on its first use and lives until the
+ *        context is destroyed (a thread that exits leaves its stream to the
+ *        context; a new thread never gets an old thread's stream).
  */
 GM_API gm_stream *gm_per_thread_default_stream(gm_context *ctx);
 

@@ -44,6 +44,9 @@ gm_status gm__query_result(const char *fn, gm_status status, const char *pending
 }
 
 /* Map an optional stream argument to its backend stream. */
+static gm_status stream_target(const char *fn, const gm_stream *stream,
+                               gm_backend_stream **bstream_p);
+
 gm_status gm__stream_backend(const char *fn, const gm_context *ctx, const gm_stream *stream,
                              gm_backend_stream **bstream_p)
 {
@@ -55,8 +58,27 @@ gm_status gm__stream_backend(const char *fn, const gm_context *ctx, const gm_str
         return gm__error(GM_ERR_WRONG_CONTEXT, "%s: the stream belongs to another context", fn);
     if (atomic_load(&ctx->closing)) /* a callback queuing work while the context goes */
         return gm__error(GM_ERR_STATE, "%s: the context is being destroyed", fn);
-    *bstream_p = stream->bstream;
-    return GM_OK;
+    return stream_target(fn, stream, bstream_p);
+}
+
+/*
+ * The backend stream a wrapper stands for on the calling thread: its own,
+ * except for the per-thread default stream, which (like CUDA's
+ * CU_STREAM_PER_THREAD handle, and Numba's per_thread_default_stream()) is
+ * one handle meaning the calling thread's stream wherever it is used.
+ */
+static gm_status stream_target(const char *fn, const gm_stream *stream,
+                               gm_backend_stream **bstream_p)
+{
+    gm_status status = GM_OK;
+
+    if (stream->kind != GM__STREAM_BUILTIN || stream->builtin != GM_BUILTIN_STREAM_PER_THREAD) {
+        *bstream_p = stream->bstream;
+        return GM_OK;
+    }
+    status = stream->ctx->ops->stream_builtin(stream->ctx->bctx, GM_BUILTIN_STREAM_PER_THREAD,
+                                              bstream_p);
+    return gm__error_within(fn, status);
 }
 
 /* A stream argument that must not be NULL. */
@@ -266,8 +288,9 @@ static gm_stream *builtin_locked(gm_context *ctx, const char *fn, gm_builtin_str
     for (gm__link *l = ctx->streams.next; l != &ctx->streams; l = l->next) {
         gm_stream *s = GM__CONTAINER_OF(l, gm_stream, link);
 
-        if (s->kind == GM__STREAM_BUILTIN && s->builtin == which && s->bstream == bstream)
-            return s;
+        if (s->kind == GM__STREAM_BUILTIN && s->builtin == which &&
+            (s->bstream == bstream || which == GM_BUILTIN_STREAM_PER_THREAD))
+            return s; /* one per-thread wrapper: it resolves at each use */
     }
     if (wrapper_create(ctx, fn, GM__STREAM_BUILTIN, bstream, &stream) != GM_OK)
         return NULL;
@@ -335,34 +358,42 @@ gm_status gm_stream_wrap_external(gm_context *ctx, void *native, gm_stream **str
 /* The backend's native handle; NULL for NULL. */
 void *gm_stream_native(gm_stream *stream)
 {
-    if (stream == NULL)
+    gm_backend_stream *bs = NULL;
+
+    if (stream == NULL || stream_target("gm_stream_native", stream, &bs) != GM_OK)
         return NULL;
-    return stream->ctx->ops->stream_native(stream->ctx->bctx, stream->bstream);
+    return stream->ctx->ops->stream_native(stream->ctx->bctx, bs);
 }
 
 /* Wait for the stream; returns (and clears) its first error. */
 gm_status gm_stream_synchronize(gm_stream *stream)
 {
+    gm_backend_stream *bs = NULL;
     gm_status status = check_stream("gm_stream_synchronize", stream);
 
     if (status == GM_OK && gm__in_stream_callback())
         status =
             gm__error(GM_ERR_STATE, "gm_stream_synchronize: not allowed inside a stream callback");
+    if (status == GM_OK)
+        status = stream_target("gm_stream_synchronize", stream, &bs);
     if (status != GM_OK)
         return status;
-    return gm__error_within("gm_stream_synchronize", stream->ctx->ops->stream_synchronize(
-                                                         stream->ctx->bctx, stream->bstream));
+    return gm__error_within("gm_stream_synchronize",
+                            stream->ctx->ops->stream_synchronize(stream->ctx->bctx, bs));
 }
 
 /* GM_OK when idle, GM_ERR_NOT_READY otherwise. */
 gm_status gm_stream_query(gm_stream *stream)
 {
     static const char fn[] = "gm_stream_query";
+    gm_backend_stream *bs = NULL;
     gm_status status = check_stream(fn, stream);
 
+    if (status == GM_OK)
+        status = stream_target(fn, stream, &bs);
     if (status != GM_OK)
         return status;
-    return gm__query_result(fn, stream->ctx->ops->stream_query(stream->ctx->bctx, stream->bstream),
+    return gm__query_result(fn, stream->ctx->ops->stream_query(stream->ctx->bctx, bs),
                             "the stream still has work pending");
 }
 
@@ -409,12 +440,15 @@ gm_status gm_stream_add_callback(gm_stream *stream, gm_stream_callback fn, void 
 {
     static const char name[] = "gm_stream_add_callback";
     callback_trampoline *t = NULL;
+    gm_backend_stream *bs = NULL;
     gm_status status = check_stream(name, stream);
 
     if (status == GM_OK && fn == NULL)
         status = gm__error(GM_ERR_NULL_POINTER, "%s: fn is NULL", name);
     if (status == GM_OK && atomic_load(&stream->ctx->closing))
         status = gm__error(GM_ERR_STATE, "%s: the context is being destroyed", name);
+    if (status == GM_OK)
+        status = stream_target(name, stream, &bs);
     if (status != GM_OK)
         return status;
     t = take_done(stream->ctx);
@@ -425,8 +459,8 @@ gm_status gm_stream_add_callback(gm_stream *stream, gm_stream_callback fn, void 
     if (t == NULL)
         return gm__error(GM_ERR_NO_MEMORY, "%s: out of host memory", name);
     *t = (callback_trampoline){stream->ctx, stream, fn, user, NULL};
-    status = gm__error_within(name, stream->ctx->ops->stream_add_callback(
-                                        stream->ctx->bctx, stream->bstream, trampoline_cb, t));
+    status = gm__error_within(
+        name, stream->ctx->ops->stream_add_callback(stream->ctx->bctx, bs, trampoline_cb, t));
     if (status != GM_OK)
         gm__free(t);
     return status;
@@ -452,6 +486,7 @@ gm_status gm_stream_auto_synchronize_begin(gm_stream *stream)
 gm_status gm_stream_auto_synchronize_end(gm_stream *stream)
 {
     static const char fn[] = "gm_stream_auto_synchronize_end";
+    gm_backend_stream *bs = NULL;
     int64_t depth = 0;
     gm_status status = check_stream(fn, stream);
 
@@ -466,8 +501,10 @@ gm_status gm_stream_auto_synchronize_end(gm_stream *stream)
     } while (!atomic_compare_exchange_weak(&stream->auto_sync_depth, &depth, depth - 1));
     if (depth != 1)
         return GM_OK;
-    return gm__error_within(
-        fn, stream->ctx->ops->stream_synchronize(stream->ctx->bctx, stream->bstream));
+    status = stream_target(fn, stream, &bs);
+    if (status != GM_OK)
+        return status;
+    return gm__error_within(fn, stream->ctx->ops->stream_synchronize(stream->ctx->bctx, bs));
 }
 
 /* ------------------------------------------------------------- teardown */

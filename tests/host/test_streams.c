@@ -89,6 +89,22 @@ static void *per_thread_main(void *arg)
     return gm_per_thread_default_stream(arg);
 }
 
+/* What a second thread does with the per-thread handle it is given. */
+typedef struct per_thread_job {
+    gm_stream *handle;
+    gate *g;
+    gm_status status;
+} per_thread_job;
+
+/* Block the calling thread's per-thread stream on the gate, through the shared handle. */
+static void *per_thread_block(void *arg)
+{
+    per_thread_job *job = arg;
+
+    job->status = gm_stream_add_callback(job->handle, gate_callback, job->g);
+    return NULL;
+}
+
 /*
  * The built-in streams. cmocka's leak-checking allocator keeps per-thread
  * lists, so this test, which makes gpumem allocate on a second thread, runs
@@ -117,7 +133,7 @@ static void test_builtin_streams(void **state)
     assert_int_equal(pthread_join(thread, &result), 0);
     other = result;
     assert_non_null(other);
-    assert_ptr_not_equal(other, mine);
+    assert_ptr_equal(other, mine); /* one handle, like CU_STREAM_PER_THREAD */
     copy = def;
     gm_stream_destroy(&copy); /* built-in: ignored */
     assert_ptr_equal(copy, def);
@@ -129,6 +145,42 @@ static void test_builtin_streams(void **state)
     assert_message_contains("gm_default_stream: ctx is NULL");
     assert_null(gm_legacy_default_stream(NULL));
     assert_null(gm_per_thread_default_stream(NULL));
+    gm_context_destroy(&ctx);
+    assert_ok(gm_test_use_cmocka_allocator(NULL));
+}
+
+/*
+ * The per-thread default stream is one handle that means the calling
+ * thread's stream wherever it is used (CUDA's CU_STREAM_PER_THREAD, Numba's
+ * per_thread_default_stream()): work another thread queues through it goes
+ * to that thread's stream, so it does not hold back this thread's.
+ */
+static void test_per_thread_handle_resolves(void **state)
+{
+    gm_context *ctx = NULL;
+    gm_stream *h = NULL;
+    gate g;
+    per_thread_job job;
+    pthread_t thread;
+
+    (void)state;
+    assert_ok(gm_set_host_allocator(NULL));
+    memset(&g, 0, sizeof(g));
+    ctx = rt_fault_ctx();
+    h = gm_per_thread_default_stream(ctx);
+    assert_non_null(h);
+    job = (per_thread_job){h, &g, GM_ERR_INTERNAL};
+    assert_int_equal(pthread_create(&thread, NULL, per_thread_block, &job), 0);
+    assert_int_equal(pthread_join(thread, NULL), 0);
+    assert_ok(job.status);
+    sleep_ms(20);
+    assert_int_equal(atomic_load(&g.ran), 0); /* the other thread's stream is held */
+    assert_ok(gm_stream_query(h));            /* this thread's is idle */
+    assert_ok(gm_stream_synchronize(h));
+    atomic_store(&g.release, 1);
+    for (int i = 0; i < 5000 && atomic_load(&g.ran) == 0; i++)
+        sleep_ms(1);
+    assert_int_equal(atomic_load(&g.ran), 1);
     gm_context_destroy(&ctx);
     assert_ok(gm_test_use_cmocka_allocator(NULL));
 }
@@ -784,6 +836,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup(test_create_destroy, test_setup),
         cmocka_unit_test_setup(test_builtin_streams, test_setup),
+        cmocka_unit_test_setup(test_per_thread_handle_resolves, test_setup),
         cmocka_unit_test_setup(test_wrap_external, test_setup),
         cmocka_unit_test_setup(test_synchronize_query_callback, test_setup),
         cmocka_unit_test_setup(test_default_stream_is_legacy, test_setup),
