@@ -200,7 +200,10 @@ GM_API gm_status gm_device_array_like(gm_context *ctx, const gm_ndview *like, gm
  * @brief Copy a host array to a new device array (Numba's to_device). The
  *        device array has the layout gm_ndview_like() gives (so a
  *        non-contiguous host array is packed). With a stream the copy is
- *        asynchronous and `host` must stay valid until the stream reaches it.
+ *        asynchronous and `host` must stay valid and unchanged until the
+ *        stream reaches it (CUDA stages pageable memory at the call, so a
+ *        program that writes it earlier works there by chance and not on
+ *        the simulator or HSA, which read it when the copy runs).
  *        A device descriptor is accepted too (a device-to-device copy).
  */
 GM_API gm_status gm_to_device(gm_context *ctx, const gm_ndview *host, gm_stream *stream,
@@ -272,8 +275,10 @@ GM_API gm_status gm_array_transpose(gm_array *array, gm_array **array_p);
  * test is on extents: interleaved views such as a[0::2] <- a[1::2] are
  * refused as well; views of one buffer with disjoint extents copy.
  * @param stream NULL: synchronous (Numba's default). Otherwise ordered on
- *        the stream (host-side steps included); host memory must stay valid
- *        until it completes. Temporaries are then released in stream order
+ *        the stream (host-side steps included); host memory must stay valid,
+ *        and a source unchanged, until it completes (CUDA stages a pageable
+ *        source at the call; the simulator and HSA read it when the copy
+ *        runs, and may write a pageable destination only then). Temporaries are then released in stream order
  *        through the deallocation queue.
  * @return GM_ERR_SHAPE_MISMATCH / GM_ERR_DTYPE naming both sides;
  *         GM_ERR_WRONG_CONTEXT for a stream of another context or a device
