@@ -6,8 +6,9 @@
  * Every op either succeeds and has taken / released exactly what it says,
  * or fails and leaves everything as it was, so the deallocation queue can
  * keep a failed free queued and retry it. CUDA_ERROR_OUT_OF_MEMORY becomes
- * GM_ERR_OUT_OF_DEVICE_MEMORY (for pinned allocations too), which makes the
- * queue flush and retry once.
+ * GM_ERR_OUT_OF_DEVICE_MEMORY, and GM_ERR_NO_MEMORY for page-locked host
+ * allocations (as on the other backends: it is host memory); either makes
+ * the queue flush and retry once.
  */
 #include <stdint.h>
 #include <string.h>
@@ -76,6 +77,10 @@ gm_status gm__cuda_host_alloc(gm_backend_ctx *bctx, size_t bytes, unsigned flags
     status = gm__cuda_enter(bctx);
     if (status == GM_OK)
         status = GM_CUDA_CALL(&bctx->drv, cuMemHostAlloc, &ptr, bytes, cu_flags);
+    if (status == GM_ERR_OUT_OF_DEVICE_MEMORY)
+        return gm__cuda_annotate(GM_ERR_NO_MEMORY,
+                                 "cuda host_alloc of %zu bytes: out of page-locked host memory",
+                                 bytes);
     if (status != GM_OK)
         return gm__cuda_annotate(status, "cuda host_alloc of %zu bytes", bytes);
     *ptr_p = ptr;

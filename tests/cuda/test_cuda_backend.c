@@ -298,7 +298,9 @@ static void test_out_of_memory(void **state)
     assert_ok(CUDA_OPS->mem_alloc(bctx, 512 << 10, &b));
     assert_ok(CUDA_OPS->mem_free(bctx, b));
     assert_ok(CUDA_OPS->host_alloc(bctx, 768 << 10, 0, &pinned));
-    assert_status(CUDA_OPS->host_alloc(bctx, 512 << 10, 0, &more), GM_ERR_OUT_OF_DEVICE_MEMORY);
+    assert_status(CUDA_OPS->host_alloc(bctx, 512 << 10, 0, &more), GM_ERR_NO_MEMORY);
+    assert_message_contains("cuda host_alloc of 524288 bytes: out of page-locked host memory");
+    assert_message_contains("CUDA_ERROR_OUT_OF_MEMORY");
     assert_null(more);
     assert_ok(CUDA_OPS->host_free(bctx, pinned));
     cuda_test_close(bctx);
