@@ -31,7 +31,10 @@
  * (equal strides, the elements tiling the range, e.g. both C-contiguous).
  * Such a copy is the one 1-D ops->copy that its plan would be, or host to
  * host without a stream the one memcpy the host engine would do; checks,
- * errors and stream semantics are those of the general path.
+ * errors and stream semantics are those of the general path. The commonest
+ * of them, two C-contiguous sides alike (whole arrays to and from the
+ * device), is recognised first, in one pass over both descriptors at once
+ * (c_dense_pair), and goes to the same checks and copy.
  *
  * Temporaries and the descriptors of the host step live in one gm__malloc'd
  * block (a "job"). Without a stream everything is synchronous and the job is
@@ -699,10 +702,12 @@ static gm_status copy_device(gm_context *ctx, const char *fn, const gm_ndview *d
 /*
  * Both sides one dense byte range in the same element order (pair_quick):
  * the single 1-D ops->copy that copy_device's plan would issue, or, host to
- * host without a stream, the memcpy gm__host_copy_strided would do.
+ * host without a stream, the memcpy gm__host_copy_strided would do. Inlined
+ * into the fast paths (a call here measured 1.4 ns of a 17 ns transfer).
  */
-static gm_status copy_dense(gm_context *ctx, const char *fn, const gm_ndview *dst,
-                            const gm_ndview *src, const quick_pair *q, gm_backend_stream *bs)
+static inline __attribute__((always_inline)) gm_status
+copy_dense(gm_context *ctx, const char *fn, const gm_ndview *dst, const gm_ndview *src,
+           const quick_pair *q, gm_backend_stream *bs)
 {
     gm_copy_desc desc;
 
@@ -768,25 +773,89 @@ static gm_status check_pair_full(const char *fn, const gm_context *ctx, const gm
 }
 
 /*
+ * The copy of two C-contiguous arrays alike (the array calls' H2D and D2H,
+ * gm_copy between whole arrays), recognised in one pass over both
+ * descriptors: equal ndim (0 ..= GM_MAX_DIMS) and dtype (a valid one), equal
+ * shapes with no extent 0, every axis of extent > 1 packed in C order with
+ * the same positive stride on both sides, and each side's byte range
+ * [offset, offset + bytes) free of overflow. False for anything else.
+ *
+ * Then pair_quick would pass with q->bytes == bytes and the extents
+ * [offset, offset + bytes): the byte count is the same product of extents
+ * >= 1 (a partial product fits when the whole does, in any order), every
+ * reach (n - 1) * stride is below it and >= 0, so the extent sums stay
+ * between offset and offset + bytes. The checks that follow are pair_quick's
+ * path's; only the passes over the axes are fused into one.
+ */
+static bool c_dense_pair(const gm_ndview *dst, const gm_ndview *src, quick_pair *q)
+{
+    int64_t bytes = 0;
+
+    if (dst->ndim != src->ndim || dst->ndim < 0 || dst->ndim > GM_MAX_DIMS ||
+        !gm__dtype_same(dst->dtype, src->dtype))
+        return false;
+    bytes = gm__dtype_bytes(dst->dtype); /* 0 when invalid */
+    for (int i = dst->ndim - 1; i >= 0 && bytes > 0; i--) {
+        int64_t n = dst->shape[i];
+
+        if (n < 1 || n != src->shape[i])
+            return false;
+        if (n > 1 && (dst->strides[i] != bytes || src->strides[i] != bytes ||
+                      gm__mul_overflow(bytes, n, &bytes)))
+            return false;
+    }
+    q->dst_lo = dst->offset;
+    q->src_lo = src->offset;
+    q->bytes = bytes;
+    q->empty = false;
+    return bytes > 0 && !gm__add_overflow(dst->offset, bytes, &q->dst_hi) &&
+           !gm__add_overflow(src->offset, bytes, &q->src_hi);
+}
+
+/* gm__copy's argument checks; *bs_p the stream's driver stream (NULL without one). */
+static gm_status check_args(const char *fn, gm_context *ctx, const gm_ndview *dst,
+                            const gm_ndview *src, gm_stream *stream, gm_backend_stream **bs_p)
+{
+    gm_status status = gm__check_context(fn, ctx);
+
+    if (status == GM_OK && stream != NULL)
+        status = gm__stream_backend(fn, ctx, stream, bs_p);
+    if (status == GM_OK && (dst == NULL || src == NULL))
+        status = gm__error(GM_ERR_NULL_POINTER, "%s: %s is NULL", fn,
+                           dst == NULL ? "destination" : "source");
+    return status;
+}
+
+/* A pair c_dense_pair passed: the rest of pair_quick's path's checks, then its one copy. */
+static gm_status copy_checked_dense(gm_context *ctx, const char *fn, const gm_ndview *dst,
+                                    const gm_ndview *src, const quick_pair *q,
+                                    gm_backend_stream *bs)
+{
+    gm_status status = check_device(fn, ctx, dst, "destination");
+
+    if (status == GM_OK)
+        status = check_device(fn, ctx, src, "source");
+    if (status == GM_OK)
+        status = check_data(fn, dst, src);
+    if (status == GM_OK)
+        status = check_overlap(fn, dst, q->dst_lo, q->dst_hi, src, q->src_lo, q->src_hi);
+    if (status != GM_OK)
+        return status;
+    return copy_dense(ctx, fn, dst, src, q, bs);
+}
+
+/*
  * Check both sides, then copy host-to-host or through the device strategies.
  * The common case (both descriptors valid and alike, each one dense byte
  * range) is checked in one pass per side and issued as one copy.
  */
-gm_status gm__copy(const char *fn, gm_context *ctx, const gm_ndview *dst, const gm_ndview *src,
-                   gm_stream *stream)
+static gm_status copy_pair(const char *fn, gm_context *ctx, const gm_ndview *dst,
+                           const gm_ndview *src, gm_backend_stream *bs)
 {
-    gm_backend_stream *bs = NULL; /* what gm__stream_backend gives for no stream */
     quick_pair q;
     bool empty = false;
-    gm_status status = gm__check_context(fn, ctx);
+    gm_status status = GM_OK;
 
-    if (status == GM_OK && stream != NULL)
-        status = gm__stream_backend(fn, ctx, stream, &bs);
-    if (status == GM_OK && (dst == NULL || src == NULL))
-        status = gm__error(GM_ERR_NULL_POINTER, "%s: %s is NULL", fn,
-                           dst == NULL ? "destination" : "source");
-    if (status != GM_OK)
-        return status;
     if (pair_quick(dst, src, &q)) {
         status = check_device(fn, ctx, dst, "destination");
         if (status == GM_OK)
@@ -812,6 +881,36 @@ gm_status gm__copy(const char *fn, gm_context *ctx, const gm_ndview *dst, const 
     if (side_of(dst) == GM_COPY_HOST && side_of(src) == GM_COPY_HOST)
         return copy_host(ctx, fn, dst, src, bs);
     return copy_device(ctx, fn, dst, src, bs);
+}
+
+/*
+ * Two C-contiguous sides alike (c_dense_pair) go straight to their one copy;
+ * anything else, or any doubt, takes copy_pair.
+ */
+gm_status gm__copy(const char *fn, gm_context *ctx, const gm_ndview *dst, const gm_ndview *src,
+                   gm_stream *stream)
+{
+    gm_backend_stream *bs = NULL; /* what gm__stream_backend gives for no stream */
+    quick_pair q;
+    gm_status status = check_args(fn, ctx, dst, src, stream, &bs);
+
+    if (status != GM_OK)
+        return status;
+    if (c_dense_pair(dst, src, &q))
+        return copy_checked_dense(ctx, fn, dst, src, &q, bs);
+    return copy_pair(fn, ctx, dst, src, bs);
+}
+
+/* gm__copy without c_dense_pair (see runtime_internal.h). */
+gm_status gm__copy_general(const char *fn, gm_context *ctx, const gm_ndview *dst,
+                           const gm_ndview *src, gm_stream *stream)
+{
+    gm_backend_stream *bs = NULL;
+    gm_status status = check_args(fn, ctx, dst, src, stream, &bs);
+
+    if (status != GM_OK)
+        return status;
+    return copy_pair(fn, ctx, dst, src, bs);
 }
 
 /* ---------------------------------------------------------------- fills */

@@ -356,6 +356,14 @@ void gm__arrays_teardown(gm_context *ctx, int64_t *arrays_p, int64_t *buffers_p,
 gm_status gm__copy(const char *fn, gm_context *ctx, const gm_ndview *dst, const gm_ndview *src,
                    gm_stream *stream);
 
+/*
+ * gm__copy without its first fast path (two C-contiguous sides alike, copy.c
+ * c_dense_pair): the same statuses, messages and results by another route,
+ * for the tests that compare the two on the same inputs.
+ */
+gm_status gm__copy_general(const char *fn, gm_context *ctx, const gm_ndview *dst,
+                           const gm_ndview *src, gm_stream *stream);
+
 /* Set every element of `view` (memory of ctx) to the itemsize bytes at `value`. */
 gm_status gm__fill(const char *fn, gm_context *ctx, const gm_ndview *view, const void *value,
                    gm_stream *stream);

@@ -32,7 +32,10 @@
  *
  * Copies run through the strided host copy engine (src/core/hostcopy.c).
  * With a stream they are queued on its worker; without one they run on the
- * caller after waiting as legacy-stream work would (see host_stream.c).
+ * caller after waiting as legacy-stream work would (see host_stream.c). A
+ * synchronous 1-D copy (what the core issues for dense arrays) takes a
+ * shorter path with the same checks: both device sides looked up under one
+ * mem_lock, then one memcpy.
  * Overlapping source and destination give undefined results.
  */
 #include <errno.h>
@@ -380,7 +383,7 @@ static gm_status host_mem_info(gm_backend_ctx *bctx, int64_t *free_p, int64_t *t
  */
 static host_region *region_find(host_ctx *c, uintptr_t addr, size_t bytes)
 {
-    host_region *r = gm__host_registry_floor(&c->registry, addr);
+    host_region *r = gm__host_registry_floor_hinted(&c->registry, addr);
 
     if (r == NULL || !gm__host_region_live(r) || addr - r->base >= r->bytes ||
         bytes > r->bytes - (addr - r->base))
@@ -1097,6 +1100,55 @@ static gm_status run_pitched_copy(host_work *w)
     return do_pitched_copy(&w->desc);
 }
 
+/*
+ * Whether a copy is one nonempty contiguous run with both addresses set:
+ * the 1-D copy the core issues for a dense pair (height and depth 1, the
+ * pitches the width, one row per plane). check_copy's layout checks pass for
+ * it with width_bytes bytes on each side, and do_pitched_copy is its memcpy.
+ */
+static bool is_run(const gm_copy_desc *d)
+{
+    return d->height == 1 && d->depth == 1 && d->dst_pitch == d->width_bytes &&
+           d->src_pitch == d->width_bytes && d->dst_height == 1 && d->src_height == 1 &&
+           d->width_bytes - 1 < (size_t)INT64_MAX && d->dst != 0 && d->src != 0;
+}
+
+/*
+ * check_copy's range checks of a run (is_run), both device sides found
+ * under one mem_lock; a side not found there goes to check_device_range,
+ * which decides (another context's portable memory) and explains.
+ */
+static gm_status check_run(host_ctx *c, const gm_copy_desc *d)
+{
+    size_t bytes = d->width_bytes;
+    bool dst_ok = d->dst_side != GM_COPY_DEVICE, src_ok = d->src_side != GM_COPY_DEVICE;
+    gm_status status = GM_OK;
+
+    if (!dst_ok || !src_ok) {
+        gm__lock_take(&c->mem_lock);
+        dst_ok = dst_ok || region_find(c, (uintptr_t)d->dst, bytes) != NULL;
+        src_ok = src_ok || region_find(c, (uintptr_t)d->src, bytes) != NULL;
+        gm__lock_give(&c->mem_lock);
+    }
+    if (!dst_ok)
+        status = check_device_range(c, (uintptr_t)d->dst, bytes, "destination", "copy");
+    if (status == GM_OK && !src_ok)
+        status = check_device_range(c, (uintptr_t)d->src, bytes, "source", "copy");
+    return status;
+}
+
+/* A synchronous run (is_run): check_copy's checks, the barrier, one memcpy. */
+static gm_status copy_run(host_ctx *c, const gm_copy_desc *d)
+{
+    gm_status status = check_run(c, d);
+
+    if (status != GM_OK)
+        return status;
+    gm__host_sync_barrier(c);
+    memcpy((void *)(uintptr_t)d->dst, (const void *)(uintptr_t)d->src, d->width_bytes);
+    return GM_OK;
+}
+
 /* Pitched copy; queued on `stream`, or synchronous when it is NULL. */
 static gm_status host_copy(gm_backend_ctx *bctx, const gm_copy_desc *desc,
                            gm_backend_stream *stream)
@@ -1107,6 +1159,8 @@ static gm_status host_copy(gm_backend_ctx *bctx, const gm_copy_desc *desc,
 
     if (desc == NULL)
         return gm__error(GM_ERR_NULL_POINTER, "copy: desc is NULL");
+    if (stream == NULL && is_run(desc))
+        return copy_run(c, desc);
     if (desc->width_bytes == 0 || desc->height == 0 || desc->depth == 0)
         return GM_OK;
     status = check_copy(c, desc);

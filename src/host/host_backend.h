@@ -114,8 +114,8 @@ typedef struct host_registry {
     host_node *spare; /* nodes of removed regions, linked through right */
     size_t count;     /* regions in the tree, cached ones included */
     uint32_t seed;
-    unsigned bits;     /* the index has 2^bits slots (0: none yet) */
-    host_node **slots; /* the index: open addressing, linear probing, at most half full */
+    unsigned bits;      /* the index has 2^bits slots (0: none yet) */
+    host_node **slots;  /* the index: open addressing, linear probing, at most half full */
     host_node *hint[2]; /* gm__host_registry_floor_hinted's last finds, newest first, or NULL */
 } host_registry;
 

@@ -14,6 +14,13 @@
  * at most half full, deletion by backward shift), grown with the tree and
  * never shrunk.
  *
+ * The copy checks find the region holding an address through
+ * gm__host_registry_floor_hinted, which remembers the last two regions it
+ * found: a program moving data in and out of the same arrays skips the walk
+ * down the tree. A hint is only a candidate (one whose range holds the
+ * address is the floor, the ranges never overlapping) and is dropped when
+ * its node leaves the tree.
+ *
  * Freed device blocks that the cache keeps stay in the tree as cached
  * regions (host_cache.c), so the steady state (allocate, release, allocate
  * again) flips a region's state instead of removing and inserting a node;
@@ -176,6 +183,31 @@ host_region *gm__host_registry_floor(const host_registry *reg, uintptr_t addr)
     return best != NULL ? &best->region : NULL;
 }
 
+/* Whether a node's range [base, base + bytes) holds addr (bytes > 0; NULL holds nothing). */
+static bool node_holds(const host_node *n, uintptr_t addr)
+{
+    return n != NULL && addr - n->region.base < n->region.bytes;
+}
+
+host_region *gm__host_registry_floor_hinted(host_registry *reg, uintptr_t addr)
+{
+    host_node *n = reg->hint[0];
+    host_region *r = NULL;
+
+    if (node_holds(n, addr))
+        return &n->region;
+    n = reg->hint[1];
+    if (!node_holds(n, addr)) {
+        r = gm__host_registry_floor(reg, addr);
+        if (r == NULL)
+            return NULL;
+        n = node_of(r);
+    }
+    reg->hint[1] = reg->hint[0];
+    reg->hint[0] = n;
+    return &n->region;
+}
+
 host_region *gm__host_registry_first(const host_registry *reg)
 {
     host_node *n = reg->root;
@@ -248,6 +280,8 @@ void gm__host_registry_remove(host_registry *reg, host_region *r)
     host_node *n = node_of(r);
 
     index_remove(reg, n);
+    if (reg->hint[0] == n || reg->hint[1] == n) /* its node may come back as another region */
+        reg->hint[0] = reg->hint[1] = NULL;
     /* Rotate n down (its higher-priority child up) until it has at most one child. */
     while (n->left != NULL && n->right != NULL)
         rotate_up(reg, n->left->priority > n->right->priority ? n->left : n->right);
@@ -294,6 +328,7 @@ void gm__host_registry_free(host_registry *reg)
     }
     gm__free(reg->slots);
     reg->slots = NULL;
+    reg->hint[0] = reg->hint[1] = NULL;
     reg->bits = 0;
     reg->root = NULL;
     reg->count = 0;

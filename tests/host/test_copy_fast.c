@@ -9,7 +9,10 @@
  * mismatched-order layouts in every direction (a seeded randomized sweep
  * and named cases), exactly one 1-D copy for dense pairs, the same statuses
  * and messages for every error, and asynchronous copies on a stream.
- * Overlapping sides in one address space are refused on either path.
+ * Overlapping sides in one address space are refused on either path. The
+ * first fast path (two C-contiguous sides alike) is also compared with the
+ * path without it (gm__copy_general) on the same random inputs, good and
+ * bad: statuses, messages, ops->copy calls and bytes.
  */
 #include <inttypes.h>
 #include <stdatomic.h>
@@ -711,6 +714,269 @@ static void test_async_dense(void **state)
     gm_context_destroy(&ctx);
 }
 
+/* ------------------------------------------ first fast path vs general */
+
+/* What one copy did: status, message, ops->copy calls and the last call's descriptor. */
+typedef struct outcome {
+    gm_status status;
+    char message[512];
+    int64_t calls;
+    gm_copy_desc desc;
+} outcome;
+
+typedef gm_status copy_entry(const char *fn, gm_context *ctx, const gm_ndview *dst,
+                             const gm_ndview *src, gm_stream *stream);
+
+/* Pattern every region the same way for each run of one case. */
+static void pattern_regions(region *const *rs, int n, int64_t seed)
+{
+    for (int r = 0; r < n; r++) {
+        for (size_t i = 0; i < rs[r]->bytes; i++)
+            rs[r]->base[i] = (unsigned char)((int64_t)i * 13 + seed + r * 101);
+    }
+}
+
+/* Run `entry` from patterned regions; *after (one buffer per region) receives their bytes. */
+static outcome run_entry(copy_entry *entry, gm_context *ctx, const gm_ndview *dst,
+                         const gm_ndview *src, gm_stream *st, region *const *rs, int n,
+                         int64_t seed, unsigned char **after)
+{
+    outcome o;
+    int64_t before = rec_calls;
+
+    memset(&o, 0, sizeof(o));
+    memset(&rec_desc, 0, sizeof(rec_desc));
+    pattern_regions(rs, n, seed);
+    o.status = entry("gm_copy", ctx, dst, src, st);
+    if (o.status != GM_OK)
+        snprintf(o.message, sizeof(o.message), "%s", gm_last_error_message());
+    if (st != NULL)
+        assert_ok(gm_stream_synchronize(st));
+    o.calls = rec_calls - before;
+    o.desc = rec_desc;
+    for (int r = 0; r < n; r++)
+        memcpy(after[r], rs[r]->base, rs[r]->bytes);
+    return o;
+}
+
+/* How a random case departs from two C-contiguous sides alike (the fast path's). */
+enum {
+    BEND_NONE = 0,
+    BEND_SHAPE,      /* the source one longer on an axis */
+    BEND_DTYPE,      /* another dtype on the source */
+    BEND_NDIM,       /* the source with one more axis of extent 1 */
+    BEND_LAYOUT,     /* any layouts (often dense in another order) */
+    BEND_EMPTY,      /* an extent 0 on both sides */
+    BEND_KIND,       /* an unknown memory kind on one side */
+    BEND_DEVICE,     /* a device side on device 7 */
+    BEND_NULL,       /* one side without data */
+    BEND_OVERLAP,    /* the source is the destination, or that an item on */
+    BEND_RANGE,      /* a device side past its allocation */
+    BEND_BAD_DTYPE,  /* an invalid dtype on both sides */
+    BEND_BAD_NDIM,   /* ndim -1 or GM_MAX_DIMS + 1 on one side */
+    BEND_OFFSET_MAX, /* device offsets near INT64_MAX: the byte extent overflows */
+    BEND_HUGE,       /* a shape whose byte count overflows */
+    BEND_OTHER_CTX,  /* the destination is another context's device array */
+    BEND_COUNT
+};
+
+/* One random case: the two sides over their regions (regions[0..1]). */
+typedef struct diff_case {
+    gm_ndview dst, src;
+    region dr, sr;
+    bool shared; /* src lives in dr (BEND_OVERLAP) */
+    int bend;
+} diff_case;
+
+/* C strides of `shape` for items of k bytes; returns the byte count. */
+static int64_t c_strides(int ndim, const int64_t *shape, int64_t k, int64_t *strides)
+{
+    int64_t stride = k;
+
+    for (int i = ndim - 1; i >= 0; i--) {
+        strides[i] = shape[i] == 1 && pick(2) == 0 ? pick(9) - 4 : stride; /* extent 1: any */
+        stride *= shape[i];
+    }
+    return stride;
+}
+
+/* Build a random case (see the bends); no view ever reaches outside a host region. */
+static void diff_case_new(gm_context *ctx, gm_context *other, diff_case *c)
+{
+    const gm_dtype dtypes[] = {
+        GM_UINT8, GM_INT16, GM_FLOAT32, GM_FLOAT64, GM_COMPLEX128, {GM_DTYPE_FLOAT, 32, 3},
+    };
+    gm_dtype dtype = dtypes[pick(sizeof dtypes / sizeof dtypes[0])];
+    int ndim = (int)pick(MAXD + 1);
+    int64_t k = (int64_t)gm_dtype_itemsize(dtype), shape[MAXD], ds[MAXD], ss[MAXD];
+    int64_t dbytes = 0, sbytes = 0, doff = 0, soff = 0;
+    bool dst_dev = pick(2) == 0, src_dev = pick(2) == 0;
+    layout dl, sl;
+
+    memset(c, 0, sizeof(*c));
+    c->bend = pick(3) == 0 ? (int)pick(BEND_COUNT) : BEND_NONE;
+    for (int i = 0; i < ndim; i++)
+        shape[i] = pick(4) == 0 ? 1 : 1 + pick(6);
+    if (c->bend == BEND_EMPTY && ndim > 0)
+        shape[pick(ndim)] = 0;
+    dbytes = c_strides(ndim, shape, k, ds);
+    sbytes = c_strides(ndim, shape, k, ss);
+    doff = pick(3) * k + pick(2);
+    soff = pick(3) * k + pick(2);
+    if (c->bend == BEND_LAYOUT) {
+        random_layout(ndim, shape, k, pick(2) == 0, false, &dl);
+        random_layout(ndim, shape, k, pick(2) == 0, true, &sl);
+        if (pick(2) == 0) /* alike: dense pairs in other orders, reversed ones */
+            sl = dl;
+        memcpy(ds, dl.strides, sizeof(ds));
+        memcpy(ss, sl.strides, sizeof(ss));
+        doff = dl.offset;
+        soff = sl.offset;
+        dbytes = dl.bytes - dl.offset;
+        sbytes = sl.bytes - sl.offset;
+    }
+    c->shared = c->bend == BEND_OVERLAP;
+    c->dr =
+        region_new(c->bend == BEND_OTHER_CTX ? other : ctx, dst_dev || c->bend == BEND_OTHER_CTX,
+                   doff + dbytes + pick(3) + (c->shared ? k : 0));
+    if (!c->shared)
+        c->sr = region_new(ctx, src_dev, soff + sbytes + pick(3));
+    c->dst = view_in(&c->dr, dtype, ndim, shape, ds, doff);
+    c->src = c->shared ? c->dst : view_in(&c->sr, dtype, ndim, shape, ss, soff);
+    if (c->shared && pick(2) == 0)
+        c->src.offset += k; /* the source an item on (the region has room) */
+}
+
+/* Apply the bends that change descriptors but not regions. */
+static void diff_case_bend(diff_case *c)
+{
+    gm_ndview *dev_side = c->dst.memory == GM_MEMORY_DEVICE   ? &c->dst
+                          : c->src.memory == GM_MEMORY_DEVICE ? &c->src
+                                                              : NULL;
+    gm_ndview *one = pick(2) == 0 ? &c->dst : &c->src;
+
+    switch (c->bend) {
+    case BEND_SHAPE:
+        if (c->src.ndim > 0)
+            c->src.shape[pick(c->src.ndim)]++;
+        break;
+    case BEND_DTYPE:
+        c->src.dtype = gm_dtype_itemsize(c->src.dtype) == 4 ? GM_INT32 : GM_FLOAT32;
+        break;
+    case BEND_NDIM:
+        if (c->src.ndim < GM_MAX_DIMS) {
+            c->src.shape[c->src.ndim] = 1;
+            c->src.strides[c->src.ndim] = 8;
+            c->src.ndim++;
+        }
+        break;
+    case BEND_KIND:
+        one->memory = 9;
+        break;
+    case BEND_DEVICE:
+        if (dev_side != NULL)
+            dev_side->device_id = 7;
+        break;
+    case BEND_NULL:
+        one->data = NULL;
+        break;
+    case BEND_RANGE:
+        if (dev_side != NULL)
+            dev_side->offset += (int64_t)(pick(2) == 0 ? 1 : 4096);
+        break;
+    case BEND_BAD_DTYPE:
+        c->dst.dtype.bits = c->src.dtype.bits = 12;
+        break;
+    case BEND_BAD_NDIM:
+        one->ndim = pick(2) == 0 ? -1 : GM_MAX_DIMS + 1;
+        break;
+    case BEND_OFFSET_MAX: /* a device side (a host side would be a wild host address) */
+        if (dev_side != NULL)
+            dev_side->offset = INT64_MAX - 1;
+        if (pick(2) == 0 && c->dst.memory == GM_MEMORY_DEVICE && c->src.memory == GM_MEMORY_DEVICE)
+            c->dst.offset = c->src.offset = INT64_MAX - 1;
+        break;
+    case BEND_HUGE:
+        c->dst.ndim = c->src.ndim = 2;
+        c->dst.dtype = c->src.dtype = GM_FLOAT64;
+        c->dst.shape[0] = c->src.shape[0] = INT64_MAX / 2;
+        c->dst.shape[1] = c->src.shape[1] = 4;
+        c->dst.strides[0] = c->src.strides[0] = 32;
+        c->dst.strides[1] = c->src.strides[1] = 8;
+        break;
+    default:
+        break;
+    }
+}
+
+/*
+ * gm__copy (its first fast path, c_dense_pair, takes two C-contiguous sides
+ * alike) against gm__copy_general (without it) on the same random inputs,
+ * most of them the fast path's, the rest bent one way each (see the
+ * bends): the same status and message, the same ops->copy calls with the
+ * same descriptor, and the same bytes in every region afterwards; a copy
+ * that succeeds matches the element-by-element reference. Bad input the
+ * fast path accepts (memory kind, device, data, overlap, a device range
+ * past its allocation, another context's memory) gets its error on both.
+ */
+static void test_fast_matches_general(void **state)
+{
+    gm_context *ctx = rt_fault_ctx(), *other = rt_fault_ctx();
+    gm_stream *st = NULL;
+    int64_t ok_dense = 0, failed = 0;
+    unsigned char *after[2][2];
+
+    (void)state;
+    assert_ok(gm_stream_create(ctx, 0, &st));
+    for (int n = 0; n < N_CASES; n++) {
+        diff_case c;
+        region *rs[2];
+        int nr = 0;
+        gm_stream *use = pick(5) == 0 ? st : NULL;
+        outcome fast, general;
+
+        diff_case_new(ctx, other, &c);
+        diff_case_bend(&c);
+        rs[nr++] = &c.dr;
+        if (!c.shared)
+            rs[nr++] = &c.sr;
+        for (int w = 0; w < 2; w++) {
+            for (int r = 0; r < nr; r++) {
+                after[w][r] = malloc(rs[r]->bytes);
+                assert_non_null(after[w][r]);
+            }
+        }
+        fast = run_entry(gm__copy, ctx, &c.dst, &c.src, use, rs, nr, n, after[0]);
+        general = run_entry(gm__copy_general, ctx, &c.dst, &c.src, use, rs, nr, n, after[1]);
+        assert_int_equal(fast.status, general.status);
+        assert_string_equal(fast.message, general.message);
+        assert_int_equal(fast.calls, general.calls);
+        assert_memory_equal(&fast.desc, &general.desc, sizeof(fast.desc));
+        for (int r = 0; r < nr; r++)
+            assert_memory_equal(after[0][r], after[1][r], rs[r]->bytes);
+        if (general.status == GM_OK) { /* the regions hold the general run's result */
+            int64_t k = gm_ndview_itemsize(&c.dst);
+
+            for (int64_t e = 0; e < gm_ndview_size(&c.dst); e++)
+                assert_memory_equal(elem(&c.dst, e), elem(&c.src, e), (size_t)k);
+            ok_dense += c.bend == BEND_NONE && gm_ndview_size(&c.dst) > 0;
+        } else {
+            failed++;
+        }
+        for (int w = 0; w < 2; w++) {
+            for (int r = 0; r < nr; r++)
+                free(after[w][r]);
+        }
+        region_free(&c.dr);
+        if (!c.shared)
+            region_free(&c.sr);
+    }
+    assert_true(ok_dense > N_CASES / 3 && failed > N_CASES / 20);
+    gm_stream_destroy(&st);
+    gm_context_destroy(&other);
+    gm_context_destroy(&ctx);
+}
+
 /* ---------------------------------------------------------------- overlap */
 
 /* The exact overlap message of dst <- src for call `fn`. */
@@ -908,6 +1174,7 @@ int main(void)
         cmocka_unit_test_setup(test_errors, test_setup),
         cmocka_unit_test_setup(test_async_dense, test_setup),
         cmocka_unit_test_setup(test_overlap, test_setup),
+        cmocka_unit_test_setup(test_fast_matches_general, test_setup),
     };
 
     return cmocka_run_group_tests(tests, group_setup, gm_test_restore_allocator);

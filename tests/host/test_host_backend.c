@@ -640,6 +640,169 @@ static void test_copy_sync(void **state)
     OPS->fini(c);
 }
 
+/* Memory a random run may touch: host-addressable buffers of RUN_BYTES. */
+enum { RUN_BYTES = 512, RUN_BUFS = 7, RUN_CASES = 4000 };
+
+/* xorshift64 for the run cases. */
+static uint64_t run_rng = 0x2545F4914F6CDD1Dull;
+
+static size_t run_pick(size_t n)
+{
+    run_rng ^= run_rng << 13;
+    run_rng ^= run_rng >> 7;
+    run_rng ^= run_rng << 17;
+    return (size_t)(run_rng % n);
+}
+
+/* Pattern every buffer (the same way for both runs of a case). */
+static void run_pattern(unsigned char *const *bufs, size_t seed)
+{
+    for (int b = 0; b < RUN_BUFS; b++)
+        for (size_t i = 0; i < RUN_BYTES; i++)
+            bufs[b][i] = (unsigned char)(i * 7 + seed + (size_t)b * 31);
+}
+
+/*
+ * Offset of a side in buffer b: inside it for a host side and for another
+ * context's portable memory (bufs[4]: the check accepts that up to the end
+ * of its page, so a copy past its bytes would run into the poisoned tail),
+ * else anywhere up to 8 bytes past the end.
+ */
+static uintptr_t run_offset(bool device, int b, size_t width)
+{
+    return device && b != 4 ? run_pick(RUN_BYTES + 8) : run_pick(RUN_BYTES - width + 1);
+}
+
+/* One run copy from patterned buffers: its status, message and the buffers afterwards. */
+static gm_status run_once(gm_backend_ctx *c, const gm_copy_desc *d, unsigned char *const *bufs,
+                          size_t seed, char *message, unsigned char *after)
+{
+    gm_status status = GM_OK;
+
+    run_pattern(bufs, seed);
+    status = OPS->copy(c, d, NULL);
+    snprintf(message, 512, "%s", status == GM_OK ? "" : gm_last_error_message());
+    for (int b = 0; b < RUN_BUFS; b++)
+        memcpy(after + (size_t)b * RUN_BYTES, bufs[b], RUN_BYTES);
+    return status;
+}
+
+/*
+ * Synchronous 1-D copies (height and depth 1, the pitches the width, one row
+ * per plane: the run the core issues for dense arrays, which host_copy
+ * checks and copies on a shorter path) against the same copies with
+ * dst_height = src_height = 2 (which a one-plane copy never reads, but
+ * which keeps them on the general pitched path): from the same memory, the
+ * same status, message and bytes. Device sides point into device, pinned,
+ * mapped, another context's device and another context's portable memory,
+ * straddling or past their ends, into a freed (cached) block, into plain
+ * host memory or at address 0; host sides stay inside the buffers (the
+ * backend does not check them). Then the run path's errors one by one.
+ */
+static void test_copy_run_matches_pitched(void **state)
+{
+    gm_backend_ctx *c = ctx_new(), *c2 = ctx_new();
+    gm_devptr dev = 0, freed = 0, odev = 0;
+    void *pinned = NULL, *mapped = NULL, *oport = NULL;
+    unsigned char *h1 = malloc(RUN_BYTES), *h2 = malloc(RUN_BYTES), *bufs[RUN_BUFS];
+    unsigned char *after[2] = {malloc(RUN_BUFS * RUN_BYTES), malloc(RUN_BUFS * RUN_BYTES)};
+    uintptr_t dev_targets[RUN_BUFS + 2];
+    char message[2][512];
+    int ok = 0, refused = 0;
+    gm_copy_desc d;
+
+    (void)state;
+    assert_true(h1 != NULL && h2 != NULL && after[0] != NULL && after[1] != NULL);
+    assert_ok(OPS->mem_alloc(c, RUN_BYTES, &dev));
+    assert_ok(OPS->mem_alloc(c, RUN_BYTES, &freed));
+    assert_ok(OPS->mem_free(c, freed)); /* cached: not memory of the context */
+    assert_ok(OPS->host_alloc(c, RUN_BYTES, 0, &pinned));
+    assert_ok(OPS->host_alloc(c, RUN_BYTES, GM_HOST_MAPPED, &mapped));
+    assert_ok(OPS->mem_alloc(c2, RUN_BYTES, &odev));
+    assert_ok(OPS->host_alloc(c2, RUN_BYTES, GM_HOST_PORTABLE, &oport));
+    bufs[0] = (unsigned char *)(uintptr_t)dev;
+    bufs[1] = pinned;
+    bufs[2] = mapped;
+    bufs[3] = (unsigned char *)(uintptr_t)odev;
+    bufs[4] = oport;
+    bufs[5] = h1;
+    bufs[6] = h2;
+    for (int b = 0; b < RUN_BUFS; b++)
+        dev_targets[b] = (uintptr_t)bufs[b];
+    dev_targets[RUN_BUFS] = (uintptr_t)freed;
+    dev_targets[RUN_BUFS + 1] = 0;
+
+    for (size_t n = 0; n < RUN_CASES; n++) {
+        size_t width = run_pick(8) == 0 ? 0 : 1 + run_pick(RUN_BYTES / 2);
+        bool dst_dev = run_pick(2) == 0, src_dev = run_pick(2) == 0;
+        int db = (int)run_pick(dst_dev ? RUN_BUFS + 2 : RUN_BUFS), sb = 0;
+        uintptr_t dst = 0, src = 0;
+        gm_copy_desc slow;
+        gm_status fast_status = GM_OK;
+
+        do
+            sb = (int)run_pick(src_dev ? RUN_BUFS + 2 : RUN_BUFS);
+        while (sb == db && sb < RUN_BUFS);
+        /* host sides inside their buffer, device sides anywhere near theirs */
+        dst = (dst_dev ? dev_targets[db] : (uintptr_t)bufs[db]) + run_offset(dst_dev, db, width);
+        src = (src_dev ? dev_targets[sb] : (uintptr_t)bufs[sb]) + run_offset(src_dev, sb, width);
+        if ((dst_dev && dev_targets[db] == 0) || (src_dev && dev_targets[sb] == 0)) {
+            dst = dst_dev && dev_targets[db] == 0 ? 0 : dst;
+            src = src_dev && dev_targets[sb] == 0 ? 0 : src;
+        }
+        if (dst < src + width && src < dst + width && dst != 0 && src != 0)
+            continue; /* overlapping ranges (a device side past its buffer): memcpy's UB */
+        d = byte_copy(dst_dev ? GM_COPY_DEVICE : GM_COPY_HOST, dst,
+                      src_dev ? GM_COPY_DEVICE : GM_COPY_HOST, src, width);
+        slow = d;
+        slow.dst_height = slow.src_height = 2;
+        fast_status = run_once(c, &d, bufs, n, message[0], after[0]);
+        assert_int_equal(run_once(c, &slow, bufs, n, message[1], after[1]), fast_status);
+        assert_string_equal(message[0], message[1]);
+        assert_memory_equal(after[0], after[1], RUN_BUFS * RUN_BYTES);
+        if (fast_status == GM_OK && width > 0)
+            ok++;
+        else if (fast_status != GM_OK)
+            refused++;
+    }
+    assert_true(ok > RUN_CASES / 8 && refused > RUN_CASES / 8);
+
+    /* the run path's errors, with their messages */
+    d = byte_copy(GM_COPY_DEVICE, 0, GM_COPY_HOST, (gm_devptr)(uintptr_t)h1, 16);
+    assert_status(OPS->copy(c, &d, NULL), GM_ERR_NULL_POINTER);
+    assert_message_contains("copy: destination address is 0");
+    d = byte_copy(GM_COPY_HOST, (gm_devptr)(uintptr_t)h1, GM_COPY_DEVICE, 0, 16);
+    assert_status(OPS->copy(c, &d, NULL), GM_ERR_NULL_POINTER);
+    assert_message_contains("copy: source address is 0");
+    d = byte_copy(GM_COPY_DEVICE, dev + RUN_BYTES - 8, GM_COPY_HOST, (gm_devptr)(uintptr_t)h1, 16);
+    assert_status(OPS->copy(c, &d, NULL), GM_ERR_INVALID_ARG);
+    assert_message_contains("copy: destination range");
+    d = byte_copy(GM_COPY_HOST, (gm_devptr)(uintptr_t)h1, GM_COPY_DEVICE, freed, 16);
+    assert_status(OPS->copy(c, &d, NULL), GM_ERR_INVALID_ARG);
+    assert_message_contains("copy: source range");
+    d = byte_copy(GM_COPY_DEVICE, dev, GM_COPY_DEVICE, odev, 16); /* another context's device */
+    assert_status(OPS->copy(c, &d, NULL), GM_ERR_INVALID_ARG);
+    assert_message_contains(
+        "is not inside device, managed, pinned or mapped memory of this context");
+    d = byte_copy(GM_COPY_DEVICE, dev, GM_COPY_DEVICE, (gm_devptr)(uintptr_t)oport, 16);
+    assert_ok(OPS->copy(c, &d, NULL)); /* another context's portable memory is memory of all */
+    d.width_bytes = d.dst_pitch = d.src_pitch = (size_t)INT64_MAX + 1;
+    assert_status(OPS->copy(c, &d, NULL), GM_ERR_INVALID_ARG);
+    assert_message_contains("copy: invalid layout");
+
+    free(after[0]);
+    free(after[1]);
+    free(h1);
+    free(h2);
+    assert_ok(OPS->host_free(c2, oport));
+    assert_ok(OPS->mem_free(c2, odev));
+    assert_ok(OPS->host_free(c, mapped));
+    assert_ok(OPS->host_free(c, pinned));
+    assert_ok(OPS->mem_free(c, dev));
+    OPS->fini(c2);
+    OPS->fini(c);
+}
+
 /* copy_strided: a transposed host view into device memory and back. */
 static void test_copy_strided_op(void **state)
 {
@@ -1334,6 +1497,7 @@ int main(void)
         cmocka_unit_test(test_register_unregister),
         cmocka_unit_test(test_register_shared_page),
         cmocka_unit_test(test_copy_sync),
+        cmocka_unit_test(test_copy_run_matches_pitched),
         cmocka_unit_test(test_copy_strided_op),
         cmocka_unit_test(test_memset),
         cmocka_unit_test(test_async_copy_returns_early),

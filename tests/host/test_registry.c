@@ -5,7 +5,8 @@
  * in-order walk both ways, count), node reuse through the spare list and
  * freeing under the leak checker; then the backend with thousands of live
  * allocations at once, where every pointer query must still find the right
- * allocation.
+ * allocation. The hinted floor (the copy checks' lookup) against the plain
+ * one on regions that never overlap.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -264,6 +265,54 @@ static void test_registry_index_clusters(void **state)
     test_free(s);
 }
 
+/*
+ * gm__host_registry_floor_hinted on regions that never overlap (the
+ * backend's invariant; here [slot * 64, + 1..64) in slots of 64 bytes): the
+ * same region as gm__host_registry_floor, step by step, through random
+ * inserts, removals (whose nodes come back as other regions), sizes changed
+ * in place, and probes that repeat (hits of either hint), wander or fall in
+ * gaps.
+ */
+static void test_registry_floor_hinted(void **state)
+{
+    host_registry reg = {0};
+    uint64_t x = 0xb7e151628aed2a6bull;
+    uintptr_t recent[4] = {64, 64, 64, 64};
+
+    (void)state;
+    for (int step = 0; step < STEPS; step++) {
+        uintptr_t b = 0, probes[5];
+        host_region *at = NULL;
+
+        x = xorshift(x);
+        b = (uintptr_t)(x % 512 + 1) * 64;
+        at = gm__host_registry_find(&reg, b);
+        if (at != NULL && (x >> 40) % 3 == 0) {
+            gm__host_registry_remove(&reg, at);
+        } else if (at != NULL && (x >> 40) % 3 == 1) {
+            at->bytes = 1 + (x >> 20) % 64;
+        } else if (at == NULL) {
+            host_region r = {0};
+
+            r.base = b;
+            r.bytes = 1 + (x >> 20) % 64;
+            assert_non_null(gm__host_registry_insert(&reg, &r));
+        }
+        probes[0] = b;
+        probes[1] = b + (x >> 8) % 64;
+        probes[2] = recent[(x >> 50) % 4] + (x >> 12) % 70;
+        probes[3] = recent[(x >> 54) % 4];
+        probes[4] = b - 1;
+        for (int i = 0; i < 5; i++)
+            assert_ptr_equal(gm__host_registry_floor_hinted(&reg, probes[i]),
+                             gm__host_registry_floor(&reg, probes[i]));
+        recent[step % 4] = b;
+    }
+    gm__host_registry_free(&reg);
+    assert_null(reg.hint[0]);
+    assert_null(reg.hint[1]);
+}
+
 /* Thousands of live device allocations: every pointer query still right, frees in any order. */
 static void test_backend_many_live_allocations(void **state)
 {
@@ -322,6 +371,7 @@ int main(void)
         cmocka_unit_test(test_registry_matches_sorted_array),
         cmocka_unit_test(test_registry_sorted_inserts),
         cmocka_unit_test(test_registry_index_clusters),
+        cmocka_unit_test(test_registry_floor_hinted),
         cmocka_unit_test(test_backend_many_live_allocations),
     };
 
