@@ -26,6 +26,7 @@ gm_status gm_event_create(gm_context *ctx, bool timing, gm_event **event_p)
     event = gm__calloc(1, sizeof(*event));
     if (event == NULL)
         return gm__error(GM_ERR_NO_MEMORY, "%s: out of host memory", fn);
+    atomic_init(&event->recorded, false);
     status = gm__dealloc_entry_create(fn, GM__DEALLOC_EVENT, &event->entry);
     if (status != GM_OK)
         goto fail_event;
@@ -89,7 +90,11 @@ gm_status gm_event_record(gm_event *event, gm_stream *stream)
         status = gm__stream_backend(fn, event->ctx, stream, &bs);
     if (status != GM_OK)
         return status;
-    return gm__error_within(fn, event->ctx->ops->event_record(event->ctx->bctx, event->bevent, bs));
+    status =
+        gm__error_within(fn, event->ctx->ops->event_record(event->ctx->bctx, event->bevent, bs));
+    if (status == GM_OK)
+        atomic_store(&event->recorded, true);
+    return status;
 }
 
 /* Make later work on `stream` wait for the event. */
@@ -154,6 +159,9 @@ gm_status gm_event_elapsed_ms(gm_event *start, gm_event *end, float *ms_p)
     if (status == GM_OK && (!start->timing || !end->timing))
         status = gm__error(GM_ERR_INVALID_ARG, "%s: the %s event was created without timing", fn,
                            !start->timing ? "start" : "end");
+    if (status == GM_OK && (!atomic_load(&start->recorded) || !atomic_load(&end->recorded)))
+        status = gm__error(GM_ERR_INVALID_ARG, "%s: the %s event was never recorded", fn,
+                           !atomic_load(&start->recorded) ? "start" : "end");
     if (status != GM_OK)
         return status;
     status = gm__error_within(

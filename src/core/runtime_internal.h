@@ -421,6 +421,7 @@ struct gm_event {
     gm_context *ctx;
     gm_backend_event *bevent;
     bool timing;
+    atomic_bool recorded; /* gm_event_record succeeded at least once */
     gm__dealloc_entry *entry;
 };
 

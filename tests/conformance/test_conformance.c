@@ -968,7 +968,12 @@ static void test_events(void **state)
     assert_ok(gm_event_create(g_ctx, false, &plain));
     assert_ok(gm_device_array(g_ctx, 1, &n, GM_FLOAT32, GM_ORDER_C, &a));
     assert_ok(gm_device_array(g_ctx, 1, &n, GM_FLOAT32, GM_ORDER_C, &b));
+    assert_status(gm_event_elapsed_ms(e0, e1, &ms), GM_ERR_INVALID_ARG); /* never recorded */
+    assert_message_contains("the start event was never recorded");
     assert_ok(gm_event_record(e0, s));
+    assert_status(gm_event_elapsed_ms(e0, e1, &ms), GM_ERR_INVALID_ARG);
+    assert_message_contains("the end event was never recorded");
+    assert_true(ms == -1.0f); /* not written on failure */
     assert_ok(gm_array_memset(a, 3, s));
     assert_ok(gm_copy(g_ctx, gm_array_view(b), gm_array_view(a), s));
     assert_ok(gm_event_record(e1, s));
