@@ -278,8 +278,8 @@ GM_API gm_status gm_array_transpose(gm_array *array, gm_array **array_p);
  *        the stream (host-side steps included); host memory must stay valid,
  *        and a source unchanged, until it completes (CUDA stages a pageable
  *        source at the call; the simulator and HSA read it when the copy
- *        runs, and may write a pageable destination only then). Temporaries are then released in stream order
- *        through the deallocation queue.
+ *        runs, and may write a pageable destination only then). Temporaries are then released in
+ * stream order through the deallocation queue.
  * @return GM_ERR_SHAPE_MISMATCH / GM_ERR_DTYPE naming both sides;
  *         GM_ERR_WRONG_CONTEXT for a stream of another context or a device
  *         descriptor of another device; GM_ERR_INVALID_ARG for overlapping
@@ -311,9 +311,10 @@ GM_API gm_status gm_array_copy_to_device(gm_array *array, const gm_ndview *src, 
 
 /**
  * @brief Set every element to *value (itemsize bytes). Contiguous device
- *        arrays of 1, 2, 4 or 8-byte items use the driver's memset; other
- *        arrays are filled through a patterned host image (host-side memory
- *        is filled on the host, in stream order with a stream).
+ *        arrays of 1, 2, 4 or 8-byte items aligned to their item size (4
+ *        bytes for 8-byte items) use the driver's memset; other arrays are
+ *        filled through a patterned host image (host-side memory is filled
+ *        on the host, in stream order with a stream).
  */
 GM_API gm_status gm_array_fill(gm_array *array, const void *value, gm_stream *stream);
 

@@ -1001,8 +1001,10 @@ gm_status gm__fill(const char *fn, gm_context *ctx, const gm_ndview *view, const
         return status;
     view = unbroadcast(view, &once);
     itemsize = gm_ndview_itemsize(view);
+    /* drivers write 2-byte patterns as aligned shorts and wider ones as aligned words */
     if (side_of(view) == GM_COPY_DEVICE && gm_ndview_is_contiguous(view) &&
-        (itemsize == 1 || itemsize == 2 || itemsize == 4 || itemsize == 8))
+        (itemsize == 1 || itemsize == 2 || itemsize == 4 || itemsize == 8) &&
+        lowest_byte(view) % (gm_devptr)(itemsize < 4 ? itemsize : 4) == 0)
         return ctx->ops->memset(ctx->bctx, lowest_byte(view), value, (size_t)itemsize,
                                 (size_t)gm_ndview_size(view), bs);
     return fill_staged(ctx, fn, view, value, bs);

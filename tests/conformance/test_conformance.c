@@ -531,6 +531,48 @@ static void test_fill_itemsizes(void **state)
         run_fill(cases[c].dtype, cases[c].itemsize);
 }
 
+/*
+ * A fill of a view that is not aligned to its item size (an int32 view at
+ * byte 2 of a byte array, an int16 view at byte 1) works on every backend
+ * and writes exactly its bytes.
+ */
+static void test_fill_unaligned(void **state)
+{
+    const int64_t nbytes = 70;
+    const int32_t v32 = 0x11223344;
+    const int16_t v16 = 0x5566;
+    unsigned char got[70], want[70];
+    gm_ndview gv = host_view(got, GM_UINT8, 1, &nbytes, GM_ORDER_C);
+    gm_array *bytes = NULL, *w32 = NULL, *w16 = NULL;
+    gm_ndview v;
+
+    (void)state;
+    assert_ok(gm_device_array(g_ctx, 1, &nbytes, GM_UINT8, GM_ORDER_C, &bytes));
+    assert_ok(gm_array_memset(bytes, 0xee, NULL));
+    v = *gm_array_view(bytes);
+    v.dtype = GM_INT32;
+    v.shape[0] = 16;
+    v.strides[0] = 4;
+    v.offset += 2; /* bytes 2 .. 65 */
+    assert_ok(gm_array_derive(bytes, &v, &w32));
+    assert_ok(gm_array_fill(w32, &v32, NULL));
+    v.dtype = GM_INT16;
+    v.shape[0] = 1;
+    v.strides[0] = 2;
+    v.offset = gm_array_view(bytes)->offset + 67; /* bytes 67 .. 68 */
+    assert_ok(gm_array_derive(bytes, &v, &w16));
+    assert_ok(gm_array_fill(w16, &v16, NULL));
+    memset(want, 0xee, sizeof(want));
+    for (int i = 0; i < 16; i++)
+        memcpy(want + 2 + 4 * i, &v32, 4);
+    memcpy(want + 67, &v16, 2);
+    assert_ok(gm_array_copy_to_host(bytes, &gv, NULL));
+    assert_memory_equal(got, want, sizeof(want));
+    gm_array_release(&w16);
+    gm_array_release(&w32);
+    gm_array_release(&bytes);
+}
+
 /* memset sets every byte; a value outside 0..255 is rejected. */
 static void test_memset(void **state)
 {
@@ -1654,6 +1696,7 @@ int main(void)
         cmocka_unit_test(test_views_share_buffer),
         cmocka_unit_test(test_write_through_view),
         cmocka_unit_test(test_fill_itemsizes),
+        cmocka_unit_test(test_fill_unaligned),
         cmocka_unit_test(test_memset),
         cmocka_unit_test(test_pinned_and_mapped),
         cmocka_unit_test(test_mapped_kernel_write),
