@@ -8,7 +8,9 @@
  * pitches allow (rows, planes or one block). Host-to-host copies run as host
  * work in stream order. memset copies a pattern-filled staging buffer
  * from the CPU's fine-grained pool, chunk by chunk. A NULL stream is the
- * synchronous form: the legacy default stream, then a wait.
+ * synchronous form: the legacy default stream, then a wait. The device
+ * side of a copy or memset must lie inside memory the runtime knows
+ * (gm__hsa_check_device_range), checked before anything is issued.
  */
 #include <string.h>
 
@@ -328,13 +330,13 @@ static gm_status host_copy(gm_backend_ctx *bctx, gm_backend_stream *stream, cons
     return finish(bctx, stream, op, 1, status == GM_OK ? 1 : 0, status, sync);
 }
 
-gm_status gm__hsa_copy(gm_backend_ctx *bctx, const gm_copy_desc *desc, gm_backend_stream *stream)
+/* Issue a checked, non-empty copy on its stream (NULL: synchronously). */
+static gm_status issue_copy(gm_backend_ctx *bctx, const gm_copy_desc *desc,
+                            gm_backend_stream *stream)
 {
-    gm_status status = check_desc(desc);
+    gm_status status = GM_OK;
     bool sync = stream == NULL;
 
-    if (status != GM_OK || desc->width_bytes == 0 || desc->height == 0 || desc->depth == 0)
-        return status;
     pthread_mutex_lock(&bctx->lock);
     stream = gm__hsa_stream_resolve(bctx, stream);
     if (desc->dst_side == GM_COPY_HOST && desc->src_side == GM_COPY_HOST)
@@ -343,6 +345,52 @@ gm_status gm__hsa_copy(gm_backend_ctx *bctx, const gm_copy_desc *desc, gm_backen
         status = dma_copy(bctx, stream, desc, sync);
     pthread_mutex_unlock(&bctx->lock);
     return status;
+}
+
+gm_status gm__hsa_copy_unchecked(gm_backend_ctx *bctx, const gm_copy_desc *desc,
+                                 gm_backend_stream *stream)
+{
+    gm_status status = check_desc(desc);
+
+    if (status != GM_OK || desc->width_bytes == 0 || desc->height == 0 || desc->depth == 0)
+        return status;
+    return issue_copy(bctx, desc, stream);
+}
+
+/* One device side of a copy inside memory the runtime knows (its span checked for overflow). */
+static gm_status check_side(gm_backend_ctx *bctx, const gm_copy_desc *d, gm_devptr addr,
+                            size_t pitch, size_t side_height, const char *what)
+{
+    size_t span = 0, rows = 0;
+
+    if (__builtin_mul_overflow(d->depth - 1, plane_rows(d, side_height), &span) ||
+        __builtin_add_overflow(span, d->height - 1, &rows) ||
+        __builtin_mul_overflow(rows, pitch, &span) ||
+        __builtin_add_overflow(span, d->width_bytes, &span))
+        return gm__error(GM_ERR_OVERFLOW, "copy: the %s side's extent overflows", what);
+    return gm__hsa_check_device_range(bctx, addr, span, "copy", what);
+}
+
+/*
+ * A copy whose device sides lie inside memory the runtime knows: the DMA
+ * engine would write past an allocation's end (the simulator and CUDA refuse
+ * such a copy with GM_ERR_INVALID_ARG; so does this, before anything is
+ * issued).
+ */
+gm_status gm__hsa_copy(gm_backend_ctx *bctx, const gm_copy_desc *desc, gm_backend_stream *stream)
+{
+    gm_status status = check_desc(desc);
+
+    if (status != GM_OK || desc->width_bytes == 0 || desc->height == 0 || desc->depth == 0)
+        return status;
+    if (desc->dst_side == GM_COPY_DEVICE)
+        status =
+            check_side(bctx, desc, desc->dst, desc->dst_pitch, desc->dst_height, "destination");
+    if (status == GM_OK && desc->src_side == GM_COPY_DEVICE)
+        status = check_side(bctx, desc, desc->src, desc->src_pitch, desc->src_height, "source");
+    if (status != GM_OK)
+        return status;
+    return issue_copy(bctx, desc, stream);
 }
 
 /* ------------------------------------------------------------- memset */
@@ -405,6 +453,9 @@ gm_status gm__hsa_memset(gm_backend_ctx *bctx, gm_devptr dst, const void *patter
                          pattern_bytes);
     if (total == 0)
         return GM_OK;
+    status = gm__hsa_check_device_range(bctx, dst, total, "memset", "destination");
+    if (status != GM_OK)
+        return status;
     pthread_mutex_lock(&bctx->lock);
     status = fill(bctx, gm__hsa_stream_resolve(bctx, stream), dst, pattern, pattern_bytes, total,
                   stream == NULL);

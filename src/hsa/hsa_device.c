@@ -393,7 +393,8 @@ void gm__hsa_fini(gm_backend_ctx *bctx)
 {
     if (bctx == NULL)
         return;
-    free_context_objects(bctx); /* a memory fault still ends the streams' waits */
+    free_context_objects(bctx);   /* a memory fault still ends the streams' waits */
+    gm__hsa_unregister_all(bctx); /* after the work that may use it was drained */
     gm__hsa_pack_fini(bctx);
     gm__hsa_fault_unwatch(bctx);
     if (gm__hsa_runtime_close(bctx) != GM_OK)

@@ -319,6 +319,16 @@ gm_status gm__hsa_host_for_dma(gm_backend_ctx *bctx, void *host, size_t extent, 
                                gm__hsa_lock **locked_p);
 /* Drop an operation's reference; the last one unlocks the memory. Lock held. */
 void gm__hsa_lock_release(gm_backend_ctx *bctx, gm__hsa_lock *lock);
+/* GM_OK when [addr, addr + bytes), the device side of an operation, lies inside one block
+ * of memory the runtime knows (device, pool, registered, IPC); else GM_ERR_INVALID_ARG
+ * naming fn, what ("destination"...) and the block. Any lock. */
+gm_status gm__hsa_check_device_range(gm_backend_ctx *bctx, gm_devptr addr, size_t bytes,
+                                     const char *fn, const char *what);
+/* Unlock the host memory the context still has registered (fini). No lock held. */
+void gm__hsa_unregister_all(gm_backend_ctx *bctx);
+/* copy without the device-range check, for callers that bounded the range already. */
+gm_status gm__hsa_copy_unchecked(gm_backend_ctx *bctx, const gm_copy_desc *desc,
+                                 gm_backend_stream *stream);
 
 gm_status gm__hsa_frontier_add(gm_backend_ctx *bctx, gm_backend_stream *stream, gm__hsa_sig *sig);
 

@@ -199,26 +199,214 @@ gm_status gm__hsa_host_device_pointer(gm_backend_ctx *bctx, void *host, gm_devpt
 }
 
 /*
+ * Host memory registered through host_register, process-wide: page-locking
+ * is the process's (hsa_amd_memory_lock is), so memory one context
+ * registered cannot be registered again by any (GM_ERR_STATE, as CUDA's
+ * cuMemHostRegister and the simulator refuse it). ROCr would count a second
+ * lock of the same range and keep the memory locked past the first
+ * deregistration. The backend's own locks of pageable memory for a copy
+ * (bctx->locks) are not registrations and are not recorded here.
+ */
+typedef struct registration {
+    struct registration *next;
+    const gm_backend_ctx *owner;
+    char *base;
+    size_t bytes;
+} registration;
+
+static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
+static registration *registry; /* under registry_lock */
+
+/* The first registration meeting [base, base + bytes), or NULL. registry_lock held. */
+static registration *registered_overlap(const char *base, size_t bytes)
+{
+    for (registration *r = registry; r != NULL; r = r->next) {
+        if (base < r->base + r->bytes && r->base < base + bytes)
+            return r;
+    }
+    return NULL;
+}
+
+/* The link to owner's registration starting at base, or NULL. registry_lock held. */
+static registration **registration_at(const gm_backend_ctx *owner, const void *base)
+{
+    registration **link = &registry;
+
+    while (*link != NULL && ((*link)->owner != owner || (*link)->base != base))
+        link = &(*link)->next;
+    return *link != NULL ? link : NULL;
+}
+
+/* GM_ERR_STATE naming the registration that [ptr, ptr + bytes) meets. */
+static gm_status already_registered(const gm_backend_ctx *bctx, const char *ptr, size_t bytes,
+                                    const registration *r)
+{
+    if (r->owner == bctx)
+        return gm__error(GM_ERR_STATE,
+                         "host_register: [%p, %p) overlaps memory already registered by this "
+                         "context ([%p, %p))",
+                         (const void *)ptr, (const void *)(ptr + bytes), (void *)r->base,
+                         (void *)(r->base + r->bytes));
+    return gm__error(GM_ERR_STATE,
+                     "host_register: [%p, %p) overlaps memory another context registered "
+                     "([%p, %p); page-locking is the process's, as in CUDA)",
+                     (const void *)ptr, (const void *)(ptr + bytes), (void *)r->base,
+                     (void *)(r->base + r->bytes));
+}
+
+/*
  * ROC's register: page-lock existing host memory for this GPU (every GPU
  * when PORTABLE) with hsa_amd_memory_lock, so copies use it directly and the
- * device can address it.
+ * device can address it. Memory any context registered (any byte of the
+ * range) is GM_ERR_STATE.
  */
 gm_status gm__hsa_host_register(gm_backend_ctx *bctx, void *ptr, size_t bytes, unsigned flags)
 {
     void *agent_ptr = NULL;
     bool portable = (flags & GM_HOST_PORTABLE) != 0;
+    registration *r = NULL;
+    const registration *other = NULL;
+    gm_status status = GM_OK;
 
-    if (ptr == NULL || bytes == 0)
-        return gm__error(GM_ERR_INVALID_ARG, "host_register: empty range %p + %zu", ptr, bytes);
-    return GM_HSA_CALL(&bctx->api, hsa_amd_memory_lock,
-                       (ptr, bytes, portable ? bctx->gpus : &bctx->gpu,
-                        portable ? (int)bctx->ngpus : 1, &agent_ptr));
+    if (ptr == NULL || bytes == 0 || (uintptr_t)ptr + bytes < (uintptr_t)ptr)
+        return gm__error(GM_ERR_INVALID_ARG, "host_register: empty or wrapping range %p + %zu", ptr,
+                         bytes);
+    r = gm__calloc(1, sizeof(*r));
+    if (r == NULL)
+        return gm__error(GM_ERR_NO_MEMORY, "host_register: no memory to record the registration");
+    pthread_mutex_lock(&registry_lock);
+    other = registered_overlap(ptr, bytes);
+    if (other != NULL)
+        status = already_registered(bctx, ptr, bytes, other);
+    else
+        status = GM_HSA_CALL(&bctx->api, hsa_amd_memory_lock,
+                             (ptr, bytes, portable ? bctx->gpus : &bctx->gpu,
+                              portable ? (int)bctx->ngpus : 1, &agent_ptr));
+    if (status == GM_OK) {
+        r->owner = bctx;
+        r->base = ptr;
+        r->bytes = bytes;
+        r->next = registry;
+        registry = r;
+    }
+    pthread_mutex_unlock(&registry_lock);
+    if (status != GM_OK)
+        gm__free(r);
+    return status;
 }
 
-/* ROC's deregister; immediate, so the same memory can be registered again at once. */
+/*
+ * ROC's deregister; immediate, so the same memory can be registered again at
+ * once. Registered memory goes to the DMA engine as it is, without a
+ * reference (gm__hsa_host_for_dma), and kernels reach it through its device
+ * address, which the backend never sees: so the context's queued work is
+ * waited for first (device_synchronize, cuMemHostUnregister's behaviour), as
+ * unlocking under a pending copy or kernel would let the device touch pages
+ * the process may reuse. Not from a stream callback (the wait would wait for
+ * it). If the wait fails (the context failed), the memory stays locked and
+ * registered until fini.
+ */
 gm_status gm__hsa_host_unregister(gm_backend_ctx *bctx, void *ptr)
 {
-    return GM_HSA_CALL(&bctx->api, hsa_amd_memory_unlock, (ptr));
+    registration **link = NULL;
+    registration *r = NULL;
+    gm_status status = gm__hsa_device_synchronize(bctx);
+
+    if (status != GM_OK)
+        return gm__error_within("host_unregister", status);
+    pthread_mutex_lock(&registry_lock);
+    link = registration_at(bctx, ptr);
+    if (link == NULL)
+        status = gm__error(GM_ERR_INVALID_ARG,
+                           "host_unregister: %p is not the start of a range registered by this "
+                           "context",
+                           ptr);
+    else
+        status = GM_HSA_CALL(&bctx->api, hsa_amd_memory_unlock, (ptr));
+    if (status == GM_OK) {
+        r = *link;
+        *link = r->next;
+    }
+    pthread_mutex_unlock(&registry_lock);
+    gm__free(r);
+    return status;
+}
+
+/* Unlock what the context still has registered (fini, after its work was drained). */
+void gm__hsa_unregister_all(gm_backend_ctx *bctx)
+{
+    registration **link = &registry;
+
+    pthread_mutex_lock(&registry_lock);
+    while (*link != NULL) {
+        registration *r = *link;
+
+        if (r->owner != bctx) {
+            link = &r->next;
+            continue;
+        }
+        *link = r->next;
+        gm__log(GM_LOG_WARN, "HSA backend: host memory %p (%zu bytes) still registered at teardown",
+                (void *)r->base, r->bytes);
+        (void)bctx->api.hsa_amd_memory_unlock(r->base);
+        gm__free(r);
+    }
+    pthread_mutex_unlock(&registry_lock);
+}
+
+/* What the runtime calls a pointer's memory, for messages. */
+static const char *memory_name(const gm_backend_ctx *bctx, const hsa_amd_pointer_info_t *info)
+{
+    switch (info->type) {
+    case HSA_EXT_POINTER_TYPE_HSA:
+        return info->agentOwner.handle == bctx->cpu.handle ? "host pool allocation"
+                                                           : "device allocation";
+    case HSA_EXT_POINTER_TYPE_LOCKED:
+        return "registered host range";
+    case HSA_EXT_POINTER_TYPE_IPC:
+        return "IPC import";
+    default:
+        return "allocation";
+    }
+}
+
+/*
+ * The device side of a copy, memset or strided copy: [addr, addr + bytes)
+ * must lie inside one block of memory the runtime knows at its agent
+ * address (device or host pool memory, a registered range, an IPC import),
+ * as the simulator and CUDA require; the DMA engine and the packing kernel
+ * check nothing and would write past the block's end. One
+ * hsa_amd_pointer_info: the backend keeps no record of its allocations, and
+ * the runtime's also covers memory that other libraries allocated through
+ * it. GM_ERR_INVALID_ARG naming the range and the block otherwise.
+ */
+gm_status gm__hsa_check_device_range(gm_backend_ctx *bctx, gm_devptr addr, size_t bytes,
+                                     const char *fn, const char *what)
+{
+    hsa_amd_pointer_info_t info;
+    uintptr_t base = 0, at = (uintptr_t)addr;
+    gm_status status = GM_OK;
+
+    if (bytes == 0)
+        return GM_OK;
+    memset(&info, 0, sizeof(info));
+    info.size = sizeof(info);
+    status = GM_HSA_CALL(&bctx->api, hsa_amd_pointer_info, ((void *)at, &info, NULL, NULL, NULL));
+    if (status != GM_OK)
+        return status;
+    if (info.type == HSA_EXT_POINTER_TYPE_UNKNOWN)
+        return gm__error(GM_ERR_INVALID_ARG,
+                         "%s: %s range [%p, +%zu) is not inside device, pinned, mapped or "
+                         "registered memory the HSA runtime knows",
+                         fn, what, (void *)at, bytes);
+    base = (uintptr_t)info.agentBaseAddress;
+    if (at < base || at - base > info.sizeInBytes || bytes > info.sizeInBytes - (at - base))
+        return gm__error(GM_ERR_INVALID_ARG,
+                         "%s: %s range [%p, +%zu) runs past the end of the %s [%p, +%zu) "
+                         "holding its start",
+                         fn, what, (void *)at, bytes, memory_name(bctx, &info), (void *)base,
+                         info.sizeInBytes);
+    return GM_OK;
 }
 
 /* Classify a pointer: pool memory owned by a GPU is device memory, CPU pool memory

@@ -300,7 +300,7 @@ gm_status gm__hsa_module_set_global(gm_backend_ctx *bctx, gm_backend_module *mod
     d.width_bytes = bytes;
     d.height = d.depth = d.dst_height = d.src_height = 1;
     d.dst_pitch = d.src_pitch = bytes;
-    return gm__hsa_copy(bctx, &d, NULL);
+    return gm__hsa_copy_unchecked(bctx, &d, NULL); /* the symbol's size bounded it */
 }
 
 /* The largest work-group the kernel allows (metadata), capped by the device. */

@@ -107,6 +107,19 @@ void gm__hsa_pack_fini(gm_backend_ctx *bctx)
     pthread_mutex_destroy(&bctx->pack_lock);
 }
 
+/* A side's bytes, [data + lo, data + hi), inside memory the runtime knows: the kernel would
+ * write past an allocation's end as the DMA engine would (see gm__hsa_copy). */
+static gm_status check_view(gm_backend_ctx *bctx, const gm_ndview *v, const char *what)
+{
+    int64_t lo = 0, hi = 0;
+    gm_status status = gm_ndview_extent(v, &lo, &hi);
+
+    if (status == GM_OK)
+        status = gm__hsa_check_device_range(bctx, (gm_devptr)(uintptr_t)v->data + (uint64_t)lo,
+                                            (size_t)(hi - lo), "HSA copy_strided", what);
+    return status;
+}
+
 gm_status gm__hsa_copy_strided(gm_backend_ctx *bctx, const gm_ndview *dst, const gm_ndview *src,
                                gm_backend_stream *stream)
 {
@@ -127,7 +140,11 @@ gm_status gm__hsa_copy_strided(gm_backend_ctx *bctx, const gm_ndview *dst, const
     status = gm__host_copy_check(dst, src);
     if (status != GM_OK || gm_ndview_size(dst) == 0)
         return status;
-    status = gm__strided_pack_layout("HSA copy_strided", dst, src, &layout, &d, &s, &count);
+    status = check_view(bctx, dst, "destination");
+    if (status == GM_OK)
+        status = check_view(bctx, src, "source");
+    if (status == GM_OK)
+        status = gm__strided_pack_layout("HSA copy_strided", dst, src, &layout, &d, &s, &count);
     if (status == GM_OK && (uint64_t)count > (uint64_t)UINT32_MAX - PACK_THREADS)
         status = gm__error(GM_ERR_UNSUPPORTED, "HSA copy_strided: %lld units exceed one grid",
                            (long long)count);

@@ -305,6 +305,263 @@ static void test_failed_stream_destroyed_once(void **state)
     close_context(ctx);
 }
 
+/* ------------------------------------------- host registration scopes */
+
+typedef enum scope_kind { SCOPE_PIN = 0, SCOPE_REGISTER = 1, SCOPE_MAP = 2 } scope_kind;
+
+/* A scope ended on its own thread; `done` says when the call returned. */
+typedef struct scope_job {
+    gm_host_scope *scope;
+    scope_kind kind;
+    gm_status status;
+    atomic_bool done;
+} scope_job;
+
+static void *run_scope_end(void *user)
+{
+    scope_job *job = user;
+
+    job->status =
+        job->kind == SCOPE_REGISTER ? gm_deregister(&job->scope) : gm_host_scope_end(&job->scope);
+    atomic_store(&job->done, true);
+    return NULL;
+}
+
+static long live_locks(void)
+{
+    hsa_double_live live;
+
+    hsa_double_get_live(&live);
+    return live.locks;
+}
+
+/*
+ * With the DMA engine held and a copy using the scope's memory pending on a
+ * stream (gm_pin: host to device; gm_register: device to host; gm_map:
+ * device to the mapped pages through their device view), end the scope on
+ * another thread: the registration is handed to the DMA engine without a
+ * reference, so the end waits for the queued work before
+ * hsa_amd_memory_unlock (the double records an unlock under a pending copy
+ * as a violation), and the data arrive whole.
+ */
+static void check_scope_end_waits(scope_kind kind)
+{
+    gm_context *ctx = open_context(1.0, 100);
+    int64_t n = 1 << 16;
+    unsigned char *host = aligned_alloc(4096, (size_t)n), *back = calloc((size_t)n, 1);
+    struct timespec pause = {0, 50 * 1000 * 1000};
+    scope_job job = {NULL, kind, GM_OK, false};
+    gm_array *dev = NULL;
+    gm_stream *s = NULL;
+    gm_ndview hv, mapped, bv;
+    bool returned_early = false;
+    long held = 0;
+    pthread_t thread;
+
+    assert_non_null(host);
+    assert_non_null(back);
+    memset(host, 0x11, (size_t)n);
+    assert_ok(gm_ndview_init(host, GM_UINT8, 1, &n, NULL, GM_ORDER_C, &hv));
+    assert_ok(gm_ndview_init(back, GM_UINT8, 1, &n, NULL, GM_ORDER_C, &bv));
+    assert_ok(gm_device_array(ctx, 1, &n, GM_UINT8, GM_ORDER_C, &dev));
+    assert_ok(gm_array_memset(dev, 0x77, NULL));
+    assert_ok(gm_stream_create(ctx, GM_STREAM_NON_BLOCKING, &s));
+    if (kind == SCOPE_PIN)
+        assert_ok(gm_pin(ctx, 1, &hv, &job.scope));
+    else if (kind == SCOPE_REGISTER)
+        assert_ok(gm_register(ctx, 1, &hv, &job.scope));
+    else
+        assert_ok(gm_map(ctx, 1, &hv, &mapped, &job.scope));
+    assert_int_equal(live_locks(), 1);
+    hsa_double_pause(1);
+    if (kind == SCOPE_PIN)
+        assert_ok(gm_array_copy_to_device(dev, &hv, s));
+    else if (kind == SCOPE_REGISTER)
+        assert_ok(gm_array_copy_to_host(dev, &hv, s));
+    else
+        assert_ok(gm_copy(ctx, &mapped, gm_array_view(dev), s));
+    assert_int_equal(live_locks(), 1); /* registered memory is used as it is: no lock of its own */
+    assert_int_equal(pthread_create(&thread, NULL, run_scope_end, &job), 0);
+    nanosleep(&pause, NULL);
+    returned_early = atomic_load(&job.done); /* held: the copy has not run */
+    held = live_locks();                     /* still locked under the pending copy */
+    hsa_double_pause(0);                     /* before any assert: a failure must not hang */
+    assert_int_equal(pthread_join(thread, NULL), 0);
+    assert_false(returned_early);
+    assert_int_equal(held, 1);
+    assert_ok(job.status);
+    assert_null(job.scope);
+    assert_int_equal(live_locks(), 0);
+    hsa_test_assert_no_violations();
+    assert_ok(gm_stream_query(s)); /* the end waited for the stream's work */
+    if (kind == SCOPE_PIN) {
+        assert_ok(gm_array_copy_to_host(dev, &bv, NULL));
+        for (int64_t i = 0; i < n; i++)
+            assert_int_equal(back[i], 0x11);
+    } else {
+        for (int64_t i = 0; i < n; i++)
+            assert_int_equal(host[i], 0x77);
+    }
+    gm_array_release(&dev);
+    gm_stream_destroy(&s);
+    close_context(ctx);
+    free(host);
+    free(back);
+}
+
+static void test_pin_end_waits_for_pending_copy(void **state)
+{
+    (void)state;
+    check_scope_end_waits(SCOPE_PIN);
+}
+
+static void test_deregister_waits_for_pending_copy(void **state)
+{
+    (void)state;
+    check_scope_end_waits(SCOPE_REGISTER);
+}
+
+static void test_map_end_waits_for_pending_copy(void **state)
+{
+    (void)state;
+    check_scope_end_waits(SCOPE_MAP);
+}
+
+/*
+ * Memory an open scope registered cannot be registered again, in whole or in
+ * part, by this context or another (GM_ERR_STATE, as the simulator and CUDA
+ * answer; hsa_amd_memory_lock alone would count the second lock and keep
+ * the memory locked past the first scope's end). Ended scopes leave nothing
+ * behind: the same memory is pinned again at once (numba#3508).
+ */
+static void test_register_twice_refused(void **state)
+{
+    gm_context *ctx = open_context(1.0, 100), *other = NULL;
+    int64_t n = 3 * 4096, part = 2000;
+    unsigned char *host = aligned_alloc(4096, (size_t)n);
+    gm_host_scope *scope = NULL, *again = NULL;
+    gm_ndview hv, sub;
+
+    (void)state;
+    assert_non_null(host);
+    assert_ok(gm_ndview_init(host, GM_UINT8, 1, &n, NULL, GM_ORDER_C, &hv));
+    assert_ok(gm_ndview_init(host + 4000, GM_UINT8, 1, &part, NULL, GM_ORDER_C, &sub));
+    assert_ok(gm_pin(ctx, 1, &hv, &scope));
+    assert_status(gm_pin(ctx, 1, &hv, &again), GM_ERR_STATE);
+    assert_message_contains("overlaps memory already registered by this context");
+    assert_null(again);
+    assert_status(gm_register(ctx, 1, &sub, &again), GM_ERR_STATE);
+    assert_status(gm_map(ctx, 1, &sub, NULL, &again), GM_ERR_STATE);
+    assert_null(again);
+    assert_int_equal(hsa_double_calls("hsa_amd_memory_lock"), 1);
+    assert_int_equal(live_locks(), 1);
+    assert_ok(gm_host_scope_end(&scope));
+    assert_int_equal(live_locks(), 0);
+    for (int round = 0; round < 2; round++) { /* sequential scopes are fine */
+        assert_ok(gm_pin(ctx, 1, &hv, &scope));
+        assert_ok(gm_host_scope_end(&scope));
+    }
+    /* page-locking is the process's: another context is refused too */
+    assert_ok(gm__context_create_with_ops(&gm__hsa_backend, NULL, &other));
+    assert_ok(gm_register(ctx, 1, &sub, &scope));
+    assert_status(gm_pin(other, 1, &hv, &again), GM_ERR_STATE);
+    assert_message_contains("overlaps memory another context registered");
+    assert_ok(gm_deregister(&scope));
+    assert_ok(gm_pin(other, 1, &hv, &again));
+    assert_ok(gm_host_scope_end(&again));
+    gm_context_destroy(&other);
+    assert_int_equal(live_locks(), 0);
+    close_context(ctx);
+    free(host);
+}
+
+/*
+ * The backend's own lock of pageable memory for a pending copy is no user
+ * registration: registering that memory meanwhile succeeds (a second
+ * registration at the address, as src/hsa/README.md says), the copy's lock
+ * goes when the copy is reaped, the user's at the scope's end.
+ */
+static void test_register_over_pageable_copy(void **state)
+{
+    gm_context *ctx = open_context(1.0, 100);
+    int64_t n = 1 << 16;
+    unsigned char *host = aligned_alloc(4096, (size_t)n);
+    gm_host_scope *scope = NULL;
+    gm_array *dev = NULL;
+    gm_stream *s = NULL;
+    gm_ndview hv;
+    long copy_locked = 0, both_locked = 0;
+    gm_status registered = GM_OK;
+
+    (void)state;
+    assert_non_null(host);
+    memset(host, 0, (size_t)n);
+    assert_ok(gm_ndview_init(host, GM_UINT8, 1, &n, NULL, GM_ORDER_C, &hv));
+    assert_ok(gm_device_array(ctx, 1, &n, GM_UINT8, GM_ORDER_C, &dev));
+    assert_ok(gm_array_memset(dev, 0x77, NULL));
+    assert_ok(gm_stream_create(ctx, GM_STREAM_NON_BLOCKING, &s));
+    hsa_double_pause(1);
+    assert_ok(gm_array_copy_to_host(dev, &hv, s)); /* pageable: locked for the copy */
+    copy_locked = live_locks();
+    registered = gm_register(ctx, 1, &hv, &scope);
+    both_locked = live_locks();
+    hsa_double_pause(0);
+    assert_int_equal(copy_locked, 1);
+    assert_ok(registered);
+    assert_int_equal(both_locked, 2);
+    assert_ok(gm_stream_synchronize(s));
+    assert_int_equal(live_locks(), 1); /* the copy's lock went with the copy */
+    for (int64_t i = 0; i < n; i++)
+        assert_int_equal(host[i], 0x77);
+    assert_ok(gm_deregister(&scope));
+    assert_int_equal(live_locks(), 0);
+    gm_array_release(&dev);
+    gm_stream_destroy(&s);
+    close_context(ctx);
+    free(host);
+}
+
+/*
+ * gm_copy to and from a device view running 512 bytes past a 1 KiB device
+ * array, synchronously and on a stream: GM_ERR_INVALID_ARG naming the range
+ * and the allocation, as on the simulator and CUDA; nothing is written.
+ */
+static void test_copy_past_allocation_refused(void **state)
+{
+    gm_context *ctx = open_context(1.0, 100);
+    int64_t n = 256;
+    float host[256], back[256];
+    gm_array *dev = NULL;
+    gm_stream *s = NULL;
+    gm_ndview hv, bv, dv;
+    long copies = 0;
+
+    (void)state;
+    for (int i = 0; i < 256; i++)
+        host[i] = (float)i;
+    assert_ok(gm_ndview_init(host, GM_FLOAT32, 1, &n, NULL, GM_ORDER_C, &hv));
+    assert_ok(gm_ndview_init(back, GM_FLOAT32, 1, &n, NULL, GM_ORDER_C, &bv));
+    assert_ok(gm_device_array(ctx, 1, &n, GM_FLOAT32, GM_ORDER_C, &dev));
+    assert_ok(gm_array_memset(dev, 0, NULL));
+    assert_ok(gm_stream_create(ctx, GM_STREAM_NON_BLOCKING, &s));
+    dv = *gm_array_view(dev);
+    dv.data = (char *)dv.data + 512;
+    copies = hsa_double_copy_count();
+    assert_status(gm_copy(ctx, &dv, &hv, NULL), GM_ERR_INVALID_ARG);
+    assert_message_contains("runs past the end of the device allocation");
+    assert_status(gm_copy(ctx, &dv, &hv, s), GM_ERR_INVALID_ARG);
+    assert_status(gm_copy(ctx, &bv, &dv, s), GM_ERR_INVALID_ARG);
+    assert_message_contains("source range");
+    assert_ok(gm_stream_synchronize(s));
+    assert_int_equal(hsa_double_copy_count(), copies); /* nothing reached the DMA engine */
+    assert_ok(gm_array_copy_to_host(dev, &bv, NULL));
+    for (int i = 0; i < 256; i++)
+        assert_true(back[i] == 0.0f);
+    gm_array_release(&dev);
+    gm_stream_destroy(&s);
+    close_context(ctx);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -315,6 +572,12 @@ int main(void)
         cmocka_unit_test(test_managed_array_unsupported),
         cmocka_unit_test(test_failed_stream_destroyed_once),
         cmocka_unit_test(test_flush_keeps_last_error),
+        cmocka_unit_test(test_pin_end_waits_for_pending_copy),
+        cmocka_unit_test(test_deregister_waits_for_pending_copy),
+        cmocka_unit_test(test_map_end_waits_for_pending_copy),
+        cmocka_unit_test(test_register_twice_refused),
+        cmocka_unit_test(test_register_over_pageable_copy),
+        cmocka_unit_test(test_copy_past_allocation_refused),
     };
 
     return cmocka_run_group_tests(tests, gm_test_use_cmocka_allocator, gm_test_restore_allocator);
