@@ -437,7 +437,11 @@ GM_API gm_status gm_deregister(gm_host_scope **scope_p);
  * @brief Undo a gm_pin / gm_map / gm_register immediately (not deferred, so
  *        the same memory can be pinned again at once: numba#3508). NULL is
  *        accepted. Every range is unregistered even if one fails; the first
- *        failure is returned and the scope is freed either way.
+ *        failure is returned and the scope is freed either way. Work still
+ *        queued that may use the memory is waited for first (CUDA's
+ *        cuMemHostUnregister does; HSA waits for the context's work), so
+ *        inside a stream callback it is GM_ERR_STATE and the scope stays
+ *        open.
  */
 GM_API gm_status gm_host_scope_end(gm_host_scope **scope_p);
 

@@ -511,6 +511,9 @@ static gm_status scope_end(const char *fn, gm_host_scope **scope_p)
 
     if (scope_p == NULL || *scope_p == NULL)
         return GM_OK;
+    if (gm__in_stream_callback()) /* the unregistration may wait for queued work (HSA, CUDA) */
+        return gm__error(GM_ERR_STATE,
+                         "%s: not allowed inside a stream callback (the scope stays open)", fn);
     scope = *scope_p;
     *scope_p = NULL;
     pthread_mutex_lock(&scope->ctx->lock);

@@ -888,7 +888,8 @@ static void test_stream_callbacks(void **state)
 typedef struct waits_in_callback {
     gm_event *event;
     gm_stream *other;
-    atomic_int own, other_stream, event_sync, auto_end, calls;
+    gm_host_scope *scope;
+    atomic_int own, other_stream, event_sync, auto_end, scope_end, calls;
 } waits_in_callback;
 
 static void wait_inside_callback(gm_stream *stream, gm_status status, void *user)
@@ -900,22 +901,29 @@ static void wait_inside_callback(gm_stream *stream, gm_status status, void *user
     atomic_store(&w->other_stream, (int)gm_stream_synchronize(w->other));
     atomic_store(&w->event_sync, (int)gm_event_synchronize(w->event));
     atomic_store(&w->auto_end, (int)gm_stream_auto_synchronize_end(stream));
+    atomic_store(&w->scope_end, (int)gm_host_scope_end(&w->scope));
     atomic_fetch_add(&w->calls, 1);
 }
 
 /*
- * A callback must not wait for streams: every waiting call is refused there
- * with GM_ERR_STATE, on every backend, instead of deadlocking (HSA: the
- * callback's own completion), failing in the driver (CUDA) or running (the
+ * A callback must not wait for streams: every waiting call (ending a
+ * registration scope too) is refused there with GM_ERR_STATE, on every backend, instead of
+ * deadlocking (HSA: the callback's own completion), failing in the driver (CUDA) or running (the
  * simulator, for another stream).
  */
 static void test_no_waiting_inside_callbacks(void **state)
 {
+    const int64_t n = 256;
+    float *buf = malloc((size_t)n * 4);
+    gm_ndview bv;
     waits_in_callback w;
     gm_stream *s = NULL;
 
     (void)state;
+    assert_non_null(buf);
     memset(&w, 0, sizeof(w));
+    bv = host_view(buf, GM_FLOAT32, 1, &n, GM_ORDER_C);
+    assert_ok(gm_pin(g_ctx, 1, &bv, &w.scope));
     assert_ok(gm_stream_create(g_ctx, GM_STREAM_DEFAULT, &s));
     assert_ok(gm_stream_create(g_ctx, GM_STREAM_NON_BLOCKING, &w.other));
     assert_ok(gm_event_create(g_ctx, false, &w.event));
@@ -928,6 +936,10 @@ static void test_no_waiting_inside_callbacks(void **state)
     assert_int_equal(atomic_load(&w.other_stream), GM_ERR_STATE);
     assert_int_equal(atomic_load(&w.event_sync), GM_ERR_STATE);
     assert_int_equal(atomic_load(&w.auto_end), GM_ERR_STATE);
+    assert_int_equal(atomic_load(&w.scope_end), GM_ERR_STATE);
+    assert_non_null(w.scope); /* still open: ended here */
+    assert_ok(gm_host_scope_end(&w.scope));
+    free(buf);
     assert_ok(gm_stream_auto_synchronize_end(s)); /* the callback's refused end closed nothing */
     assert_status(gm_stream_auto_synchronize_end(s), GM_ERR_STATE);
     gm_event_destroy(&w.event);
