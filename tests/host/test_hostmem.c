@@ -203,8 +203,7 @@ static void test_strided_host_arrays(void **state)
     assert_status(gm_pinned_array_strided(ctx, 2, shape, padded, GM_FLOAT64, NULL),
                   GM_ERR_NULL_POINTER);
     shape[0] = INT64_C(1) << 60; /* an extent past what int64 bytes can hold */
-    assert_status(gm_pinned_array_strided(ctx, 2, shape, padded, GM_FLOAT64, &x),
-                  GM_ERR_OVERFLOW);
+    assert_status(gm_pinned_array_strided(ctx, 2, shape, padded, GM_FLOAT64, &x), GM_ERR_OVERFLOW);
     assert_null(x);
     gm_array_release(&g);
     gm_array_release(&m);
