@@ -238,7 +238,7 @@ static void test_pitch_above_device_limit(void **state)
 {
     gm_backend_ctx *bctx = NULL;
     gm_devptr dev = 0;
-    unsigned char host[4 * 100];
+    unsigned char host[4 * 100] = {0};
     unsigned char back[4 * 100];
     gm_copy_desc up = {
         GM_COPY_DEVICE, GM_COPY_HOST, 0, host_address(host), 20, 4, 1, 100, 0, 100, 0};
