@@ -80,6 +80,13 @@ static gm_status allocate_memory(gm_context *ctx, const char *fn, gm_memory_kind
  * queue has freed the memory), which hands the block back to the pool. A
  * buffer without memory leaves the entry unused and hands the block back
  * itself. Between uses a block's descriptor keeps zeros past its ndim.
+ *
+ * A block belongs to one context for its whole life (the pool is the
+ * queue's), so what ties its parts together is written once, when it is
+ * made (block_init): the buffer's and array's ctx, array->buffer,
+ * buffer->block, array->in_block, and the entry's pooled flag and its slots
+ * that no array entry uses (unload, release_fn, bookkeeping: NULL). A reuse
+ * writes only what differs from one array to the next.
  */
 typedef struct array_block {
     gm__dealloc_entry entry; /* first: freeing the entry frees the block */
@@ -120,6 +127,12 @@ static bool contiguous_fits(int64_t itemsize, int ndim, const int64_t *shape, in
     int64_t nbytes = itemsize;
     bool empty = false;
 
+    if (ndim == 1 && itemsize != 0 && shape != NULL) { /* the common case, the same rules */
+        if (shape[0] < 0 || (shape[0] > 1 && gm__mul_overflow(nbytes, shape[0], &nbytes)))
+            return false;
+        *nbytes_p = shape[0] == 0 ? 0 : nbytes;
+        return true;
+    }
     if (itemsize == 0 || ndim < 0 || ndim > GM_MAX_DIMS || (shape == NULL && ndim > 0))
         return false;
     for (int i = 0; i < ndim; i++) {
@@ -141,6 +154,11 @@ static void view_contiguous(gm_ndview *v, gm_dtype dtype, int64_t itemsize, int 
     v->dtype = dtype;
     v->ndim = ndim;
     v->reserved = 0;
+    if (ndim == 1) { /* the loop's one step, for either order */
+        v->shape[0] = shape[0];
+        v->strides[0] = itemsize;
+        return;
+    }
     for (int k = 0; k < ndim; k++) {
         int i = order == GM_ORDER_C ? ndim - 1 - k : k;
 
@@ -150,26 +168,33 @@ static void view_contiguous(gm_ndview *v, gm_dtype dtype, int64_t itemsize, int 
     }
 }
 
-/* Set a new array's buffer over `bytes` (0: none) at `base` and list the array (queue lock held).
+/* The fields of a new (zeroed) block that stay the same while it is reused in ctx. */
+static void block_init(gm_context *ctx, array_block *block)
+{
+    block->entry.pooled = true;
+    block->buffer.ctx = ctx;
+    block->buffer.block = &block->entry;
+    block->array.ctx = ctx;
+    block->array.buffer = &block->buffer;
+    block->array.in_block = true;
+}
+
+/*
+ * Set a (new or reused) block's buffer over `bytes` (0: none) at `base` and
+ * list its array (queue lock held).
  */
 static void block_list_at(gm_context *ctx, array_block *block, gm_memory_kind memory,
                           uintptr_t base, int64_t bytes)
 {
     gm__buffer *buffer = &block->buffer;
-    gm_array *array = &block->array;
 
-    buffer->ctx = ctx;
     buffer->memory = memory;
     buffer->base = base;
     buffer->bytes = bytes;
     atomic_init(&buffer->refcount, 1);
     buffer->entry = bytes > 0 ? &block->entry : NULL;
-    buffer->block = &block->entry;
-    array->ctx = ctx;
-    array->buffer = buffer;
-    atomic_init(&array->refcount, 1);
-    array->in_block = true;
-    gm__list_push(&ctx->arrays, &array->link);
+    atomic_init(&block->array.refcount, 1);
+    gm__list_push(&ctx->arrays, &block->array.link);
 }
 
 /* The same for the memory a filled entry describes. */
@@ -199,8 +224,11 @@ static gm_status block_publish(gm_context *ctx, const char *fn, gm_memory_kind m
         block_list(ctx, block, memory, mem);
     }
     gm__lock_give(&ctx->queue.lock);
-    if (block == NULL)
+    if (block == NULL) {
         block = gm__calloc(1, sizeof(*block));
+        if (block != NULL)
+            block_init(ctx, block);
+    }
     if (block == NULL) {
         if (mem->bytes > 0 && gm__dealloc_free_now(ctx, mem) != GM_OK)
             gm__log(GM_LOG_ERROR, "%s: freeing the new allocation failed: %s", fn,
@@ -288,6 +316,13 @@ static void buffer_unref(gm__buffer *buffer)
         buffer_last(buffer);
 }
 
+/* Unlink a dying array (queue lock held); its own links are left stale (relisted or freed). */
+static void list_unlink(gm__link *link)
+{
+    link->prev->next = link->next;
+    link->next->prev = link->prev;
+}
+
 /*
  * An array's last reference went: unlist it and drop its buffer reference
  * under one queue lock, queueing the memory in it when that was the last
@@ -303,7 +338,7 @@ static void array_drop(gm_array *array)
     bool in_block = array->in_block, alone = buffer->block == NULL, last = false, due = false;
 
     gm__lock_take(&ctx->queue.lock);
-    gm__list_remove(&array->link);
+    list_unlink(&array->link);
     last = ref_drop_last(&buffer->refcount);
     if (last && queue)
         due = gm__dealloc_push_locked(&ctx->queue, entry);
@@ -360,22 +395,19 @@ gm_status gm__array_create(gm_context *ctx, const char *fn, const gm_ndview *lay
 
 /*
  * A pooled block's entry for device memory at ptr, written in place (the
- * entry is private until the buffer's last reference goes).
+ * entry is private until the buffer's last reference goes; its next is
+ * written when it is queued or pooled, and its pooled flag and unused slots
+ * never change: block_init).
  */
 static void device_entry(gm__dealloc_entry *e, gm_devptr ptr, int64_t bytes, void *owner,
                          bool immediate)
 {
-    e->next = NULL;
     e->kind = GM__DEALLOC_DEVICE;
     e->device = ptr;
     e->handle = NULL;
     e->bytes = bytes;
     e->owner = owner;
     e->immediate = immediate;
-    e->unload = NULL;
-    e->release_fn = NULL;
-    e->bookkeeping = NULL;
-    e->pooled = true;
 }
 
 /*

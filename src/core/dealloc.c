@@ -26,11 +26,15 @@
  * the entry just added as well.
  *
  * A drain works in batches: it detaches every pending entry under one lock,
- * frees them in order without the lock (the counters still count them), and
- * settles the batch under one more: uncounts what was freed, puts back at the
- * head what was not (a failure, or a defer scope that opened meanwhile), and
- * returns pooled blocks to the pool (at most POOL_MAX; array.c takes them
- * for new arrays). It repeats until the queue is empty.
+ * frees them in order without the lock (the counters still count them,
+ * while the drain sums the weights of those it passes), and settles the
+ * batch under one more: uncounts what was freed (those sums: the counters
+ * end exactly as if each entry had been uncounted on its own), puts back at
+ * the head what was not (a failure, or a defer scope that opened
+ * meanwhile), and returns pooled blocks to the pool (at most POOL_MAX;
+ * array.c takes them for new arrays), the released run of the batch at once
+ * when every entry of it heads a pooled block and fits. It repeats until the
+ * queue is empty.
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -284,30 +288,75 @@ static gm__dealloc_entry *detach(gm__dealloc_queue *q, drain_mode mode)
     return batch;
 }
 
-/* One drain pass's results: the first entry not released and how many were freed. */
+/*
+ * One drain pass's results: the first entry not released, how many were
+ * freed, and what settle() uncounts and pools: the entries released (passed:
+ * freed, or dropped at teardown), from the batch's head up to rest.
+ */
 typedef struct batch_result {
     gm__dealloc_entry *rest; /* NULL when every entry was released */
+    gm__dealloc_entry *last; /* the last entry released, NULL when none */
     int64_t freed;           /* successful deallocations */
+    int64_t released;        /* entries released */
+    int64_t device_bytes;    /* their device bytes (counts_device) */
+    int64_t pinned_bytes;    /* their pinned bytes (counts_pinned) */
+    int64_t pooled;          /* those of them that head pooled blocks */
     gm_status status;        /* the first failure */
 } batch_result;
+
+/* Count the entry at result->rest as released and step past it. */
+static void pass_entry(batch_result *result)
+{
+    gm__dealloc_entry *entry = result->rest;
+
+    result->released++;
+    if (counts_device(entry->kind))
+        result->device_bytes += entry->bytes;
+    if (counts_pinned(entry->kind))
+        result->pinned_bytes += entry->bytes;
+    result->pooled += entry->pooled ? 1 : 0;
+    result->last = entry;
+    result->rest = entry->next;
+}
 
 /* Most entries handed to mem_free_batch at once. */
 #define FREE_RUN_MAX 32
 
 /*
- * Free the run of built-in-manager device entries that starts at `entry`
- * (up to FREE_RUN_MAX) with one mem_free_batch; returns how many were freed
- * from its start (0: the first is left to release()).
+ * Free the run of built-in-manager device entries that starts at
+ * result->rest (up to FREE_RUN_MAX) with one mem_free_batch, and pass the
+ * entries freed from its start (pass_entry's sums, taken for the whole run
+ * while the addresses are gathered, and walked again only when the backend
+ * stopped early); returns how many were freed (0: the first is left to
+ * release()).
  */
-static size_t free_device_run(gm_context *ctx, const gm__dealloc_entry *entry)
+static size_t free_device_run(gm_context *ctx, batch_result *result)
 {
     gm_devptr ptrs[FREE_RUN_MAX];
-    size_t n = 0;
+    gm__dealloc_entry *entry = result->rest, *last = NULL;
+    int64_t bytes = 0, pooled = 0;
+    size_t n = 0, freed = 0;
 
     for (; entry != NULL && n < FREE_RUN_MAX && entry->kind == GM__DEALLOC_DEVICE;
-         entry = entry->next)
+         entry = entry->next) {
         ptrs[n++] = entry->device;
-    return ctx->ops->mem_free_batch(ctx->bctx, ptrs, n);
+        bytes += entry->bytes;
+        pooled += entry->pooled ? 1 : 0;
+        last = entry;
+    }
+    freed = ctx->ops->mem_free_batch(ctx->bctx, ptrs, n);
+    result->freed += (int64_t)freed;
+    if (freed == n) {
+        result->released += (int64_t)n;
+        result->device_bytes += bytes;
+        result->pooled += pooled;
+        result->last = last != NULL ? last : result->last;
+        result->rest = entry;
+        return freed;
+    }
+    for (size_t i = 0; i < freed; i++)
+        pass_entry(result);
+    return freed;
 }
 
 /*
@@ -320,7 +369,7 @@ static size_t free_device_run(gm_context *ctx, const gm__dealloc_entry *entry)
 static batch_result release_batch(gm_context *ctx, const char *fn, drain_mode mode,
                                   gm__dealloc_entry *batch)
 {
-    batch_result result = {batch, 0, GM_OK};
+    batch_result result = {batch, NULL, 0, 0, 0, 0, 0, GM_OK};
     bool idle = false;
 
     while (result.rest != NULL && may_free(&ctx->queue, mode)) {
@@ -332,11 +381,7 @@ static batch_result release_batch(gm_context *ctx, const char *fn, drain_mode mo
         }
         if (result.rest->kind == GM__DEALLOC_DEVICE && ctx->mm.direct_device &&
             ctx->ops->mem_free_batch != gm__unsupported_mem_free_batch) {
-            size_t freed = free_device_run(ctx, result.rest);
-
-            result.freed += (int64_t)freed;
-            while (freed-- > 0)
-                result.rest = result.rest->next;
+            (void)free_device_run(ctx, &result);
             if (result.rest == NULL || result.rest->kind != GM__DEALLOC_DEVICE)
                 continue;
         }
@@ -349,7 +394,7 @@ static batch_result release_batch(gm_context *ctx, const char *fn, drain_mode mo
             gm__log(GM_LOG_ERROR, "%s", gm_last_error_message());
         }
         result.freed += status == GM_OK ? 1 : 0;
-        result.rest = result.rest->next;
+        pass_entry(&result);
     }
     return result;
 }
@@ -369,7 +414,9 @@ static void requeue(gm__dealloc_queue *q, gm__dealloc_entry *rest)
 
 /*
  * Settle a released batch under the queue lock: uncount the entries up to
- * result->rest, requeue the rest, pool what fits; return the entries to free.
+ * result->rest (by their sums: the peak never moves on a decrease), requeue
+ * the rest, pool what fits (the whole released run in one step when it
+ * can); return the entries to free.
  */
 static gm__dealloc_entry *settle(gm__dealloc_queue *q, gm__dealloc_entry *batch,
                                  const batch_result *result, bool *empty_p)
@@ -377,10 +424,19 @@ static gm__dealloc_entry *settle(gm__dealloc_queue *q, gm__dealloc_entry *batch,
     gm__dealloc_entry *to_free = NULL;
 
     gm__lock_take(&q->lock);
+    q->count -= result->released;
+    q->device_bytes -= result->device_bytes;
+    q->pinned_bytes -= result->pinned_bytes;
+    if (result->released > 0 && result->pooled == result->released &&
+        q->pool_count + result->pooled <= POOL_MAX) {
+        result->last->next = q->pool; /* the run [batch, last] is linked already */
+        q->pool = batch;
+        q->pool_count += result->pooled;
+        batch = result->rest;
+    }
     while (batch != result->rest) {
         gm__dealloc_entry *next = batch->next;
 
-        account(q, batch, -1);
         if (!pool_push(q, batch)) {
             batch->next = to_free;
             to_free = batch;

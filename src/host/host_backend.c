@@ -699,10 +699,42 @@ static gm_status device_alloc(host_ctx *c, size_t bytes, int kind, gm_devptr *pt
     return GM_OK;
 }
 
-/* Allocate simulated device memory. */
+/*
+ * Allocate simulated device memory. The common case first, with no call: a
+ * cached size, a charge that fits and an intact cached block of its class,
+ * taken under one mem_lock (device_alloc's result for it); anything else
+ * (errors, a fresh block, a cached block written after mem_free) is
+ * device_alloc's, from the start.
+ */
 static gm_status host_mem_alloc(gm_backend_ctx *bctx, size_t bytes, gm_devptr *ptr_p)
 {
-    return device_alloc(gm__host_ctx(bctx), bytes, GM_MEMORY_DEVICE, ptr_p, "mem_alloc");
+    host_ctx *c = gm__host_ctx(bctx);
+    host_region *r = NULL;
+
+    if (ptr_p != NULL && bytes - 1 < GM_HOST_CACHE_MAX_BLOCK && c->cache.limit != 0) {
+        size_t charged =
+            (bytes + GM_HOST_DEVICE_ALIGNMENT - 1) & ~(size_t)(GM_HOST_DEVICE_ALIGNMENT - 1);
+        size_t capacity = 0;
+        int klass = gm__host_cache_class(charged, &capacity);
+        uintptr_t base = 0;
+
+        gm__lock_take(&c->mem_lock);
+        if ((int64_t)charged <= c->device_total - c->device_used)
+            r = gm__host_cache_take_intact(&c->cache, klass, bytes);
+        if (r != NULL) {
+            c->device_used += (int64_t)charged;
+            r->bytes = bytes;
+            r->charged = charged;
+            r->kind = GM_MEMORY_DEVICE;
+            base = r->base;
+        }
+        gm__lock_give(&c->mem_lock);
+        if (r != NULL) {
+            *ptr_p = (gm_devptr)base;
+            return GM_OK;
+        }
+    }
+    return device_alloc(c, bytes, GM_MEMORY_DEVICE, ptr_p, "mem_alloc");
 }
 
 /* Allocate managed memory (the same host memory; charged as device memory). */

@@ -263,6 +263,13 @@ host_region *gm__host_cache_take(host_cache *cache, host_registry *reg, int klas
                                  void **bad_p);
 
 /*
+ * gm__host_cache_take when the most recently cached region of `klass` is
+ * intact; NULL, changing nothing, when there is none or it was written since
+ * it was cached (gm__host_cache_take then deals with it).
+ */
+host_region *gm__host_cache_take_intact(host_cache *cache, int klass, size_t bytes);
+
+/*
  * Under AddressSanitizer, mark bytes [bytes, capacity) of a new block
  * inaccessible, as a cached block's are once reused: an access past the
  * requested size (an off-by-one in a kernel) is reported instead of landing

@@ -175,7 +175,11 @@ static bool block_intact(const host_region *r)
     return block->region == ((uintptr_t)r ^ CHECK_REGION) && block->self == (r->base ^ CHECK_BLOCK);
 }
 
-/* Take a cached region off its class's list (it stays cached and in the registry). */
+/*
+ * Take a cached region off its class's list (it stays cached and in the
+ * registry). Its own links are left stale: only a cached region's are read,
+ * and cache_region writes them.
+ */
 static void unlink_region(host_cache *cache, host_region *r)
 {
     if (r->cache_prev != NULL)
@@ -186,7 +190,6 @@ static void unlink_region(host_cache *cache, host_region *r)
         r->cache_next->cache_prev = r->cache_prev;
     else
         cache->tails[r->klass] = r->cache_prev;
-    r->cache_next = r->cache_prev = NULL;
     cache->counts[r->klass]--;
     cache->bytes -= (int64_t)r->capacity;
 }
@@ -278,6 +281,27 @@ bool gm__host_cache_keep(host_cache *cache, host_registry *reg, host_region *r, 
     return true;
 }
 
+/* Take class klass's first region (r) off its list: unlink_region for a list's head. */
+static inline void pop_first(host_cache *cache, int klass, host_region *r)
+{
+    cache->bins[klass] = r->cache_next;
+    if (r->cache_next != NULL)
+        r->cache_next->cache_prev = NULL;
+    else
+        cache->tails[klass] = NULL;
+    cache->counts[klass]--;
+    cache->bytes -= (int64_t)r->capacity;
+}
+
+/* A region just taken off its list made live, its first `bytes` usable. */
+static inline host_region *make_live(host_region *r, size_t bytes)
+{
+    r->state = HOST_REGION_LIVE;
+    unpoison((void *)r->base, bytes);
+    gm__host_poison_tail((void *)r->base, bytes, sizeof(cached_block)); /* its check words */
+    return r;
+}
+
 host_region *gm__host_cache_take(host_cache *cache, host_registry *reg, int klass, size_t bytes,
                                  void **bad_p)
 {
@@ -286,16 +310,23 @@ host_region *gm__host_cache_take(host_cache *cache, host_registry *reg, int klas
     if (klass < 0 || cache->bins[klass] == NULL)
         return NULL;
     r = cache->bins[klass];
-    unlink_region(cache, r);
+    pop_first(cache, klass, r);
     if (!block_intact(r)) {
         *bad_p = (void *)r->base;
         gm__host_registry_remove(reg, r);
         return NULL;
     }
-    r->state = HOST_REGION_LIVE;
-    unpoison((void *)r->base, bytes);
-    gm__host_poison_tail((void *)r->base, bytes, sizeof(cached_block)); /* its check words */
-    return r;
+    return make_live(r, bytes);
+}
+
+host_region *gm__host_cache_take_intact(host_cache *cache, int klass, size_t bytes)
+{
+    host_region *r = klass >= 0 ? cache->bins[klass] : NULL;
+
+    if (r == NULL || !block_intact(r))
+        return NULL;
+    pop_first(cache, klass, r);
+    return make_live(r, bytes);
 }
 
 void gm__host_cache_discard(void *block, size_t capacity)

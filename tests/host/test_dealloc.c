@@ -339,6 +339,51 @@ static void test_flush_stops_at_failure(void **state)
     gm_context_destroy(&ctx);
 }
 
+/*
+ * A flush uncounts what it freed by sums and pools the blocks of a batch at
+ * once when they fit: a batch of mixed kinds, larger than the pool of spare
+ * blocks (64), ends with exact counters and nothing leaked, and the blocks
+ * come back for the next arrays, batch after batch.
+ */
+static void test_flush_settles_large_mixed_batch(void **state)
+{
+    gm_context_options o = rt_options(1000, 10.0, BIG);
+    gm_context *ctx = NULL;
+    gm_array *a[150];
+    gm_dealloc_stats s;
+    int64_t device = 0, pinned = 0;
+
+    (void)state;
+    assert_ok(gm_context_create(&o, &ctx));
+    for (int round = 0; round < 3; round++) {
+        int n =
+            round == 1 ? 5 : 150; /* a batch that fits the pool whole, between two that do not */
+
+        device = pinned = 0;
+        for (int i = 0; i < n; i++) {
+            int64_t bytes = 100 + i;
+
+            a[i] = i % 3 == 2 ? pinned_bytes(ctx, bytes) : device_bytes(ctx, bytes);
+            *(i % 3 == 2 ? &pinned : &device) += bytes;
+        }
+        for (int i = 0; i < n; i++)
+            gm_array_release(&a[i]);
+        s = rt_stats(ctx);
+        assert_int_equal(s.pending_count, n);
+        assert_int_equal(s.pending_device_bytes, device);
+        assert_int_equal(s.pending_pinned_bytes, pinned);
+        assert_ok(gm_deallocations_flush(ctx));
+        s = rt_stats(ctx);
+        assert_int_equal(s.pending_count, 0);
+        assert_int_equal(s.pending_device_bytes, 0);
+        assert_int_equal(s.pending_pinned_bytes, 0);
+        assert_true(s.peak_pending_bytes >= device + pinned);
+    }
+    assert_int_equal(s.freed_count, 150 + 5 + 150);
+    assert_int_equal(s.flushes, 3);
+    gm_context_destroy(&ctx); /* the cmocka allocator reports a block leaked or freed twice */
+}
+
 /* A failing automatic flush is logged and the entries stay queued. */
 static void test_auto_flush_failure_logged(void **state)
 {
@@ -785,6 +830,7 @@ int main(void)
         cmocka_unit_test_setup(test_oom_inside_defer, test_setup),
         cmocka_unit_test_setup(test_defer_nesting, test_setup),
         cmocka_unit_test_setup(test_flush_stops_at_failure, test_setup),
+        cmocka_unit_test_setup(test_flush_settles_large_mixed_batch, test_setup),
         cmocka_unit_test_setup(test_auto_flush_failure_logged, test_setup),
         cmocka_unit_test_setup(test_teardown, test_setup),
         cmocka_unit_test_setup(test_internal_kinds, test_setup),
