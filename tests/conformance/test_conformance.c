@@ -1236,6 +1236,45 @@ static void test_kernel_fill(void **state)
     gm_array_release(&di);
 }
 
+/*
+ * A SmartArray as a kernel argument: out = x + x with x sent once, the result
+ * left on the device until the host side is asked for, on a stream.
+ */
+static void test_kernel_smart_arrays(void **state)
+{
+    const int64_t n = 777;
+    gm_kernel *add = kernel_or_skip("add_f32");
+    float x[777];
+    gm_ndview xv = host_view(x, GM_FLOAT32, 1, &n, GM_ORDER_C), got;
+    gm_smart_array *sx = NULL, *sout = NULL;
+    gm_smart_stats st;
+    gm_stream *s = NULL;
+
+    (void)state;
+    for (int64_t i = 0; i < n; i++)
+        x[i] = (float)i - 100.0f;
+    assert_ok(gm_stream_create(g_ctx, GM_STREAM_DEFAULT, &s));
+    assert_ok(gm_smart_array_from_host(g_ctx, &xv, true, &sx));
+    assert_ok(gm_smart_array_create(g_ctx, 1, &n, GM_FLOAT32, GM_ORDER_C, GM_WHERE_HOST, &sout));
+    {
+        gm_arg args[] = {gm_arg_smart(sx), gm_arg_smart(sx), gm_arg_smart(sout), gm_arg_i64(n)};
+
+        assert_ok(gm_launch(add, dim1(blocks_for(n, 128)), dim1(128), 0, s, 4, args));
+        assert_ok(gm_launch(add, dim1(blocks_for(n, 128)), dim1(128), 0, s, 4, args));
+    }
+    assert_ok(gm_smart_array_get(sout, GM_WHERE_HOST, &got));
+    for (int64_t i = 0; i < n; i++)
+        assert_true(((const float *)got.data)[i] == 2.0f * x[i]);
+    assert_ok(gm_smart_array_stats(sx, &st));
+    assert_int_equal(st.to_device, 1);
+    assert_ok(gm_smart_array_stats(sout, &st));
+    assert_int_equal(st.to_device, 1); /* its (undefined) host side, sent once */
+    assert_int_equal(st.to_host, 1);
+    gm_smart_array_destroy(&sout);
+    gm_smart_array_destroy(&sx);
+    gm_stream_destroy(&s);
+}
+
 /* copy_strided: a transposed, negatively sliced (5, 7, 3) view packed in C order. */
 static void test_kernel_copy_strided(void **state)
 {
@@ -1726,6 +1765,7 @@ int main(void)
         cmocka_unit_test(test_defer_cleanup_nesting),
         cmocka_unit_test(test_kernel_add),
         cmocka_unit_test(test_kernel_fill),
+        cmocka_unit_test(test_kernel_smart_arrays),
         cmocka_unit_test(test_kernel_copy_strided),
         cmocka_unit_test(test_kernel_matmul),
         cmocka_unit_test(test_kernel_reduce),
