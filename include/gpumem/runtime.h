@@ -528,7 +528,9 @@ GM_API gm_status gm_stream_add_callback(gm_stream *stream, gm_stream_callback fn
 
 /**
  * @brief Numba's `with stream.auto_synchronize()`: begin/end a scope. Scopes
- *        nest (a counter per stream); ending the outermost one synchronizes
+ *        nest (a counter per stream; on the per-thread default stream's
+ *        handle, per thread, as it stands for each thread's own stream);
+ *        ending the outermost one synchronizes
  *        the stream and returns its status; ending an inner one returns GM_OK;
  *        ending with no scope open, or inside a stream callback, is
  *        GM_ERR_STATE.

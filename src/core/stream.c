@@ -472,14 +472,53 @@ void gm__streams_free_callbacks(gm_context *ctx)
     free_done(take_done(ctx));
 }
 
+/*
+ * The nesting counter of a stream's auto_synchronize scopes: the wrapper's,
+ * except for the per-thread default stream, whose one handle stands for a
+ * stream per thread: its scopes are counted per thread (at most
+ * PER_THREAD_SCOPES handles, i.e. contexts, with scopes open at once on one
+ * thread). NULL when a new count is needed and there is no room.
+ */
+#define PER_THREAD_SCOPES 8
+static _Thread_local struct {
+    const gm_stream *stream;
+    _Atomic int64_t depth;
+} tls_scopes[PER_THREAD_SCOPES];
+
+static _Atomic int64_t *scope_depth(gm_stream *stream, bool create)
+{
+    int free_slot = -1;
+
+    if (stream->kind != GM__STREAM_BUILTIN || stream->builtin != GM_BUILTIN_STREAM_PER_THREAD)
+        return &stream->auto_sync_depth;
+    for (int i = 0; i < PER_THREAD_SCOPES; i++) {
+        if (tls_scopes[i].stream == stream && atomic_load(&tls_scopes[i].depth) > 0)
+            return &tls_scopes[i].depth;
+        if (free_slot < 0 && atomic_load(&tls_scopes[i].depth) == 0)
+            free_slot = i;
+    }
+    if (!create || free_slot < 0)
+        return NULL;
+    tls_scopes[free_slot].stream = stream;
+    return &tls_scopes[free_slot].depth;
+}
+
 /* Open an auto_synchronize scope (atomic nesting counter). */
 gm_status gm_stream_auto_synchronize_begin(gm_stream *stream)
 {
-    gm_status status = check_stream("gm_stream_auto_synchronize_begin", stream);
+    static const char fn[] = "gm_stream_auto_synchronize_begin";
+    _Atomic int64_t *depth = NULL;
+    gm_status status = check_stream(fn, stream);
 
-    if (status == GM_OK)
-        atomic_fetch_add(&stream->auto_sync_depth, 1);
-    return status;
+    if (status != GM_OK)
+        return status;
+    depth = scope_depth(stream, true);
+    if (depth == NULL)
+        return gm__error(GM_ERR_STATE,
+                         "%s: this thread has per-thread stream scopes open in %d contexts already",
+                         fn, PER_THREAD_SCOPES);
+    atomic_fetch_add(depth, 1);
+    return GM_OK;
 }
 
 /* Close a scope; closing the outermost synchronizes. */
@@ -487,6 +526,7 @@ gm_status gm_stream_auto_synchronize_end(gm_stream *stream)
 {
     static const char fn[] = "gm_stream_auto_synchronize_end";
     gm_backend_stream *bs = NULL;
+    _Atomic int64_t *counter = NULL;
     int64_t depth = 0;
     gm_status status = check_stream(fn, stream);
 
@@ -494,11 +534,12 @@ gm_status gm_stream_auto_synchronize_end(gm_stream *stream)
         status = gm__error(GM_ERR_STATE, "%s: not allowed inside a stream callback", fn);
     if (status != GM_OK)
         return status;
-    depth = atomic_load(&stream->auto_sync_depth);
+    counter = scope_depth(stream, false);
+    depth = counter != NULL ? atomic_load(counter) : 0;
     do {
         if (depth == 0)
             return gm__error(GM_ERR_STATE, "%s: no auto_synchronize scope is open", fn);
-    } while (!atomic_compare_exchange_weak(&stream->auto_sync_depth, &depth, depth - 1));
+    } while (!atomic_compare_exchange_weak(counter, &depth, depth - 1));
     if (depth != 1)
         return GM_OK;
     status = stream_target(fn, stream, &bs);

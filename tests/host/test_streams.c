@@ -185,6 +185,61 @@ static void test_per_thread_handle_resolves(void **state)
     assert_ok(gm_test_use_cmocka_allocator(NULL));
 }
 
+/* Open an auto_synchronize scope on the per-thread handle and leave it open. */
+static void *open_scope_and_leave(void *arg)
+{
+    per_thread_job *job = arg;
+
+    job->status = gm_stream_auto_synchronize_begin(job->handle);
+    return NULL;
+}
+
+/* Release a gate after a pause, from another thread. */
+static void *release_later(void *arg)
+{
+    gate *g = arg;
+
+    sleep_ms(30);
+    atomic_store(&g->release, 1);
+    return NULL;
+}
+
+/*
+ * auto_synchronize scopes on the per-thread handle nest per thread: a scope
+ * another thread left open does not keep this thread's outermost end from
+ * synchronizing this thread's stream.
+ */
+static void test_per_thread_scopes(void **state)
+{
+    gm_context *ctx = NULL;
+    gm_stream *h = NULL;
+    per_thread_job job;
+    pthread_t thread;
+    gate g;
+
+    (void)state;
+    assert_ok(gm_set_host_allocator(NULL));
+    memset(&g, 0, sizeof(g));
+    ctx = rt_fault_ctx();
+    h = gm_per_thread_default_stream(ctx);
+    assert_non_null(h);
+    job = (per_thread_job){h, NULL, GM_ERR_INTERNAL};
+    assert_int_equal(pthread_create(&thread, NULL, open_scope_and_leave, &job), 0);
+    assert_int_equal(pthread_join(thread, NULL), 0);
+    assert_ok(job.status);
+    assert_status(gm_stream_auto_synchronize_end(h), GM_ERR_STATE); /* none open here */
+    assert_ok(gm_stream_auto_synchronize_begin(h));
+    assert_ok(gm_stream_auto_synchronize_begin(h));
+    assert_ok(gm_stream_add_callback(h, gate_callback, &g));
+    assert_int_equal(pthread_create(&thread, NULL, release_later, &g), 0);
+    assert_ok(gm_stream_auto_synchronize_end(h)); /* inner */
+    assert_ok(gm_stream_auto_synchronize_end(h)); /* outermost: waits for the gate */
+    assert_int_equal(atomic_load(&g.ran), 1);
+    assert_int_equal(pthread_join(thread, NULL), 0);
+    gm_context_destroy(&ctx);
+    assert_ok(gm_test_use_cmocka_allocator(NULL));
+}
+
 /* A wrapped stream is never destroyed by gpumem: the owner keeps using it. */
 static void test_wrap_external(void **state)
 {
@@ -837,6 +892,7 @@ int main(void)
         cmocka_unit_test_setup(test_create_destroy, test_setup),
         cmocka_unit_test_setup(test_builtin_streams, test_setup),
         cmocka_unit_test_setup(test_per_thread_handle_resolves, test_setup),
+        cmocka_unit_test_setup(test_per_thread_scopes, test_setup),
         cmocka_unit_test_setup(test_wrap_external, test_setup),
         cmocka_unit_test_setup(test_synchronize_query_callback, test_setup),
         cmocka_unit_test_setup(test_default_stream_is_legacy, test_setup),
