@@ -11,9 +11,11 @@
  *
  * Passed to a kernel (gm_arg_smart), the device side is made current before
  * the launch and is the only current side after it. A launch on a stream is
- * recorded on the smart array's event; the next transfer between the sides
- * waits for that event, so it neither reads the device side before the
- * kernel wrote it nor overwrites it while the kernel may still read it.
+ * recorded on the smart array's event, after making that stream wait for the
+ * event's previous record, so the event completes only when every launch
+ * that used the array has; the next transfer between the sides waits for
+ * it, so it neither reads the device side before a kernel wrote it nor
+ * overwrites it while a kernel may still read it.
  */
 #include <inttypes.h>
 #include <string.h>
@@ -338,14 +340,20 @@ void gm__smart_launch_end(gm_smart_array *sa, gm_stream *stream)
     sa->side[SIDE_DEVICE].valid = true;
     sa->side[SIDE_HOST].valid = false;
     if (stream != NULL) { /* a NULL-stream launch has finished already */
-        if (gm_event_record(sa->launched, stream) == GM_OK) {
+        /* the new record must also cover an earlier launch still pending on another stream:
+         * this stream's later work waits for it (after the kernel, which it does not hold) */
+        gm_status status = sa->launch_pending ? gm_stream_wait_event(stream, sa->launched) : GM_OK;
+
+        if (status == GM_OK)
+            status = gm_event_record(sa->launched, stream);
+        if (status == GM_OK) {
             sa->launch_pending = true;
         } else {
             gm__log(GM_LOG_WARN,
                     "gm_launch: recording the launch on a smart array's event failed (%s); "
                     "synchronizing the stream instead",
                     gm_last_error_message());
-            (void)gm_stream_synchronize(stream);
+            (void)gm_stream_synchronize(stream); /* the older record, if any, still stands */
         }
     }
     pthread_mutex_unlock(&sa->lock);

@@ -4,6 +4,8 @@
  * (src/host/host_launch.c): every invalid launch is refused with a clear
  * message before anything runs.
  */
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -496,6 +498,84 @@ static void slow_callback(gm_stream *stream, gm_status status, void *user)
     nanosleep(&pause, NULL);
 }
 
+/* A callback that holds its stream until *user is set. */
+static void held_callback(gm_stream *stream, gm_status status, void *user)
+{
+    struct timespec tick = {0, 1000 * 1000};
+
+    (void)stream;
+    (void)status;
+    while (atomic_load((atomic_int *)user) == 0)
+        nanosleep(&tick, NULL);
+}
+
+/* Set *arg after 100 ms. */
+static void *release_later(void *arg)
+{
+    struct timespec pause = {0, 100 * 1000 * 1000};
+
+    nanosleep(&pause, NULL);
+    atomic_store((atomic_int *)arg, 1);
+    return NULL;
+}
+
+/*
+ * A smart array used by launches on two non-blocking streams: its next
+ * transfer waits for both, not only for the last one (a host write sent to
+ * the device must not overwrite what the first kernel has still to read).
+ */
+static void test_smart_array_two_streams(void **state)
+{
+    enum { N = 64 };
+    gm_context *ctx = kt_context(32);
+    gm_kernel *add = NULL;
+    gm_smart_array *x = NULL, *o1 = NULL, *o2 = NULL;
+    gm_stream *s1 = NULL, *s2 = NULL;
+    gm_ndview hv, got;
+    atomic_int released;
+    pthread_t thread;
+    float host[N];
+    int64_t n = N;
+
+    (void)state;
+    atomic_init(&released, 0);
+    for (int i = 0; i < N; i++)
+        host[i] = 1.0f;
+    assert_ok(gm_kernel_find(ctx, "add_f32", &add));
+    assert_ok(gm_ndview_init(host, GM_FLOAT32, 1, &n, NULL, GM_ORDER_C, &hv));
+    assert_ok(gm_smart_array_from_host(ctx, &hv, true, &x));
+    assert_ok(gm_smart_array_create(ctx, 1, &n, GM_FLOAT32, GM_ORDER_C, GM_WHERE_DEVICE, &o1));
+    assert_ok(gm_smart_array_create(ctx, 1, &n, GM_FLOAT32, GM_ORDER_C, GM_WHERE_DEVICE, &o2));
+    assert_ok(gm_stream_create(ctx, GM_STREAM_NON_BLOCKING, &s1));
+    assert_ok(gm_stream_create(ctx, GM_STREAM_NON_BLOCKING, &s2));
+    assert_ok(gm_stream_add_callback(s1, held_callback, &released));
+    {
+        gm_arg a1[] = {gm_arg_smart(x), gm_arg_smart(x), gm_arg_smart(o1), gm_arg_i64(N)};
+        gm_arg a2[] = {gm_arg_smart(x), gm_arg_smart(x), gm_arg_smart(o2), gm_arg_i64(N)};
+
+        assert_ok(gm_launch(add, d1(1), d1(64), 0, s1, 4, a1)); /* held back */
+        assert_ok(gm_launch(add, d1(1), d1(64), 0, s2, 4, a2));
+        assert_int_equal(pthread_create(&thread, NULL, release_later, &released), 0);
+        assert_ok(gm_smart_array_get(x, GM_WHERE_HOST, &got));
+        assert_int_equal(atomic_load(&released), 1); /* the get waited for s1's launch too */
+        for (int i = 0; i < N; i++)
+            ((float *)got.data)[i] = 100.0f;
+        assert_ok(gm_smart_array_mark_changed(x, GM_WHERE_HOST));
+        assert_ok(gm_launch(add, d1(1), d1(64), 0, s2, 4, a2));
+    }
+    assert_int_equal(pthread_join(thread, NULL), 0);
+    assert_ok(gm_smart_array_get(o1, GM_WHERE_HOST, &got));
+    assert_true(((const float *)got.data)[0] == 2.0f); /* s1's kernel read x before the write */
+    assert_ok(gm_smart_array_get(o2, GM_WHERE_HOST, &got));
+    assert_true(((const float *)got.data)[0] == 200.0f);
+    gm_smart_array_destroy(&o2);
+    gm_smart_array_destroy(&o1);
+    gm_smart_array_destroy(&x);
+    gm_stream_destroy(&s2);
+    gm_stream_destroy(&s1);
+    kt_destroy(&ctx);
+}
+
 /*
  * Smart arrays as kernel arguments (Numba's SmartArray passed to a kernel):
  * the device side is filled only when the host side is newer, the kernel's
@@ -605,6 +685,7 @@ int main(void)
         cmocka_unit_test(test_set_at_reused_address),
         cmocka_unit_test(test_host_pointer_warning),
         cmocka_unit_test(test_smart_array_arguments),
+        cmocka_unit_test(test_smart_array_two_streams),
     };
 
     return cmocka_run_group_tests(tests, gm_test_use_cmocka_allocator, gm_test_restore_allocator);
