@@ -224,6 +224,7 @@ static void cuda_fini(gm_backend_ctx *bctx)
     if (scope_begin(bctx, &scope) == GM_OK)
         gm__cuda_pack_fini(bctx);
     scope_end(bctx, &scope);
+    gm__cuda_streams_fini(bctx);
     release_context(bctx);
     gm__cuda_driver_unload(&bctx->drv);
     gm__free(bctx);

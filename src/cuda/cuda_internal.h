@@ -60,6 +60,11 @@ struct gm_backend_ctx {
      * context error the driver may still run them once cuCtxSynchronize has returned,
      * so device_synchronize (when it fails) and fini wait for none to be left. */
     _Atomic long host_calls;
+    /* The per-thread default stream is one handle for every thread's own stream: the
+     * error of a failed host step is kept per thread (made on the thread's first host
+     * step on it, freed by fini). */
+    pthread_mutex_t thread_errors_lock;
+    struct gm_cuda_thread_error *thread_errors;
 };
 
 /* Make the context's primary context current on the calling thread (first thing in every op). */
@@ -108,6 +113,8 @@ gm_op_copy_strided gm__cuda_copy_strided;
 
 /* ---- cuda_stream.c ---- */
 void gm__cuda_streams_init(gm_backend_ctx *bctx);
+/* Free what streams_init and the streams made (fini, after the host calls ran). */
+void gm__cuda_streams_fini(gm_backend_ctx *bctx);
 /* Wait (bounded, logged) until no function queued with cuStreamAddCallback is left to run;
  * false when some are still left after the bound. */
 bool gm__cuda_wait_host_calls(gm_backend_ctx *bctx, const char *what);

@@ -22,10 +22,18 @@
 
 #include "cuda_internal.h"
 
+/* The failed-host-step error of one thread's per-thread default stream. */
+struct gm_cuda_thread_error {
+    struct gm_cuda_thread_error *next;
+    uint64_t thread; /* thread_key() of its thread */
+    _Atomic int error;
+};
+
 /* What a function queued with cuStreamAddCallback runs. */
 typedef struct host_call {
     gm_backend_ctx *bctx;            /* its host_calls count this call */
-    gm_backend_stream *stream;       /* referenced until the call ran: its failed-work status */
+    gm_backend_stream *stream;       /* referenced until the call ran */
+    _Atomic int *slot;               /* where its stream's failed-work status is kept */
     gm_backend_callback_fn callback; /* stream_add_callback, or NULL */
     gm_backend_host_work_fn work;    /* stream_enqueue_host, or NULL */
     void (*cleanup)(void *user);
@@ -43,6 +51,52 @@ void gm__cuda_streams_init(gm_backend_ctx *bctx)
         atomic_init(&bctx->builtin[i].refs, 1);
     }
     atomic_init(&bctx->host_calls, 0);
+    pthread_mutex_init(&bctx->thread_errors_lock, NULL);
+    bctx->thread_errors = NULL;
+}
+
+void gm__cuda_streams_fini(gm_backend_ctx *bctx)
+{
+    while (bctx->thread_errors != NULL) {
+        struct gm_cuda_thread_error *next = bctx->thread_errors->next;
+
+        gm__free(bctx->thread_errors);
+        bctx->thread_errors = next;
+    }
+    pthread_mutex_destroy(&bctx->thread_errors_lock);
+}
+
+/* A key for the calling thread, never reused in the process (pthread_self values are). */
+static uint64_t thread_key(void)
+{
+    static _Atomic uint64_t next_key = 1;
+    static _Thread_local uint64_t key;
+
+    if (key == 0)
+        key = atomic_fetch_add(&next_key, 1);
+    return key;
+}
+
+/* The calling thread's per-thread error slot; made when `create` (NULL: none, or no memory). */
+static _Atomic int *thread_slot(gm_backend_ctx *bctx, bool create)
+{
+    uint64_t key = thread_key();
+    struct gm_cuda_thread_error *e = NULL;
+
+    pthread_mutex_lock(&bctx->thread_errors_lock);
+    for (e = bctx->thread_errors; e != NULL && e->thread != key; e = e->next)
+        ;
+    if (e == NULL && create) {
+        e = gm__calloc(1, sizeof(*e));
+        if (e != NULL) {
+            e->thread = key;
+            atomic_init(&e->error, GM_OK);
+            e->next = bctx->thread_errors;
+            bctx->thread_errors = e;
+        }
+    }
+    pthread_mutex_unlock(&bctx->thread_errors_lock);
+    return e != NULL ? &e->error : NULL;
 }
 
 /* One more reference to a created or wrapped stream (built-in ones live with the context). */
@@ -187,12 +241,16 @@ void *gm__cuda_stream_native(gm_backend_ctx *bctx, gm_backend_stream *stream)
 }
 
 /*
- * Where the status of failed host work on the stream is kept: the default
- * stream (handle NULL) is the legacy stream, so the two share the legacy
- * stream's slot, as they share one FIFO.
+ * Where the status of failed host work on the stream is kept, as the
+ * calling thread sees it: the default stream (handle NULL) is the legacy
+ * stream, so the two share the legacy stream's slot, as they share one FIFO;
+ * the per-thread stream's is the calling thread's (made when `create`; NULL
+ * when there is none).
  */
-static _Atomic int *deferred_slot(gm_backend_ctx *bctx, gm_backend_stream *stream)
+static _Atomic int *deferred_slot(gm_backend_ctx *bctx, gm_backend_stream *stream, bool create)
 {
+    if (stream == &bctx->builtin[GM_BUILTIN_STREAM_PER_THREAD])
+        return thread_slot(bctx, create);
     if (stream == &bctx->builtin[GM_BUILTIN_STREAM_DEFAULT])
         stream = &bctx->builtin[GM_BUILTIN_STREAM_LEGACY];
     return &stream->deferred_error;
@@ -201,11 +259,15 @@ static _Atomic int *deferred_slot(gm_backend_ctx *bctx, gm_backend_stream *strea
 /* Hand out (once) the status of failed host work on the stream. */
 static gm_status take_deferred(gm_backend_ctx *bctx, gm_backend_stream *stream)
 {
+    _Atomic int *slot = NULL;
     int deferred = GM_OK;
 
     if (stream == NULL)
         return GM_OK;
-    deferred = atomic_exchange(deferred_slot(bctx, stream), GM_OK);
+    slot = deferred_slot(bctx, stream, false);
+    if (slot == NULL)
+        return GM_OK;
+    deferred = atomic_exchange(slot, GM_OK);
     if (deferred == GM_OK)
         return GM_OK;
     return gm__error((gm_status)deferred, "cuda: host work enqueued on the stream failed with %s",
@@ -249,7 +311,7 @@ static void CUDA_CB run_host_call(CUstream handle, CUresult result, void *data)
     (void)handle;
     if (call->callback != NULL) {
         if (status == GM_OK)
-            status = (gm_status)atomic_load(deferred_slot(bctx, call->stream));
+            status = (gm_status)atomic_load(call->slot);
         call->callback(status, call->user);
     } else {
         if (status == GM_OK)
@@ -257,8 +319,7 @@ static void CUDA_CB run_host_call(CUstream handle, CUresult result, void *data)
         if (call->cleanup != NULL)
             call->cleanup(call->user);
         if (status != GM_OK)
-            atomic_compare_exchange_strong(deferred_slot(bctx, call->stream), &expected,
-                                           (int)status);
+            atomic_compare_exchange_strong(call->slot, &expected, (int)status);
     }
     stream_unref(call->stream);
     gm__free(call);
@@ -294,6 +355,11 @@ static gm_status launch_host_call(gm_backend_ctx *bctx, gm_backend_stream *strea
         return gm__error(GM_ERR_NO_MEMORY, "cuda: out of host memory for a stream callback");
     *call = *proto;
     call->bctx = bctx;
+    call->slot = deferred_slot(bctx, stream, true); /* the enqueuing thread's, per-thread */
+    if (call->slot == NULL) {
+        gm__free(call);
+        return gm__error(GM_ERR_NO_MEMORY, "cuda: out of host memory for a stream's error slot");
+    }
     status = gm__cuda_enter(bctx);
     if (status == GM_OK && capturing(bctx, stream))
         status = gm__error(GM_ERR_UNSUPPORTED,
@@ -320,7 +386,7 @@ free_call:
 gm_status gm__cuda_stream_add_callback(gm_backend_ctx *bctx, gm_backend_stream *stream,
                                        gm_backend_callback_fn fn, void *user)
 {
-    const host_call proto = {NULL, stream, fn, NULL, NULL, user};
+    const host_call proto = {NULL, stream, NULL, fn, NULL, NULL, user};
 
     if (fn == NULL)
         return gm__error(GM_ERR_NULL_POINTER, "cuda stream_add_callback: fn is NULL");
@@ -332,7 +398,7 @@ gm_status gm__cuda_stream_enqueue_host(gm_backend_ctx *bctx, gm_backend_stream *
                                        gm_backend_host_work_fn fn, void *user,
                                        void (*cleanup)(void *user))
 {
-    const host_call proto = {NULL, stream, NULL, fn, cleanup, user};
+    const host_call proto = {NULL, stream, NULL, NULL, fn, cleanup, user};
 
     if (fn == NULL)
         return gm__error(GM_ERR_NULL_POINTER, "cuda stream_enqueue_host: fn is NULL");

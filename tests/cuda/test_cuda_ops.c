@@ -408,6 +408,68 @@ static void host_cleanup(void *user)
     cleanup_runs++;
 }
 
+/* On another thread: a failing host step on the per-thread stream, later its synchronize. */
+typedef struct per_thread_failure {
+    gm_backend_ctx *bctx;
+    gm_backend_stream *per_thread;
+    atomic_int phase; /* 1: the step failed; 2: the main thread has looked */
+    gm_status enqueued, synced, synced_again;
+} per_thread_failure;
+
+static gm_status failing_work(void *user)
+{
+    (void)user;
+    return GM_ERR_LAUNCH;
+}
+
+static void *fail_on_per_thread(void *arg)
+{
+    per_thread_failure *f = arg;
+    const struct timespec tick = {0, 1000 * 1000};
+
+    f->enqueued = CUDA_OPS->stream_enqueue_host(f->bctx, f->per_thread, failing_work, NULL, NULL);
+    atomic_store(&f->phase, 1);
+    while (atomic_load(&f->phase) != 2)
+        nanosleep(&tick, NULL);
+    f->synced = CUDA_OPS->stream_synchronize(f->bctx, f->per_thread);
+    f->synced_again = CUDA_OPS->stream_synchronize(f->bctx, f->per_thread);
+    return NULL;
+}
+
+/*
+ * The per-thread stream is one handle for each thread's own stream: a failed
+ * host step on one thread's is that thread's error, not another's.
+ */
+static void test_per_thread_errors_per_thread(void **state)
+{
+    const struct timespec tick = {0, 1000 * 1000};
+    gm_backend_ctx *bctx = NULL;
+    per_thread_failure f;
+    pthread_t thread;
+    int calls = 0;
+
+    assert_int_equal(gm_test_restore_allocator(state), 0); /* a second thread allocates */
+    bctx = cuda_test_open();
+    memset(&f, 0, sizeof(f));
+    f.bctx = bctx;
+    atomic_init(&f.phase, 0);
+    assert_ok(CUDA_OPS->stream_builtin(bctx, GM_BUILTIN_STREAM_PER_THREAD, &f.per_thread));
+    assert_int_equal(pthread_create(&thread, NULL, fail_on_per_thread, &f), 0);
+    while (atomic_load(&f.phase) != 1)
+        nanosleep(&tick, NULL);
+    callback_status = 1;
+    assert_ok(CUDA_OPS->stream_add_callback(bctx, f.per_thread, on_callback, &calls));
+    assert_int_equal(callback_status, GM_OK);                    /* not the other thread's error */
+    assert_ok(CUDA_OPS->stream_synchronize(bctx, f.per_thread)); /* nor here */
+    atomic_store(&f.phase, 2);
+    assert_int_equal(pthread_join(thread, NULL), 0);
+    assert_ok(f.enqueued);
+    assert_int_equal(f.synced, GM_ERR_LAUNCH); /* its own thread gets it */
+    assert_ok(f.synced_again);                 /* once */
+    cuda_test_close(bctx);
+    assert_int_equal(gm_test_use_cmocka_allocator(state), 0);
+}
+
 /*
  * Callbacks and host work through cuStreamAddCallback; a failing work status
  * reaches synchronize. After a context error the callback gets the error,
@@ -755,6 +817,7 @@ int main(void)
         cmocka_unit_test_setup(test_memset, cuda_test_setup),
         cmocka_unit_test_setup(test_streams, cuda_test_setup),
         cmocka_unit_test_setup(test_host_functions, cuda_test_setup),
+        cmocka_unit_test(test_per_thread_errors_per_thread),
         cmocka_unit_test_setup(test_host_work_outlives_stream, cuda_test_setup),
         cmocka_unit_test_setup(test_device_synchronize_waits_for_callbacks, cuda_test_setup),
         cmocka_unit_test_setup(test_events, cuda_test_setup),
