@@ -150,6 +150,27 @@ static void test_builtin_streams(void **state)
 }
 
 /*
+ * A context on the C library's allocator (a second thread allocates), its
+ * per-thread handle, and `body` run once on another thread with that handle
+ * and `g` (job.status is what it got).
+ */
+static gm_context *per_thread_setup(void *(*body)(void *), gate *g, per_thread_job *job)
+{
+    gm_context *ctx = NULL;
+    pthread_t thread;
+
+    assert_ok(gm_set_host_allocator(NULL));
+    memset(g, 0, sizeof(*g));
+    ctx = rt_fault_ctx();
+    *job = (per_thread_job){gm_per_thread_default_stream(ctx), g, GM_ERR_INTERNAL};
+    assert_non_null(job->handle);
+    assert_int_equal(pthread_create(&thread, NULL, body, job), 0);
+    assert_int_equal(pthread_join(thread, NULL), 0);
+    assert_ok(job->status);
+    return ctx;
+}
+
+/*
  * The per-thread default stream is one handle that means the calling
  * thread's stream wherever it is used (CUDA's CU_STREAM_PER_THREAD, Numba's
  * per_thread_default_stream()): work another thread queues through it goes
@@ -157,22 +178,12 @@ static void test_builtin_streams(void **state)
  */
 static void test_per_thread_handle_resolves(void **state)
 {
-    gm_context *ctx = NULL;
-    gm_stream *h = NULL;
     gate g;
     per_thread_job job;
-    pthread_t thread;
+    gm_context *ctx = per_thread_setup(per_thread_block, &g, &job);
+    gm_stream *h = job.handle;
 
     (void)state;
-    assert_ok(gm_set_host_allocator(NULL));
-    memset(&g, 0, sizeof(g));
-    ctx = rt_fault_ctx();
-    h = gm_per_thread_default_stream(ctx);
-    assert_non_null(h);
-    job = (per_thread_job){h, &g, GM_ERR_INTERNAL};
-    assert_int_equal(pthread_create(&thread, NULL, per_thread_block, &job), 0);
-    assert_int_equal(pthread_join(thread, NULL), 0);
-    assert_ok(job.status);
     sleep_ms(20);
     assert_int_equal(atomic_load(&g.ran), 0); /* the other thread's stream is held */
     assert_ok(gm_stream_query(h));            /* this thread's is idle */
@@ -211,22 +222,13 @@ static void *release_later(void *arg)
  */
 static void test_per_thread_scopes(void **state)
 {
-    gm_context *ctx = NULL;
-    gm_stream *h = NULL;
-    per_thread_job job;
-    pthread_t thread;
     gate g;
+    per_thread_job job;
+    gm_context *ctx = per_thread_setup(open_scope_and_leave, &g, &job);
+    gm_stream *h = job.handle;
+    pthread_t thread;
 
     (void)state;
-    assert_ok(gm_set_host_allocator(NULL));
-    memset(&g, 0, sizeof(g));
-    ctx = rt_fault_ctx();
-    h = gm_per_thread_default_stream(ctx);
-    assert_non_null(h);
-    job = (per_thread_job){h, NULL, GM_ERR_INTERNAL};
-    assert_int_equal(pthread_create(&thread, NULL, open_scope_and_leave, &job), 0);
-    assert_int_equal(pthread_join(thread, NULL), 0);
-    assert_ok(job.status);
     assert_status(gm_stream_auto_synchronize_end(h), GM_ERR_STATE); /* none open here */
     assert_ok(gm_stream_auto_synchronize_begin(h));
     assert_ok(gm_stream_auto_synchronize_begin(h));
