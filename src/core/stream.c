@@ -43,10 +43,10 @@ gm_status gm__query_result(const char *fn, gm_status status, const char *pending
     return gm__error_within(fn, status);
 }
 
-/* Map an optional stream argument to its backend stream. */
 static gm_status stream_target(const char *fn, const gm_stream *stream,
                                gm_backend_stream **bstream_p);
 
+/* Map an optional stream argument to its backend stream. */
 gm_status gm__stream_backend(const char *fn, const gm_context *ctx, const gm_stream *stream,
                              gm_backend_stream **bstream_p)
 {
