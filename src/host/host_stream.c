@@ -952,6 +952,11 @@ void gm__host_streams_fini(host_ctx *c)
     while (c->streams != NULL) {
         host_stream *s = c->streams;
 
+        /* the core reported the built-in streams it holds; the per-thread streams of the
+         * other threads (one handle stands for all) are reported here */
+        if (s->sticky != GM_OK)
+            gm__log(GM_LOG_WARN, "context teardown: a stream held an unreported error: %s",
+                    s->sticky_message);
         c->streams = s->next;
         pthread_cond_destroy(&s->wake);
         gm__free(s);

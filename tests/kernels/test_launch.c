@@ -421,6 +421,52 @@ static void count_warnings(gm_log_level level, const char *message, void *user)
     }
 }
 
+/* On another thread: a kernel that fails (barrier divergence) on the per-thread stream. */
+typedef struct diverge_job {
+    gm_context *ctx;
+    gm_array *out;
+    gm_status status;
+} diverge_job;
+
+static void *diverge_on_per_thread(void *arg)
+{
+    diverge_job *job = arg;
+    gm_arg early[] = {gm_arg_array(job->out), gm_arg_i32(7), gm_arg_i32(1)};
+
+    job->status = gm_launch(kt_kernel(job->ctx, "kt_early_return"), d1(2), d1(128), 0,
+                            gm_per_thread_default_stream(job->ctx), 3, early);
+    return NULL;
+}
+
+/*
+ * An error another thread's per-thread stream still holds at teardown is
+ * logged (the one per-thread handle is this thread's stream when the context
+ * reports what its built-in streams hold).
+ */
+static void test_teardown_reports_per_thread_errors(void **state)
+{
+    diverge_job job = {NULL, NULL, GM_ERR_INTERNAL};
+    pthread_t thread;
+
+    (void)state;
+    assert_ok(gm_set_host_allocator(NULL)); /* the other thread allocates */
+    job.ctx = kt_context(64);
+    assert_non_null(gm_per_thread_default_stream(job.ctx)); /* this thread's first */
+    job.out = kt_device(job.ctx, GM_INT32, 256, NULL);
+    assert_int_equal(pthread_create(&thread, NULL, diverge_on_per_thread, &job), 0);
+    assert_int_equal(pthread_join(thread, NULL), 0);
+    assert_ok(job.status);
+    gm_array_release(&job.out);
+    gm_set_log_hook(count_warnings, NULL);
+    warnings = 0;
+    kt_destroy(&job.ctx);
+    gm_set_log_hook(NULL, NULL);
+    assert_true(warnings >= 1);
+    assert_non_null(strstr(last_warning, "unreported error"));
+    assert_non_null(strstr(last_warning, "kt_early_return"));
+    assert_ok(gm_test_use_cmocka_allocator(NULL));
+}
+
 /*
  * The simulator runs a kernel on plain host memory, where a GPU would fault:
  * it warns once per kernel, naming the argument; device memory, and NULL,
@@ -684,6 +730,7 @@ int main(void)
         cmocka_unit_test(test_typedef_parameters),
         cmocka_unit_test(test_set_at_reused_address),
         cmocka_unit_test(test_host_pointer_warning),
+        cmocka_unit_test(test_teardown_reports_per_thread_errors),
         cmocka_unit_test(test_smart_array_arguments),
         cmocka_unit_test(test_smart_array_two_streams),
     };
