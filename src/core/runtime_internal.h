@@ -387,6 +387,7 @@ struct gm_stream {
     gm__stream_kind kind;
     gm_builtin_stream builtin;       /* for GM__STREAM_BUILTIN */
     _Atomic int64_t auto_sync_depth; /* gm_stream_auto_synchronize_begin/end nesting */
+    uint64_t serial;                 /* unique in the process (a freed wrapper's address is not) */
     gm__dealloc_entry *entry;        /* GM__STREAM_CREATED: preallocated queue entry */
     gm_stream *next_dead;            /* in ctx->dead_streams */
 };

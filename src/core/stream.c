@@ -97,9 +97,12 @@ static gm_status wrapper_create(gm_context *ctx, const char *fn, gm__stream_kind
 
     if (stream == NULL)
         return gm__error(GM_ERR_NO_MEMORY, "%s: out of host memory", fn);
+    static _Atomic uint64_t next_serial = 1;
+
     stream->ctx = ctx;
     stream->bstream = bstream;
     stream->kind = kind;
+    stream->serial = atomic_fetch_add(&next_serial, 1);
     atomic_init(&stream->auto_sync_depth, 0);
     *stream_p = stream;
     return GM_OK;
@@ -477,11 +480,13 @@ void gm__streams_free_callbacks(gm_context *ctx)
  * except for the per-thread default stream, whose one handle stands for a
  * stream per thread: its scopes are counted per thread (at most
  * PER_THREAD_SCOPES handles, i.e. contexts, with scopes open at once on one
- * thread). NULL when a new count is needed and there is no room.
+ * thread), keyed by the handle's serial (a scope left open in a destroyed
+ * context never counts for a later handle at the same address). NULL when a
+ * new count is needed and there is no room.
  */
 #define PER_THREAD_SCOPES 8
 static _Thread_local struct {
-    const gm_stream *stream;
+    uint64_t serial;
     _Atomic int64_t depth;
 } tls_scopes[PER_THREAD_SCOPES];
 
@@ -492,14 +497,14 @@ static _Atomic int64_t *scope_depth(gm_stream *stream, bool create)
     if (stream->kind != GM__STREAM_BUILTIN || stream->builtin != GM_BUILTIN_STREAM_PER_THREAD)
         return &stream->auto_sync_depth;
     for (int i = 0; i < PER_THREAD_SCOPES; i++) {
-        if (tls_scopes[i].stream == stream && atomic_load(&tls_scopes[i].depth) > 0)
+        if (tls_scopes[i].serial == stream->serial && atomic_load(&tls_scopes[i].depth) > 0)
             return &tls_scopes[i].depth;
         if (free_slot < 0 && atomic_load(&tls_scopes[i].depth) == 0)
             free_slot = i;
     }
     if (!create || free_slot < 0)
         return NULL;
-    tls_scopes[free_slot].stream = stream;
+    tls_scopes[free_slot].serial = stream->serial;
     return &tls_scopes[free_slot].depth;
 }
 

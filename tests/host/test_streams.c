@@ -242,6 +242,23 @@ static void test_per_thread_scopes(void **state)
     assert_ok(gm_test_use_cmocka_allocator(NULL));
 }
 
+/* A scope left open on a per-thread handle ends with its context: a new context's has none. */
+static void test_per_thread_scope_left_open(void **state)
+{
+    gm_context *ctx = rt_fault_ctx();
+
+    (void)state;
+    assert_ok(gm_stream_auto_synchronize_begin(gm_per_thread_default_stream(ctx)));
+    gm_context_destroy(&ctx);
+    for (int round = 0; round < 3; round++) { /* a later handle may get the old address */
+        ctx = rt_fault_ctx();
+        assert_status(gm_stream_auto_synchronize_end(gm_per_thread_default_stream(ctx)),
+                      GM_ERR_STATE);
+        assert_message_contains("no auto_synchronize scope is open");
+        gm_context_destroy(&ctx);
+    }
+}
+
 /* A wrapped stream is never destroyed by gpumem: the owner keeps using it. */
 static void test_wrap_external(void **state)
 {
@@ -895,6 +912,7 @@ int main(void)
         cmocka_unit_test_setup(test_builtin_streams, test_setup),
         cmocka_unit_test_setup(test_per_thread_handle_resolves, test_setup),
         cmocka_unit_test_setup(test_per_thread_scopes, test_setup),
+        cmocka_unit_test_setup(test_per_thread_scope_left_open, test_setup),
         cmocka_unit_test_setup(test_wrap_external, test_setup),
         cmocka_unit_test_setup(test_synchronize_query_callback, test_setup),
         cmocka_unit_test_setup(test_default_stream_is_legacy, test_setup),
