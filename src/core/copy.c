@@ -826,19 +826,32 @@ static gm_status check_args(const char *fn, gm_context *ctx, const gm_ndview *ds
     return status;
 }
 
-/* A pair c_dense_pair passed: the rest of pair_quick's path's checks, then its one copy. */
-static gm_status copy_checked_dense(gm_context *ctx, const char *fn, const gm_ndview *dst,
-                                    const gm_ndview *src, const quick_pair *q,
-                                    gm_backend_stream *bs)
+/*
+ * The checks of a pair pair_quick (or c_dense_pair) passed: both sides'
+ * memory, then, unless the pair is empty, their data and overlap.
+ */
+static inline gm_status check_quick(const char *fn, gm_context *ctx, const gm_ndview *dst,
+                                    const gm_ndview *src, const quick_pair *q)
 {
     gm_status status = check_device(fn, ctx, dst, "destination");
 
     if (status == GM_OK)
         status = check_device(fn, ctx, src, "source");
-    if (status == GM_OK)
-        status = check_data(fn, dst, src);
+    if (status != GM_OK || q->empty)
+        return status;
+    status = check_data(fn, dst, src);
     if (status == GM_OK)
         status = check_overlap(fn, dst, q->dst_lo, q->dst_hi, src, q->src_lo, q->src_hi);
+    return status;
+}
+
+/* A pair c_dense_pair passed (never empty): check_quick, then its one copy. */
+static gm_status copy_checked_dense(gm_context *ctx, const char *fn, const gm_ndview *dst,
+                                    const gm_ndview *src, const quick_pair *q,
+                                    gm_backend_stream *bs)
+{
+    gm_status status = check_quick(fn, ctx, dst, src, q);
+
     if (status != GM_OK)
         return status;
     return copy_dense(ctx, fn, dst, src, q, bs);
@@ -857,15 +870,8 @@ static gm_status copy_pair(const char *fn, gm_context *ctx, const gm_ndview *dst
     gm_status status = GM_OK;
 
     if (pair_quick(dst, src, &q)) {
-        status = check_device(fn, ctx, dst, "destination");
-        if (status == GM_OK)
-            status = check_device(fn, ctx, src, "source");
+        status = check_quick(fn, ctx, dst, src, &q);
         if (status != GM_OK || q.empty)
-            return status;
-        status = check_data(fn, dst, src);
-        if (status == GM_OK)
-            status = check_overlap(fn, dst, q.dst_lo, q.dst_hi, src, q.src_lo, q.src_hi);
-        if (status != GM_OK)
             return status;
         if (q.bytes > 0)
             return copy_dense(ctx, fn, dst, src, &q, bs);
@@ -1001,12 +1007,15 @@ gm_status gm__fill(const char *fn, gm_context *ctx, const gm_ndview *view, const
         return status;
     view = unbroadcast(view, &once);
     itemsize = gm_ndview_itemsize(view);
-    /* drivers write 2-byte patterns as aligned shorts and wider ones as aligned words */
     if (side_of(view) == GM_COPY_DEVICE && gm_ndview_is_contiguous(view) &&
-        (itemsize == 1 || itemsize == 2 || itemsize == 4 || itemsize == 8) &&
-        lowest_byte(view) % (gm_devptr)(itemsize < 4 ? itemsize : 4) == 0)
-        return ctx->ops->memset(ctx->bctx, lowest_byte(view), value, (size_t)itemsize,
-                                (size_t)gm_ndview_size(view), bs);
+        (itemsize == 1 || itemsize == 2 || itemsize == 4 || itemsize == 8)) {
+        gm_devptr at = lowest_byte(view);
+
+        /* drivers write 2-byte patterns as aligned shorts and wider ones as aligned words */
+        if (at % (gm_devptr)(itemsize < 4 ? itemsize : 4) == 0)
+            return ctx->ops->memset(ctx->bctx, at, value, (size_t)itemsize,
+                                    (size_t)gm_ndview_size(view), bs);
+    }
     return fill_staged(ctx, fn, view, value, bs);
 }
 
