@@ -316,13 +316,6 @@ static void buffer_unref(gm__buffer *buffer)
         buffer_last(buffer);
 }
 
-/* Unlink a dying array (queue lock held); its own links are left stale (relisted or freed). */
-static void list_unlink(gm__link *link)
-{
-    link->prev->next = link->next;
-    link->next->prev = link->prev;
-}
-
 /*
  * An array's last reference went: unlist it and drop its buffer reference
  * under one queue lock, queueing the memory in it when that was the last
@@ -338,7 +331,7 @@ static void array_drop(gm_array *array)
     bool in_block = array->in_block, alone = buffer->block == NULL, last = false, due = false;
 
     gm__lock_take(&ctx->queue.lock);
-    list_unlink(&array->link);
+    gm__list_unlink(&array->link); /* the array is relisted or freed next */
     last = ref_drop_last(&buffer->refcount);
     if (last && queue)
         due = gm__dealloc_push_locked(&ctx->queue, entry);

@@ -248,9 +248,9 @@ static gm_status pointer_kind(const char *fn, gm_context *ctx, const void *ptr,
         status = ctx->ops->pointer_kind(ctx->bctx, ptr, &kind);
     if (status != GM_OK && status != GM_ERR_UNSUPPORTED)
         return status;
-    if (ptr != NULL && (status == GM_ERR_UNSUPPORTED || kind == GM_MEMORY_HOST))
-        kind = registry_kind(ctx, ptr);
-    if (ptr != NULL && (kind == GM_MEMORY_PINNED || kind == GM_MEMORY_MAPPED)) {
+    if (ptr != NULL && (status == GM_ERR_UNSUPPORTED || kind == GM_MEMORY_HOST)) {
+        kind = registry_kind(ctx, ptr); /* page-locked memory is named by its array here */
+    } else if (ptr != NULL && (kind == GM_MEMORY_PINNED || kind == GM_MEMORY_MAPPED)) {
         gm_memory_kind own = registry_kind(ctx, ptr);
 
         if (own != GM_MEMORY_PINNED && own != GM_MEMORY_MAPPED)

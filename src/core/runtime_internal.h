@@ -51,11 +51,17 @@ static inline void gm__list_push(gm__link *head, gm__link *link)
     head->prev = link;
 }
 
-/* Unlink `link`; it then forms an empty list of its own. */
-static inline void gm__list_remove(gm__link *link)
+/* Unlink `link`, leaving its own links stale (for a node about to be relisted or freed). */
+static inline void gm__list_unlink(gm__link *link)
 {
     link->prev->next = link->next;
     link->next->prev = link->prev;
+}
+
+/* Unlink `link`; it then forms an empty list of its own. */
+static inline void gm__list_remove(gm__link *link)
+{
+    gm__list_unlink(link);
     link->prev = link;
     link->next = link;
 }

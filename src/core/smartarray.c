@@ -20,6 +20,7 @@
 #include <inttypes.h>
 #include <string.h>
 
+#include "gpumem/launch.h"
 #include "gpumem/smartarray.h"
 #include "ndview_internal.h"
 #include "runtime_internal.h"
@@ -311,7 +312,6 @@ gm_status gm_smart_array_stats(gm_smart_array *sa, gm_smart_stats *stats_p)
 gm_status gm__smart_launch_begin(gm_smart_array *sa, gm_context *ctx, const char *fn, int arg,
                                  void **devptr_p)
 {
-    const gm_ndview *v = NULL;
     gm_status status = GM_OK;
 
     if (sa->ctx != ctx)
@@ -322,10 +322,8 @@ gm_status gm__smart_launch_begin(gm_smart_array *sa, gm_context *ctx, const char
         status = gm_event_create(ctx, false, &sa->launched);
     if (status == GM_OK)
         status = side_ensure(sa, fn, SIDE_DEVICE);
-    if (status == GM_OK) {
-        v = &sa->side[SIDE_DEVICE].view;
-        *devptr_p = v->data == NULL ? NULL : (void *)((char *)v->data + v->offset);
-    }
+    if (status == GM_OK)
+        *devptr_p = gm_arg_view(&sa->side[SIDE_DEVICE].view).value.ptr;
     pthread_mutex_unlock(&sa->lock);
     if (status != GM_OK)
         return gm__error(status, "%s: argument %d (smart array): %s", fn, arg,

@@ -46,6 +46,12 @@ gm_status gm__query_result(const char *fn, gm_status status, const char *pending
 static gm_status stream_target(const char *fn, const gm_stream *stream,
                                gm_backend_stream **bstream_p);
 
+/* Whether the wrapper is the per-thread default stream's one handle (each thread's stream). */
+static bool per_thread_handle(const gm_stream *stream)
+{
+    return stream->kind == GM__STREAM_BUILTIN && stream->builtin == GM_BUILTIN_STREAM_PER_THREAD;
+}
+
 /* Map an optional stream argument to its backend stream. */
 gm_status gm__stream_backend(const char *fn, const gm_context *ctx, const gm_stream *stream,
                              gm_backend_stream **bstream_p)
@@ -72,7 +78,7 @@ static gm_status stream_target(const char *fn, const gm_stream *stream,
 {
     gm_status status = GM_OK;
 
-    if (stream->kind != GM__STREAM_BUILTIN || stream->builtin != GM_BUILTIN_STREAM_PER_THREAD) {
+    if (!per_thread_handle(stream)) {
         *bstream_p = stream->bstream;
         return GM_OK;
     }
@@ -494,7 +500,7 @@ static _Atomic int64_t *scope_depth(gm_stream *stream, bool create)
 {
     int free_slot = -1;
 
-    if (stream->kind != GM__STREAM_BUILTIN || stream->builtin != GM_BUILTIN_STREAM_PER_THREAD)
+    if (!per_thread_handle(stream))
         return &stream->auto_sync_depth;
     for (int i = 0; i < PER_THREAD_SCOPES; i++) {
         if (tls_scopes[i].serial == stream->serial && atomic_load(&tls_scopes[i].depth) > 0)
