@@ -593,6 +593,14 @@ typedef struct device_request {
     int kind;
 } device_request;
 
+/* A cached region just taken made live for a device allocation (mem_lock held). */
+static inline void region_reused(host_region *r, size_t bytes, size_t charged, int kind)
+{
+    r->bytes = bytes;
+    r->charged = charged;
+    r->kind = kind;
+}
+
 /*
  * Charge a device allocation and, when the cache has a block of its class,
  * make that block's region live for it: one mem_lock, no registry insertion,
@@ -613,9 +621,7 @@ static gm_status charge_or_reuse(host_ctx *c, const device_request *q, uintptr_t
         c->device_used += (int64_t)q->charged;
         r = gm__host_cache_take(&c->cache, &c->registry, q->klass, q->bytes, bad_p);
         if (r != NULL) {
-            r->bytes = q->bytes;
-            r->charged = q->charged;
-            r->kind = q->kind;
+            region_reused(r, q->bytes, q->charged, q->kind);
             *base_p = r->base;
         }
     }
@@ -710,11 +716,10 @@ static gm_status host_mem_alloc(gm_backend_ctx *bctx, size_t bytes, gm_devptr *p
 {
     host_ctx *c = gm__host_ctx(bctx);
     host_region *r = NULL;
+    size_t charged = 0, capacity = 0;
 
-    if (ptr_p != NULL && bytes - 1 < GM_HOST_CACHE_MAX_BLOCK && c->cache.limit != 0) {
-        size_t charged =
-            (bytes + GM_HOST_DEVICE_ALIGNMENT - 1) & ~(size_t)(GM_HOST_DEVICE_ALIGNMENT - 1);
-        size_t capacity = 0;
+    if (ptr_p != NULL && bytes - 1 < GM_HOST_CACHE_MAX_BLOCK && c->cache.limit != 0 &&
+        round_up(bytes, GM_HOST_DEVICE_ALIGNMENT, &charged)) {
         int klass = gm__host_cache_class(charged, &capacity);
         uintptr_t base = 0;
 
@@ -723,9 +728,7 @@ static gm_status host_mem_alloc(gm_backend_ctx *bctx, size_t bytes, gm_devptr *p
             r = gm__host_cache_take_intact(&c->cache, klass, bytes);
         if (r != NULL) {
             c->device_used += (int64_t)charged;
-            r->bytes = bytes;
-            r->charged = charged;
-            r->kind = GM_MEMORY_DEVICE;
+            region_reused(r, bytes, charged, GM_MEMORY_DEVICE);
             base = r->base;
         }
         gm__lock_give(&c->mem_lock);
