@@ -162,15 +162,20 @@ gm_status gm__hsa_host_free(gm_backend_ctx *bctx, void *ptr)
     return GM_HSA_CALL(&bctx->api, hsa_amd_memory_pool_free, (ptr));
 }
 
+/* The runtime's record of ptr (type HSA_EXT_POINTER_TYPE_UNKNOWN when it has none). */
+static gm_status pointer_info(gm_backend_ctx *bctx, const void *ptr, hsa_amd_pointer_info_t *info)
+{
+    memset(info, 0, sizeof(*info));
+    info->size = sizeof(*info);
+    return GM_HSA_CALL(&bctx->api, hsa_amd_pointer_info, (ptr, info, NULL, NULL, NULL));
+}
+
 /* The runtime's record of ptr; GM_ERR_INVALID_ARG naming `call` when it has none. */
 static gm_status lookup(gm_backend_ctx *bctx, const void *ptr, const char *call,
                         hsa_amd_pointer_info_t *info)
 {
-    gm_status status = GM_OK;
+    gm_status status = pointer_info(bctx, ptr, info);
 
-    memset(info, 0, sizeof(*info));
-    info->size = sizeof(*info);
-    status = GM_HSA_CALL(&bctx->api, hsa_amd_pointer_info, (ptr, info, NULL, NULL, NULL));
     if (status == GM_OK && info->type == HSA_EXT_POINTER_TYPE_UNKNOWN)
         status = gm__error(GM_ERR_INVALID_ARG,
                            "%s: %p is not memory the HSA runtime knows "
@@ -389,9 +394,7 @@ gm_status gm__hsa_check_device_range(gm_backend_ctx *bctx, gm_devptr addr, size_
 
     if (bytes == 0)
         return GM_OK;
-    memset(&info, 0, sizeof(info));
-    info.size = sizeof(info);
-    status = GM_HSA_CALL(&bctx->api, hsa_amd_pointer_info, ((void *)at, &info, NULL, NULL, NULL));
+    status = pointer_info(bctx, (const void *)at, &info);
     if (status != GM_OK)
         return status;
     if (info.type == HSA_EXT_POINTER_TYPE_UNKNOWN)
@@ -414,11 +417,8 @@ gm_status gm__hsa_check_device_range(gm_backend_ctx *bctx, gm_devptr addr, size_
 gm_status gm__hsa_pointer_kind(gm_backend_ctx *bctx, const void *ptr, int *kind_p)
 {
     hsa_amd_pointer_info_t info;
-    gm_status status = GM_OK;
+    gm_status status = pointer_info(bctx, ptr, &info);
 
-    memset(&info, 0, sizeof(info));
-    info.size = sizeof(info);
-    status = GM_HSA_CALL(&bctx->api, hsa_amd_pointer_info, (ptr, &info, NULL, NULL, NULL));
     if (status != GM_OK)
         return status;
     switch (info.type) {
