@@ -34,7 +34,16 @@ GM_KERNEL(kt_scale_typedefs, (kt_fptr, x), (kt_real, factor), (int64_t, n), (uns
         x[i] = (float)(x[i] * factor) + (float)tag;
 }
 
-GM_HOST_TABLE(kt_typedef_table, GM_HOST_KERNELS(kt_scale_typedefs), GM_HOST_NO_GLOBALS);
+/* Scalars of every size in an order that needs padding between them (natural alignment). */
+GM_KERNEL(kt_mixed_scalars, (double *, out), (int8_t, c), (double, x), (int16_t, s), (float, f),
+          (int32_t, a), (uint64_t, u))
+{
+    if (gm_global_id_x() == 0)
+        out[0] = (double)c + x + (double)s + (double)f + (double)a + (double)u;
+}
+
+GM_HOST_TABLE(kt_typedef_table, GM_HOST_KERNELS(kt_scale_typedefs, kt_mixed_scalars),
+              GM_HOST_NO_GLOBALS);
 
 typedef struct add_fixture {
     gm_context *ctx;
@@ -378,6 +387,48 @@ static void test_typedef_parameters(void **state)
         assert_message_contains("argument 3 (unsigned long tag) cannot take an f64 value");
     }
     gm_array_release(&x);
+    gm_module_unload(&m);
+    gm_context_destroy(&ctx);
+}
+
+/*
+ * Parameters spelled double and float take only f64 and f32 values (or raw
+ * bytes of their size); mixed sizes reach the kernel intact.
+ */
+static void test_scalar_parameters(void **state)
+{
+    gm_context *ctx = kt_context(32);
+    gm_module *m = NULL;
+    gm_kernel *k = NULL;
+    gm_array *out = kt_device(ctx, GM_FLOAT64, 1, NULL);
+    double got = 0;
+    int16_t s = -300;
+    gm_arg args[7] = {gm_arg_array(out),     gm_arg_bytes(&(int8_t){-5}, 1),
+                      gm_arg_f64(0.25),      gm_arg_bytes(&s, 2),
+                      gm_arg_f32(0.5f),      gm_arg_i32(-70000),
+                      gm_arg_u64(1ull << 40)};
+
+    (void)state;
+    assert_ok(gm_module_load_image(ctx, GM_IMAGE_FORMAT_HOST, &kt_typedef_table,
+                                   sizeof kt_typedef_table, &m));
+    assert_ok(gm_module_get_kernel(m, "kt_mixed_scalars", &k));
+    assert_ok(gm_launch(k, d1(1), d1(1), 0, NULL, 7, args));
+    kt_to_host(out, GM_FLOAT64, 1, &got);
+    assert_true(got == -5.0 + 0.25 - 300.0 + 0.5 - 70000.0 + 1099511627776.0);
+    args[2] = gm_arg_i64(1);
+    assert_status(gm_launch(k, d1(1), d1(1), 0, NULL, 7, args), GM_ERR_INVALID_ARG);
+    assert_message_contains("argument 2 (double x) cannot take an i64 value");
+    args[2] = gm_arg_f32(1.0f);
+    assert_status(gm_launch(k, d1(1), d1(1), 0, NULL, 7, args), GM_ERR_INVALID_ARG);
+    assert_message_contains("argument 2 (double x) is 8 bytes, an f32 of 4 bytes");
+    args[2] = gm_arg_f64(0.25);
+    args[4] = gm_arg_f64(0.5);
+    assert_status(gm_launch(k, d1(1), d1(1), 0, NULL, 7, args), GM_ERR_INVALID_ARG);
+    assert_message_contains("argument 4 (float f) is 4 bytes, an f64 of 8 bytes");
+    args[4] = gm_arg_u32(1);
+    assert_status(gm_launch(k, d1(1), d1(1), 0, NULL, 7, args), GM_ERR_INVALID_ARG);
+    assert_message_contains("argument 4 (float f) cannot take a u32 value");
+    gm_array_release(&out);
     gm_module_unload(&m);
     gm_context_destroy(&ctx);
 }
@@ -728,6 +779,7 @@ int main(void)
         cmocka_unit_test(test_modules),
         cmocka_unit_test(test_module_errors),
         cmocka_unit_test(test_typedef_parameters),
+        cmocka_unit_test(test_scalar_parameters),
         cmocka_unit_test(test_set_at_reused_address),
         cmocka_unit_test(test_host_pointer_warning),
         cmocka_unit_test(test_teardown_reports_per_thread_errors),
