@@ -98,18 +98,22 @@ struct gm_memory_manager_base {
     uint32_t size;           /**< sizeof(gm_memory_manager_base) of the library */
     gm_backend_kind backend; /**< the driver behind the context */
     int32_t device_id;       /**< the context's device */
-    /** @brief Allocate device memory (cuMemAlloc). OOM: GM_ERR_OUT_OF_DEVICE_MEMORY. */
+    /** @brief Allocate device memory (cuMemAlloc). OOM: GM_ERR_OUT_OF_DEVICE_MEMORY; 0 bytes:
+     *         GM_ERR_INVALID_ARG. */
     gm_status (*memalloc)(const gm_memory_manager_base *base, size_t bytes, uint64_t *ptr_p);
-    /** @brief Free memory from base->memalloc. */
+    /** @brief Free memory from base->memalloc; 0 is a no-op. */
     gm_status (*memfree)(const gm_memory_manager_base *base, uint64_t ptr);
-    /** @brief Page-locked host memory (cuMemHostAlloc); mapped: also mapped into the device. */
+    /** @brief Page-locked host memory (cuMemHostAlloc); mapped: also mapped into the device.
+     *         0 bytes: GM_ERR_INVALID_ARG. */
     gm_status (*memhostalloc)(const gm_memory_manager_base *base, size_t bytes, bool mapped,
                               bool portable, bool wc, void **ptr_p);
-    /** @brief Free memory from base->memhostalloc. */
+    /** @brief Free memory from base->memhostalloc; NULL is a no-op. */
     gm_status (*memhostfree)(const gm_memory_manager_base *base, void *ptr);
-    /** @brief Page-lock existing host memory (cuMemHostRegister); mapped: map it too. */
+    /** @brief Page-lock existing host memory (cuMemHostRegister); mapped: map it too. Memory
+     *         already page-locked: GM_ERR_STATE. */
     gm_status (*mempin)(const gm_memory_manager_base *base, void *ptr, size_t bytes, bool mapped);
-    /** @brief Undo base->mempin of the range starting at ptr. */
+    /** @brief Undo base->mempin of the range starting at ptr; a pointer that does not start a
+     *         pinned range: GM_ERR_INVALID_ARG. */
     gm_status (*memunpin)(const gm_memory_manager_base *base, void *ptr);
     /** @brief Free and total device memory in bytes (cuMemGetInfo). */
     gm_status (*get_memory_info)(const gm_memory_manager_base *base, int64_t *free_p,

@@ -57,6 +57,18 @@ static gm_status base_null(const char *op, const char *what)
         gm__error(GM_ERR_NULL_POINTER, "memory manager base %s: %s is NULL", op, what));
 }
 
+/*
+ * A request for 0 bytes: refused alike on every backend (the drivers differ:
+ * cuMemAlloc refuses it, HSA's pool allocator returns nothing).
+ */
+static gm_status base_zero(const char *op)
+{
+    return base_result(gm__error(GM_ERR_INVALID_ARG,
+                                 "memory manager base %s: 0 bytes requested (size-0 arrays "
+                                 "allocate nothing)",
+                                 op));
+}
+
 /* The gm_host_flags of memhostalloc's booleans. */
 static unsigned host_flags(bool mapped, bool portable, bool wc)
 {
@@ -71,6 +83,8 @@ static gm_status base_memalloc(const gm_memory_manager_base *base, size_t bytes,
 
     if (ptr_p == NULL)
         return base_null("memalloc", "ptr_p");
+    if (bytes == 0)
+        return base_zero("memalloc");
     return base_result(ctx->ops->mem_alloc(ctx->bctx, bytes, ptr_p));
 }
 
@@ -79,6 +93,8 @@ static gm_status base_memfree(const gm_memory_manager_base *base, uint64_t ptr)
 {
     gm_context *ctx = base_context(base);
 
+    if (ptr == 0)
+        return GM_OK; /* as free(NULL) and cudaFree(0) */
     return base_result(ctx->ops->mem_free(ctx->bctx, ptr));
 }
 
@@ -90,6 +106,8 @@ static gm_status base_memhostalloc(const gm_memory_manager_base *base, size_t by
 
     if (ptr_p == NULL)
         return base_null("memhostalloc", "ptr_p");
+    if (bytes == 0)
+        return base_zero("memhostalloc");
     return base_result(
         ctx->ops->host_alloc(ctx->bctx, bytes, host_flags(mapped, portable, wc), ptr_p));
 }
@@ -99,6 +117,8 @@ static gm_status base_memhostfree(const gm_memory_manager_base *base, void *ptr)
 {
     gm_context *ctx = base_context(base);
 
+    if (ptr == NULL)
+        return GM_OK;
     return base_result(ctx->ops->host_free(ctx->bctx, ptr));
 }
 

@@ -172,7 +172,7 @@ _Static_assert(sizeof(void *) == sizeof(void (*)(void)),
     X(709, GM_ERR_INVALID_HANDLE)     /* CONTEXT_IS_DESTROYED */                         \
     X(710, GM_ERR_CONTEXT_LOST)       /* ASSERT */                                       \
     X(712, GM_ERR_STATE)              /* HOST_MEMORY_ALREADY_REGISTERED */               \
-    X(713, GM_ERR_STATE)              /* HOST_MEMORY_NOT_REGISTERED */                   \
+    X(713, GM_ERR_INVALID_ARG)        /* HOST_MEMORY_NOT_REGISTERED */                   \
     X(714, GM_ERR_CONTEXT_LOST)       /* HARDWARE_STACK_ERROR */                         \
     X(715, GM_ERR_CONTEXT_LOST)       /* ILLEGAL_INSTRUCTION */                          \
     X(716, GM_ERR_CONTEXT_LOST)       /* MISALIGNED_ADDRESS */                           \

@@ -1048,6 +1048,95 @@ static void test_events(void **state)
     gm_stream_destroy(&s);
 }
 
+/* ------------------------------------------------ memory manager base */
+
+/* A manager that forwards to the base and keeps it for the test to call. */
+static const gm_memory_manager_base *g_base = NULL;
+
+static gm_status fwd_initialize(const gm_memory_manager_base *base, void *user)
+{
+    (void)user;
+    g_base = base;
+    return GM_OK;
+}
+
+static gm_status fwd_memalloc(const gm_memory_manager_base *base, void *user, size_t bytes,
+                              uint64_t *ptr_p, void **owner_p)
+{
+    (void)user;
+    (void)owner_p;
+    return base->memalloc(base, bytes, ptr_p);
+}
+
+static gm_status fwd_memfree(const gm_memory_manager_base *base, void *user, uint64_t ptr,
+                             size_t bytes, void *owner)
+{
+    (void)user;
+    (void)bytes;
+    (void)owner;
+    return base->memfree(base, ptr);
+}
+
+static gm_status fwd_memory_info(const gm_memory_manager_base *base, void *user, int64_t *free_p,
+                                 int64_t *total_p)
+{
+    (void)user;
+    return base->get_memory_info(base, free_p, total_p);
+}
+
+/*
+ * The base allocator a plugin calls behaves alike on every backend: 0 bytes
+ * refused, freeing 0 / NULL a no-op, pinning twice GM_ERR_STATE, unpinning
+ * what is not pinned GM_ERR_INVALID_ARG (the drivers differ on each).
+ */
+static void test_memory_manager_base(void **state)
+{
+    static const gm_memory_manager fwd = {
+        .interface_version = GM_MEMORY_MANAGER_INTERFACE_VERSION,
+        .size = (uint32_t)sizeof(gm_memory_manager),
+        .name = "forwarding",
+        .initialize = fwd_initialize,
+        .memalloc = fwd_memalloc,
+        .memfree = fwd_memfree,
+        .get_memory_info = fwd_memory_info,
+    };
+    gm_context_options opt;
+    gm_context *ctx = NULL;
+    uint64_t dptr = 1;
+    void *hptr = &dptr;
+    void *buf = NULL;
+    const size_t page = 4096;
+
+    (void)state;
+    gm_context_options_default(&opt);
+    opt.backend = gm_context_backend(g_ctx);
+    opt.memory_manager = &fwd;
+    assert_ok(gm_context_create(&opt, &ctx));
+    assert_non_null(g_base);
+    assert_status(g_base->memalloc(g_base, 0, &dptr), GM_ERR_INVALID_ARG);
+    assert_message_contains("memory manager base memalloc: 0 bytes requested");
+    assert_int_equal(dptr, 1); /* untouched */
+    assert_ok(g_base->memfree(g_base, 0));
+    assert_status(g_base->memhostalloc(g_base, 0, false, false, false, &hptr), GM_ERR_INVALID_ARG);
+    assert_message_contains("memory manager base memhostalloc: 0 bytes requested");
+    assert_ptr_equal(hptr, &dptr);
+    assert_ok(g_base->memhostfree(g_base, NULL));
+    assert_ok(g_base->memalloc(g_base, 256, &dptr));
+    assert_true(dptr != 0 && dptr != 1);
+    assert_ok(g_base->memfree(g_base, dptr));
+    assert_ok(g_base->memhostalloc(g_base, 256, true, false, false, &hptr));
+    assert_ok(g_base->memhostfree(g_base, hptr));
+    assert_int_equal(posix_memalign(&buf, page, 2 * page), 0);
+    assert_ok(g_base->mempin(g_base, buf, 2 * page, false));
+    assert_status(g_base->mempin(g_base, buf, 2 * page, false), GM_ERR_STATE);
+    assert_ok(g_base->memunpin(g_base, buf));
+    assert_status(g_base->memunpin(g_base, buf), GM_ERR_INVALID_ARG);
+    assert_status(g_base->memunpin(g_base, (char *)buf + page), GM_ERR_INVALID_ARG);
+    free(buf);
+    gm_context_destroy(&ctx);
+    g_base = NULL;
+}
+
 /* -------------------------------------------------- deallocation queue */
 
 /* A second context of the same backend with a deallocation count bound. */
@@ -1777,6 +1866,7 @@ int main(void)
         cmocka_unit_test(test_smart_array),
         cmocka_unit_test(test_mismatch_messages),
         cmocka_unit_test(test_wrong_context),
+        cmocka_unit_test(test_memory_manager_base),
     };
     int rc = open_context();
 

@@ -358,7 +358,8 @@ static void test_host_memory(void **state)
     assert_ok(CUDA_OPS->host_register(bctx, user, 8192, GM_HOST_PORTABLE));
     assert_int_equal(gm_cuda_double_host_flags(user), CU_MEMHOSTREGISTER_PORTABLE);
     assert_ok(CUDA_OPS->host_unregister(bctx, user));
-    assert_status(CUDA_OPS->host_unregister(bctx, user), GM_ERR_STATE);
+    assert_status(CUDA_OPS->host_unregister(bctx, user), GM_ERR_INVALID_ARG);
+    assert_message_contains("CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED");
     assert_status(CUDA_OPS->host_register(bctx, user, 64, GM_HOST_WRITECOMBINED),
                   GM_ERR_INVALID_ARG);
 
