@@ -652,6 +652,326 @@ static void test_shared_pageable_locks(void **state)
     free(page);
 }
 
+/* ------------------------------------------- dependencies from several streams */
+
+/* Resume the paused double once `call` was made `count` times since the reset: the
+ * backend reached the point the test waits for (a gate on the call, not a delay). */
+typedef struct call_gate {
+    const char *call;
+    long count;
+} call_gate;
+
+static void *unpause_after_call(void *arg)
+{
+    const call_gate *gate = arg;
+
+    while (hsa_double_calls(gate->call) < gate->count)
+        sleep_ms(1);
+    hsa_double_pause(0);
+    return NULL;
+}
+
+/* Whether a processed barrier-AND packet names every one of the n signals. */
+static bool barrier_names(const hsa_signal_t *sigs, int n)
+{
+    for (long i = 0; i < hsa_double_packet_count(); i++) {
+        hsa_double_packet pkt;
+        hsa_barrier_and_packet_t bar;
+        int found = 0;
+
+        if (!hsa_double_get_packet(i, &pkt))
+            continue;
+        memcpy(&bar, pkt.bytes, sizeof(bar));
+        if ((bar.header & 0xff) != HSA_PACKET_TYPE_BARRIER_AND)
+            continue;
+        for (int s = 0; s < n; s++) {
+            for (int d = 0; d < 5; d++) {
+                if (bar.dep_signal[d].handle == sigs[s].handle) {
+                    found++;
+                    break;
+                }
+            }
+        }
+        if (found == n)
+            return true;
+    }
+    return false;
+}
+
+/* The completion signal of the barrier-AND packet depending on sig. */
+static hsa_signal_t barrier_after(hsa_signal_t sig)
+{
+    hsa_signal_t none = {0};
+
+    for (long i = 0; i < hsa_double_packet_count(); i++) {
+        hsa_double_packet pkt;
+        hsa_barrier_and_packet_t bar;
+
+        if (!hsa_double_get_packet(i, &pkt))
+            continue;
+        memcpy(&bar, pkt.bytes, sizeof(bar));
+        if ((bar.header & 0xff) == HSA_PACKET_TYPE_BARRIER_AND &&
+            bar.dep_signal[0].handle == sig.handle)
+            return bar.completion_signal;
+    }
+    fail_msg("no barrier-AND packet depends on 0x%llx", (unsigned long long)sig.handle);
+    return none;
+}
+
+/* What host work saw of two copies' results when it ran. */
+typedef struct two_results {
+    const uint32_t *got[2];
+    const uint32_t *want[2];
+    int ran;
+    int cleaned;
+    int data_ok;
+} two_results;
+
+static gm_status check_two_results(void *user)
+{
+    two_results *r = user;
+
+    r->ran++;
+    r->data_ok =
+        memcmp(r->got[0], r->want[0], N * 4) == 0 && memcmp(r->got[1], r->want[1], N * 4) == 0;
+    return GM_OK;
+}
+
+static void clean_two_results(void *user)
+{
+    ((two_results *)user)->cleaned++;
+}
+
+/* Two streams copying device data back to the host, held in the paused double. */
+typedef struct two_streams {
+    gm_backend_stream *s[2];
+    uint32_t *src[2], *back[2];
+    gm_devptr dev[2];
+    two_results seen;
+} two_streams;
+
+static void two_streams_start(gm_backend_ctx *bctx, two_streams *t, unsigned flags)
+{
+    memset(t, 0, sizeof(*t));
+    for (int i = 0; i < 2; i++) {
+        t->src[i] = pattern(20 + (uint32_t)i);
+        t->back[i] = calloc(N, 4);
+        t->dev[i] = hsa_test_to_device(bctx, t->src[i], N * 4);
+        t->seen.got[i] = t->back[i];
+        t->seen.want[i] = t->src[i];
+        assert_ok(hsa_ops->stream_create(bctx, flags, &t->s[i]));
+    }
+    hsa_double_pause(1);
+    for (int i = 0; i < 2; i++)
+        assert_ok(copy_async(bctx, t->s[i], GM_COPY_HOST, t->back[i], GM_COPY_DEVICE,
+                             (void *)(uintptr_t)t->dev[i], N * 4));
+}
+
+static void two_streams_end(gm_backend_ctx *bctx, two_streams *t)
+{
+    for (int i = 0; i < 2; i++) {
+        assert_ok(hsa_ops->stream_destroy(bctx, t->s[i]));
+        assert_ok(hsa_ops->mem_free(bctx, t->dev[i]));
+        free(t->src[i]);
+        free(t->back[i]);
+    }
+}
+
+/*
+ * Host work on a stream that waits for events of two other streams: the
+ * runtime's async handler takes one signal, so a barrier-AND packet on the
+ * stream's queue merges the two records and the work runs after both copies.
+ */
+static void test_host_work_after_two_streams(void **state)
+{
+    gm_backend_ctx *bctx = hsa_test_open(NULL, 0);
+    gm_backend_stream *s = NULL;
+    gm_backend_event *ev[2] = {NULL, NULL};
+    hsa_signal_t records[2];
+    two_streams t;
+
+    (void)state;
+    assert_ok(hsa_ops->stream_create(bctx, GM_STREAM_NON_BLOCKING, &s));
+    two_streams_start(bctx, &t, GM_STREAM_NON_BLOCKING);
+    for (int i = 0; i < 2; i++) {
+        assert_ok(hsa_ops->event_create(bctx, 0, &ev[i]));
+        assert_ok(hsa_ops->event_record(bctx, ev[i], t.s[i]));
+        assert_ok(hsa_ops->stream_wait_event(bctx, s, ev[i]));
+    }
+    assert_ok(hsa_ops->stream_enqueue_host(bctx, s, check_two_results, &t.seen, clean_two_results));
+    assert_status(hsa_ops->stream_query(bctx, s), GM_ERR_NOT_READY);
+    hsa_double_pause(0);
+    assert_ok(hsa_ops->stream_synchronize(bctx, s));
+    assert_int_equal(t.seen.ran, 1);
+    assert_int_equal(t.seen.cleaned, 1);
+    assert_true(t.seen.data_ok);
+    for (int i = 0; i < 2; i++)
+        records[i] = barrier_after(find_copy(t.back[i]).completion);
+    assert_true(barrier_names(records, 2));
+    for (int i = 0; i < 2; i++)
+        assert_ok(hsa_ops->event_destroy(bctx, ev[i]));
+    assert_ok(hsa_ops->stream_destroy(bctx, s));
+    two_streams_end(bctx, &t);
+    hsa_test_close(bctx);
+}
+
+/*
+ * The runtime refuses the async handler after the merging barrier-AND packet
+ * was submitted: the call fails naming it, nothing of the work runs (the
+ * caller keeps user), the merged signal outlives the packet that completes it
+ * (no violation), and the stream takes host work again.
+ */
+static void test_host_work_merge_refused(void **state)
+{
+    gm_backend_ctx *bctx = hsa_test_open(NULL, 0);
+    gm_backend_stream *s = NULL;
+    gm_backend_event *ev[2] = {NULL, NULL};
+    call_gate gate = {"hsa_amd_signal_async_handler", 0};
+    two_streams t;
+    pthread_t th;
+
+    (void)state;
+    assert_ok(hsa_ops->stream_create(bctx, GM_STREAM_NON_BLOCKING, &s));
+    two_streams_start(bctx, &t, GM_STREAM_NON_BLOCKING);
+    for (int i = 0; i < 2; i++) {
+        assert_ok(hsa_ops->event_create(bctx, 0, &ev[i]));
+        assert_ok(hsa_ops->event_record(bctx, ev[i], t.s[i]));
+        assert_ok(hsa_ops->stream_wait_event(bctx, s, ev[i]));
+    }
+    gate.count = hsa_double_calls(gate.call) + 1;
+    hsa_double_fail(gate.call, 1, HSA_STATUS_ERROR, 0);
+    pthread_create(&th, NULL, unpause_after_call, &gate);
+    assert_status(
+        hsa_ops->stream_enqueue_host(bctx, s, check_two_results, &t.seen, clean_two_results),
+        GM_ERR_DRIVER);
+    assert_message_contains("hsa_amd_signal_async_handler");
+    pthread_join(th, NULL);
+    assert_int_equal(hsa_double_packet_count(), 3); /* two records and the merging barrier */
+    assert_ok(hsa_ops->stream_synchronize(bctx, s));
+    assert_int_equal(t.seen.ran, 0);
+    assert_int_equal(t.seen.cleaned, 0);
+    hsa_test_assert_no_violations();
+    assert_ok(hsa_ops->stream_enqueue_host(bctx, s, check_two_results, &t.seen, clean_two_results));
+    assert_ok(hsa_ops->stream_synchronize(bctx, s));
+    assert_int_equal(t.seen.ran, 1);
+    assert_int_equal(t.seen.cleaned, 1);
+    assert_true(t.seen.data_ok);
+    for (int i = 0; i < 2; i++)
+        assert_ok(hsa_ops->event_destroy(bctx, ev[i]));
+    assert_ok(hsa_ops->stream_destroy(bctx, s));
+    two_streams_end(bctx, &t);
+    hsa_test_close(bctx);
+}
+
+/*
+ * Synchronous host work (stream NULL) waits, on the calling thread, for the
+ * work of every blocking stream, two here: a barrier-AND packet on the legacy
+ * stream's queue merges their copies; fn runs after both, then cleanup.
+ */
+static void test_sync_host_work_waits_for_streams(void **state)
+{
+    gm_backend_ctx *bctx = hsa_test_open(NULL, 0);
+    call_gate gate = {"hsa_amd_signal_async_handler", 0};
+    hsa_signal_t copies[2];
+    two_streams t;
+    pthread_t th;
+
+    (void)state;
+    two_streams_start(bctx, &t, GM_STREAM_DEFAULT);
+    gate.count = hsa_double_calls(gate.call) + 1;
+    pthread_create(&th, NULL, unpause_after_call, &gate);
+    assert_ok(
+        hsa_ops->stream_enqueue_host(bctx, NULL, check_two_results, &t.seen, clean_two_results));
+    pthread_join(th, NULL);
+    assert_int_equal(t.seen.ran, 1);
+    assert_int_equal(t.seen.cleaned, 1);
+    assert_true(t.seen.data_ok);
+    for (int i = 0; i < 2; i++)
+        copies[i] = find_copy(t.back[i]).completion;
+    assert_true(barrier_names(copies, 2));
+    two_streams_end(bctx, &t);
+    hsa_test_close(bctx);
+}
+
+/*
+ * A stream waiting for six events (its dependency list grows past its first
+ * four slots): a record on it is a chain of two barrier-AND packets (five
+ * dependency slots each) naming all six, and its later copies wait for them.
+ */
+static void test_wait_for_six_events(void **state)
+{
+    enum { K = 6 };
+    gm_backend_ctx *bctx = hsa_test_open(NULL, 0);
+    gm_backend_stream *src_streams[K], *s = NULL;
+    gm_backend_event *ev[K], *all = NULL;
+    uint32_t *src[K], *back[K];
+    gm_devptr dev[K];
+    hsa_signal_t records[K];
+    hsa_barrier_and_packet_t chain[2];
+    hsa_double_copy after;
+    long first = 0;
+    int named = 0;
+
+    (void)state;
+    assert_ok(hsa_ops->stream_create(bctx, GM_STREAM_NON_BLOCKING, &s));
+    assert_ok(hsa_ops->event_create(bctx, 0, &all));
+    for (int i = 0; i < K; i++) {
+        src[i] = pattern(30 + (uint32_t)i);
+        back[i] = calloc(N, 4);
+        assert_ok(hsa_ops->mem_alloc(bctx, N * 4, &dev[i]));
+        assert_ok(hsa_ops->stream_create(bctx, GM_STREAM_NON_BLOCKING, &src_streams[i]));
+        assert_ok(hsa_ops->event_create(bctx, 0, &ev[i]));
+    }
+    hsa_double_pause(1);
+    for (int i = 0; i < K; i++) {
+        assert_ok(copy_async(bctx, src_streams[i], GM_COPY_DEVICE, (void *)(uintptr_t)dev[i],
+                             GM_COPY_HOST, src[i], N * 4));
+        assert_ok(hsa_ops->event_record(bctx, ev[i], src_streams[i]));
+        assert_ok(hsa_ops->stream_wait_event(bctx, s, ev[i]));
+    }
+    assert_ok(hsa_ops->event_record(bctx, all, s));
+    for (int i = 0; i < K; i++)
+        assert_ok(copy_async(bctx, s, GM_COPY_HOST, back[i], GM_COPY_DEVICE,
+                             (void *)(uintptr_t)dev[i], N * 4));
+    assert_status(hsa_ops->event_query(bctx, all), GM_ERR_NOT_READY);
+    hsa_double_pause(0);
+    assert_ok(hsa_ops->stream_synchronize(bctx, s));
+    for (int i = 0; i < K; i++) {
+        assert_memory_equal(back[i], src[i], N * 4);
+        records[i] = barrier_after(find_copy((void *)(uintptr_t)dev[i]).completion);
+    }
+    /* the chain: the last two packets of s's queue, the first without a completion signal */
+    first = hsa_double_packet_count() - 2;
+    for (int p = 0; p < 2; p++) {
+        hsa_double_packet pkt;
+
+        assert_true(hsa_double_get_packet(first + p, &pkt));
+        memcpy(&chain[p], pkt.bytes, sizeof(chain[p]));
+        assert_int_equal(chain[p].header & 0xff, HSA_PACKET_TYPE_BARRIER_AND);
+    }
+    assert_int_equal(chain[0].completion_signal.handle, 0);
+    assert_int_not_equal(chain[1].completion_signal.handle, 0);
+    for (int i = 0; i < K; i++) {
+        for (int p = 0; p < 2; p++) {
+            for (int d = 0; d < 5; d++)
+                named += chain[p].dep_signal[d].handle == records[i].handle;
+        }
+    }
+    assert_int_equal(named, K);
+    after = find_copy(back[0]); /* s's first copy after the record waits for its signal */
+    assert_true(has_dep(&after, chain[1].completion_signal));
+    for (int i = 0; i < K; i++) {
+        assert_ok(hsa_ops->event_destroy(bctx, ev[i]));
+        assert_ok(hsa_ops->stream_destroy(bctx, src_streams[i]));
+        assert_ok(hsa_ops->mem_free(bctx, dev[i]));
+        free(src[i]);
+        free(back[i]);
+    }
+    assert_ok(hsa_ops->event_destroy(bctx, all));
+    assert_ok(hsa_ops->stream_destroy(bctx, s));
+    hsa_test_close(bctx);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -667,6 +987,10 @@ int main(void)
         cmocka_unit_test(test_queue_wraps),
         cmocka_unit_test(test_synchronize_releases),
         cmocka_unit_test(test_shared_pageable_locks),
+        cmocka_unit_test(test_host_work_after_two_streams),
+        cmocka_unit_test(test_host_work_merge_refused),
+        cmocka_unit_test(test_sync_host_work_waits_for_streams),
+        cmocka_unit_test(test_wait_for_six_events),
     };
 
     return cmocka_run_group_tests(tests, gm_test_use_cmocka_allocator, gm_test_restore_allocator);
