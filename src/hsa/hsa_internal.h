@@ -290,6 +290,8 @@ size_t gm__hsa_queue_packets_for(size_t ndeps);
  */
 gm_status gm__hsa_queue_wait_room(gm_backend_ctx *bctx, hsa_queue_t *queue, size_t npackets,
                                   const char *what);
+/* GM_ERR_UNSUPPORTED when npackets exceed a queue of `size` packets (no lock needed). */
+gm_status gm__hsa_queue_check_size(size_t npackets, uint32_t size, const char *what);
 /*
  * The dependencies a packet chain on stream's queue must name: op's, less
  * the stream's last packet (the barrier bit orders after it). *deps_p is

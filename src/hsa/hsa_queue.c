@@ -45,16 +45,24 @@ size_t gm__hsa_queue_packets_for(size_t ndeps)
     return (ndeps + GM_HSA_BARRIER_DEPS - 1) / GM_HSA_BARRIER_DEPS + 1;
 }
 
+gm_status gm__hsa_queue_check_size(size_t npackets, uint32_t size, const char *what)
+{
+    if (npackets > size)
+        return gm__error(GM_ERR_UNSUPPORTED,
+                         "%s: needs %zu AQL packets (dependency barriers), more than the "
+                         "queue's %u",
+                         what, npackets, (unsigned)size);
+    return GM_OK;
+}
+
 gm_status gm__hsa_queue_wait_room(gm_backend_ctx *bctx, hsa_queue_t *queue, size_t npackets,
                                   const char *what)
 {
     unsigned rounds = 0;
+    gm_status status = gm__hsa_queue_check_size(npackets, queue->size, what);
 
-    if (npackets > queue->size)
-        return gm__error(GM_ERR_UNSUPPORTED,
-                         "%s: needs %zu AQL packets (dependency barriers), more than the "
-                         "queue's %u",
-                         what, npackets, (unsigned)queue->size);
+    if (status != GM_OK)
+        return status;
     while (slots_used(bctx, queue) + npackets > queue->size) {
         if (atomic_load(&bctx->queue_failed) != 0)
             return gm__error((gm_status)atomic_load(&bctx->queue_error),

@@ -107,20 +107,28 @@ gm_backend_stream *gm__hsa_stream_resolve(gm_backend_ctx *bctx, gm_backend_strea
     return stream;
 }
 
+/* The packets a stream's queue holds: GM_HSA_QUEUE_SIZE within the agent's limits. */
+static uint32_t queue_size(const gm_backend_ctx *bctx)
+{
+    uint32_t size = GM_HSA_QUEUE_SIZE;
+
+    if (size < bctx->queue_min_size)
+        size = bctx->queue_min_size;
+    if (bctx->queue_max_size != 0 && bctx->queue_max_size < size)
+        size = bctx->queue_max_size;
+    return size;
+}
+
 /* The stream's AQL queue, created on first use. Lock held. */
 gm_status gm__hsa_stream_queue(gm_backend_ctx *bctx, gm_backend_stream *stream, hsa_queue_t **q_p)
 {
-    uint32_t size = GM_HSA_QUEUE_SIZE;
     gm_status status = GM_OK;
 
     if (stream->queue == NULL) {
-        if (size < bctx->queue_min_size)
-            size = bctx->queue_min_size;
-        if (bctx->queue_max_size != 0 && bctx->queue_max_size < size)
-            size = bctx->queue_max_size;
-        status = GM_HSA_CALL(&bctx->api, hsa_queue_create,
-                             (bctx->gpu, size, HSA_QUEUE_TYPE_MULTI, queue_error_callback, stream,
-                              UINT32_MAX, UINT32_MAX, &stream->queue));
+        status =
+            GM_HSA_CALL(&bctx->api, hsa_queue_create,
+                        (bctx->gpu, queue_size(bctx), HSA_QUEUE_TYPE_MULTI, queue_error_callback,
+                         stream, UINT32_MAX, UINT32_MAX, &stream->queue));
         if (status != GM_OK)
             return status;
     }
@@ -240,6 +248,12 @@ gm_status gm__hsa_op_begin(gm_backend_ctx *bctx, gm_backend_stream *stream, hsa_
     gm__hsa_op *op = NULL;
     gm_status status = GM_OK;
 
+    /* A queue made later (by the operation) must hold its barriers too. */
+    if (packets && stream->queue == NULL)
+        status = gm__hsa_queue_check_size(gm__hsa_queue_packets_for(count_deps(bctx, stream)),
+                                          queue_size(bctx), what);
+    if (status != GM_OK)
+        return status;
     /* Room first, before anything of the operation exists (the wait drops the lock); the
      * dependencies only grow while unlocked, so re-check until the room and they agree. */
     while (packets && stream->queue != NULL) {

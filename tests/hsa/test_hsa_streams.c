@@ -972,6 +972,73 @@ static void test_wait_for_six_events(void **state)
     hsa_test_close(bctx);
 }
 
+/*
+ * An operation whose dependency barriers need more packets than a stream's
+ * queue holds (16 here; ROCr's queues hold at most what the agent reports)
+ * is refused as unsupported before anything is submitted, whether the
+ * stream's queue exists yet or not; nothing of it runs and the streams stay
+ * usable. 81 pending signals: 17 barrier-AND packets and the operation's.
+ */
+static void test_too_many_dependencies(void **state)
+{
+    enum { WAITS = 81 };
+    hsa_double_config cfg;
+    gm_backend_ctx *bctx = NULL;
+    gm_backend_stream *src = NULL, *fresh = NULL, *queued = NULL;
+    gm_backend_stream *targets[2] = {NULL, NULL};
+    gm_backend_event *ev = NULL, *plain = NULL;
+    uint32_t *a = pattern(40);
+    gm_devptr da = 0;
+    two_results seen;
+
+    (void)state;
+    memset(&seen, 0, sizeof(seen));
+    hsa_double_config_default(&cfg);
+    cfg.queue_max_size = 16;
+    bctx = hsa_test_open(&cfg, 0);
+    assert_ok(hsa_ops->mem_alloc(bctx, N * 4, &da));
+    assert_ok(hsa_ops->stream_create(bctx, GM_STREAM_NON_BLOCKING, &src));
+    assert_ok(hsa_ops->stream_create(bctx, GM_STREAM_NON_BLOCKING, &fresh));
+    assert_ok(hsa_ops->stream_create(bctx, GM_STREAM_NON_BLOCKING, &queued));
+    targets[0] = fresh;
+    targets[1] = queued;
+    assert_ok(hsa_ops->event_create(bctx, 1, &ev)); /* timing: host work, no packets on src */
+    assert_ok(hsa_ops->event_create(bctx, 0, &plain));
+    hsa_double_pause(1);
+    assert_ok(copy_async(bctx, src, GM_COPY_DEVICE, (void *)(uintptr_t)da, GM_COPY_HOST, a, N * 4));
+    for (int i = 0; i < WAITS; i++) {
+        assert_ok(hsa_ops->event_record(bctx, ev, src));
+        assert_ok(hsa_ops->stream_wait_event(bctx, fresh, ev));
+        assert_ok(hsa_ops->stream_wait_event(bctx, queued, ev));
+        if (i == 0) /* a barrier-AND packet: queued has a queue from now on */
+            assert_ok(hsa_ops->event_record(bctx, plain, queued));
+    }
+    for (int t = 0; t < 2; t++) {
+        long queues = hsa_double_calls("hsa_queue_create");
+
+        assert_status(hsa_ops->event_record(bctx, plain, targets[t]), GM_ERR_UNSUPPORTED);
+        assert_message_contains("needs 18 AQL packets (dependency barriers), more than the "
+                                "queue's 16");
+        assert_status(hsa_ops->stream_enqueue_host(bctx, targets[t], check_two_results, &seen,
+                                                   clean_two_results),
+                      GM_ERR_UNSUPPORTED);
+        assert_int_equal(hsa_double_calls("hsa_queue_create"), queues);
+    }
+    hsa_double_pause(0);
+    for (int t = 0; t < 2; t++)
+        assert_ok(hsa_ops->stream_synchronize(bctx, targets[t]));
+    assert_int_equal(seen.ran, 0);
+    assert_int_equal(seen.cleaned, 0);
+    assert_ok(hsa_ops->event_destroy(bctx, ev));
+    assert_ok(hsa_ops->event_destroy(bctx, plain));
+    assert_ok(hsa_ops->stream_destroy(bctx, src));
+    assert_ok(hsa_ops->stream_destroy(bctx, fresh));
+    assert_ok(hsa_ops->stream_destroy(bctx, queued));
+    assert_ok(hsa_ops->mem_free(bctx, da));
+    hsa_test_close(bctx);
+    free(a);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -991,6 +1058,7 @@ int main(void)
         cmocka_unit_test(test_host_work_merge_refused),
         cmocka_unit_test(test_sync_host_work_waits_for_streams),
         cmocka_unit_test(test_wait_for_six_events),
+        cmocka_unit_test(test_too_many_dependencies),
     };
 
     return cmocka_run_group_tests(tests, gm_test_use_cmocka_allocator, gm_test_restore_allocator);
