@@ -144,6 +144,7 @@ static struct {
 static _Thread_local CUcontext current_context = NULL; /* the top of the thread's stack */
 static _Thread_local CUcontext context_stack[8];       /* the contexts below it */
 static _Thread_local int context_depth = 0;
+static _Thread_local int in_callback = 0; /* running a cuStreamAddCallback function */
 static pthread_mutex_t held_lock = PTHREAD_MUTEX_INITIALIZER; /* S.held, run by another thread */
 static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
 
@@ -175,6 +176,9 @@ static CUresult enter(const char *symbol, need requirement)
     pthread_mutex_unlock(&log_lock);
     if (fail != 0)
         return S.fail_result;
+    /* cuStreamAddCallback: "The callback must not make any CUDA API calls". */
+    if (in_callback != 0)
+        return violation(CUDA_ERROR_NOT_PERMITTED, "%s inside a stream callback", symbol);
     if (requirement != NEED_NOTHING && S.initialized == 0)
         return violation(CUDA_ERROR_NOT_INITIALIZED, "%s before cuInit", symbol);
     if (requirement == NEED_CONTEXT && (current_context == NULL || current_context->retain <= 0))
@@ -1397,6 +1401,14 @@ CUresult CUDAAPI cuStreamWaitEvent(CUstream hStream, CUevent hEvent, unsigned in
     return rc;
 }
 
+/* Run a stream callback as the driver would: no CUDA call is allowed inside it. */
+static void run_callback(CUstream stream, CUstreamCallback fn, CUresult status, void *data)
+{
+    in_callback++;
+    fn(stream, status, data);
+    in_callback--;
+}
+
 CUresult CUDAAPI cuStreamAddCallback(CUstream hStream, CUstreamCallback callback, void *userData,
                                      unsigned int flags)
 {
@@ -1421,7 +1433,7 @@ CUresult CUDAAPI cuStreamAddCallback(CUstream hStream, CUstreamCallback callback
         return rc;
     }
     if (rc == CUDA_SUCCESS)
-        callback(hStream, S.callback_status, userData);
+        run_callback(hStream, callback, S.callback_status, userData);
     return rc;
 }
 
@@ -1436,7 +1448,7 @@ int gm_cuda_double_run_held_callbacks(CUresult status)
 
     pthread_mutex_lock(&held_lock);
     for (; n < S.held_count; n++)
-        S.held[n].fn(S.held[n].stream, status, S.held[n].data);
+        run_callback(S.held[n].stream, S.held[n].fn, status, S.held[n].data);
     S.held_count = 0;
     pthread_mutex_unlock(&held_lock);
     return n;

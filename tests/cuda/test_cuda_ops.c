@@ -395,6 +395,47 @@ static void on_callback(gm_status status, void *user)
     *(int *)user += 1;
 }
 
+/* What a callback that calls the driver saw. */
+typedef struct call_inside {
+    gm_backend_ctx *bctx;
+    gm_status status;
+} call_inside;
+
+static void alloc_in_callback(gm_status status, void *user)
+{
+    call_inside *c = user;
+    gm_devptr ptr = 0;
+
+    (void)status;
+    c->status = CUDA_OPS->mem_alloc(c->bctx, 64, &ptr);
+}
+
+/*
+ * The double refuses driver calls made inside a stream callback, as the
+ * driver does (CUDA_ERROR_NOT_PERMITTED), so that every other test proves the
+ * backend's callbacks and host work never call the driver.
+ */
+static void test_double_refuses_calls_in_callbacks(void **state)
+{
+    gm_backend_ctx *bctx = cuda_test_open();
+    gm_backend_stream *stream = NULL;
+    call_inside c = {bctx, GM_OK};
+    long violations = 0;
+
+    (void)state;
+    assert_ok(CUDA_OPS->stream_create(bctx, 0, &stream));
+    assert_ok(CUDA_OPS->stream_add_callback(bctx, stream, alloc_in_callback, &c));
+    assert_int_not_equal(c.status, GM_OK);
+    violations = gm_cuda_double_violations();
+    assert_true(violations >= 1);
+    assert_non_null(strstr(gm_cuda_double_last_violation(), "inside a stream callback"));
+    assert_ok(CUDA_OPS->stream_destroy(bctx, stream));
+    CUDA_OPS->fini(bctx);
+    assert_int_equal(gm_cuda_double_live_objects(), 0);
+    assert_int_equal(gm_cuda_double_violations(), violations);
+    gm_cuda_double_reset(); /* the next test starts with none counted */
+}
+
 static gm_status host_work(void *user)
 {
     (void)user;
@@ -817,6 +858,7 @@ int main(void)
         cmocka_unit_test_setup(test_memset, cuda_test_setup),
         cmocka_unit_test_setup(test_streams, cuda_test_setup),
         cmocka_unit_test_setup(test_host_functions, cuda_test_setup),
+        cmocka_unit_test_setup(test_double_refuses_calls_in_callbacks, cuda_test_setup),
         cmocka_unit_test(test_per_thread_errors_per_thread),
         cmocka_unit_test_setup(test_host_work_outlives_stream, cuda_test_setup),
         cmocka_unit_test_setup(test_device_synchronize_waits_for_callbacks, cuda_test_setup),
