@@ -195,16 +195,30 @@ static bool is_blocking(const gm_backend_stream *other)
     return other->kind != GM_HSA_STREAM_LEGACY && (other->flags & GM_STREAM_NON_BLOCKING) == 0;
 }
 
-/* Upper bound of the dependencies collect_deps may add. */
+/* Signals of from's frontier still pending (a done signal never is again). */
+static size_t count_pending(const gm_backend_ctx *bctx, const gm_backend_stream *from)
+{
+    size_t n = 0;
+
+    for (size_t i = 0; i < from->nfrontier; i++)
+        n += gm__hsa_sig_done(bctx, from->frontier[i]) ? 0 : 1;
+    return n;
+}
+
+/*
+ * Upper bound of the dependencies collect_deps may add (signals only complete
+ * meanwhile). Done ones do not count: a stream that waited for many events
+ * must take work again once they completed.
+ */
 static size_t count_deps(const gm_backend_ctx *bctx, const gm_backend_stream *stream)
 {
-    size_t n = stream->nfrontier;
+    size_t n = count_pending(bctx, stream);
 
     if (stream->kind == GM_HSA_STREAM_LEGACY) {
         for (const gm_backend_stream *s = bctx->streams; s != NULL; s = s->next)
-            n += is_blocking(s) ? s->nfrontier : 0;
+            n += is_blocking(s) ? count_pending(bctx, s) : 0;
     } else if (is_blocking(stream)) {
-        n += bctx->legacy->nfrontier;
+        n += count_pending(bctx, bctx->legacy);
     }
     return n;
 }
