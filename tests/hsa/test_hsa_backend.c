@@ -3,6 +3,7 @@
  * properties, memory (device, pinned/mapped, lock-based registration,
  * pointer queries, IPC), synchronous copies and memset, error translation.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -253,9 +254,12 @@ static void test_register(void **state)
     size_t bytes = 3 * 4096 + 100;
     char *buf = malloc(bytes);
     gm_devptr dev = 0;
+    gm_copy_desc d;
     int kind = -1;
 
     (void)state;
+    for (size_t i = 0; i < bytes; i++)
+        buf[i] = (char)(i + 9);
     assert_ok(hsa_ops->pointer_kind(bctx, buf, &kind));
     assert_int_equal(kind, GM_MEMORY_HOST);
     assert_status(hsa_ops->host_device_pointer(bctx, buf, &dev), GM_ERR_INVALID_ARG);
@@ -266,6 +270,14 @@ static void test_register(void **state)
         assert_int_equal(kind, GM_MEMORY_PINNED);
         assert_ok(hsa_ops->host_device_pointer(bctx, buf + 5, &dev));
         assert_int_equal(dev, (gm_devptr)(uintptr_t)(buf + 5));
+        /* as a copy's device side, the range ends where the registration does */
+        d = hsa_test_copy1d(GM_COPY_DEVICE, dev + bytes - 100, GM_COPY_HOST,
+                            (gm_devptr)(uintptr_t)buf, 200);
+        assert_status(hsa_ops->copy(bctx, &d, NULL), GM_ERR_INVALID_ARG);
+        assert_message_contains("runs past the end of the registered host range");
+        d.width_bytes = d.dst_pitch = d.src_pitch = 95;
+        assert_ok(hsa_ops->copy(bctx, &d, NULL));
+        assert_memory_equal(buf + bytes - 95, buf, 95);
         assert_ok(hsa_ops->host_unregister(bctx, buf));
     }
     assert_int_equal(hsa_double_calls("hsa_amd_memory_lock"), 2);
@@ -640,6 +652,128 @@ static void test_ipc(void **state)
     hsa_test_close(bctx);
 }
 
+/*
+ * A pitched copy issued as row DMAs (no SDMA rectangle) whose third row the
+ * runtime refuses: the call fails naming hsa_amd_memory_async_copy, the two
+ * rows issued land, the operation completes with them (nothing waits for
+ * the rows never issued), and on a stream later work still runs after it.
+ */
+static void test_copy_fails_part_way(void **state)
+{
+    enum { W = 100, H = 4, P = 128 };
+    hsa_double_config cfg;
+    gm_backend_ctx *bctx = NULL;
+    gm_backend_stream *s = NULL;
+    gm_backend_stream *streams[2] = {NULL, NULL};
+    unsigned char host[P * H], back[P * H];
+    const unsigned char fill = 0xEE;
+    gm_devptr dev = 0;
+    gm_copy_desc d, down;
+    long calls = 0;
+
+    (void)state;
+    hsa_double_config_default(&cfg);
+    cfg.no_sdma = 1;
+    bctx = hsa_test_open(&cfg, 0);
+    for (size_t i = 0; i < sizeof(host); i++)
+        host[i] = (unsigned char)(i * 5 + 3);
+    assert_ok(hsa_ops->mem_alloc(bctx, P * H, &dev));
+    assert_ok(hsa_ops->stream_create(bctx, GM_STREAM_NON_BLOCKING, &s));
+    streams[0] = s;
+    d = (gm_copy_desc){
+        GM_COPY_DEVICE, GM_COPY_HOST, dev, (gm_devptr)(uintptr_t)host, W, H, 1, P, H, P, H};
+    down = hsa_test_copy1d(GM_COPY_HOST, (gm_devptr)(uintptr_t)back, GM_COPY_DEVICE, dev, P * H);
+    for (int round = 0; round < 2; round++) { /* on a stream, then synchronous */
+        assert_ok(hsa_ops->memset(bctx, dev, &fill, 1, P * H, NULL));
+        memset(back, 0, sizeof(back));
+        calls = hsa_double_calls("hsa_amd_memory_async_copy");
+        hsa_double_pause(round == 0);
+        hsa_double_fail("hsa_amd_memory_async_copy", 3, HSA_STATUS_ERROR, 0);
+        assert_status(hsa_ops->copy(bctx, &d, streams[round]), GM_ERR_DRIVER);
+        assert_message_contains("hsa_amd_memory_async_copy failed");
+        assert_int_equal(hsa_double_calls("hsa_amd_memory_async_copy") - calls, 3);
+        assert_ok(hsa_ops->copy(bctx, &down, streams[round])); /* newest first if unordered */
+        hsa_double_pause(0);
+        assert_ok(hsa_ops->stream_synchronize(bctx, streams[round]));
+        for (int y = 0; y < H; y++) {
+            for (int x = 0; x < P; x++) {
+                unsigned char want = y < 2 && x < W ? host[y * P + x] : fill;
+
+                assert_int_equal(back[y * P + x], want);
+            }
+        }
+    }
+    hsa_double_fail_clear();
+    assert_ok(hsa_ops->stream_destroy(bctx, s));
+    assert_ok(hsa_ops->mem_free(bctx, dev));
+    hsa_test_close(bctx);
+}
+
+/* Log messages at WARN and above, for the teardown warnings. */
+typedef struct warn_log {
+    int count;
+    char text[512];
+} warn_log;
+
+static void keep_warning(gm_log_level level, const char *message, void *user)
+{
+    warn_log *log = user;
+
+    if (level > GM_LOG_WARN)
+        return;
+    log->count++;
+    snprintf(log->text, sizeof(log->text), "%s", message);
+}
+
+/*
+ * IPC misuse: a handle too short or malformed (its offset not inside the
+ * exported allocation) is refused before the runtime sees it; closing what
+ * ipc_open never returned is an invalid handle. An import still open when
+ * its context ends is detached, with a warning.
+ */
+static void test_ipc_misuse(void **state)
+{
+    gm_backend_ctx *bctx = hsa_test_open(NULL, 0);
+    gm_backend_ctx *importer = NULL;
+    gm_backend_init_args args = {0, 0};
+    unsigned char handle[64], garbage[64];
+    gm_devptr dev = 0, opened = 0;
+    hsa_double_live live;
+    warn_log log = {0, ""};
+
+    (void)state;
+    assert_ok(hsa_ops->mem_alloc(bctx, 8192, &dev));
+    assert_ok(hsa_ops->ipc_get_handle(bctx, dev + 512, handle, sizeof(handle)));
+    assert_status(hsa_ops->ipc_open(bctx, handle, 16, &opened), GM_ERR_INVALID_ARG);
+    assert_message_contains("HSA IPC handles are");
+    for (int byte = 0; byte < 2; byte++) {
+        memset(garbage, byte == 0 ? 0x00 : 0xFF, sizeof(garbage));
+        assert_status(hsa_ops->ipc_open(bctx, garbage, sizeof(garbage), &opened),
+                      GM_ERR_INVALID_ARG);
+        assert_message_contains("ipc_open: malformed handle");
+    }
+    assert_int_equal(hsa_double_calls("hsa_amd_ipc_memory_attach"), 0);
+    assert_status(hsa_ops->ipc_close(bctx, dev), GM_ERR_INVALID_HANDLE);
+    assert_message_contains("was not opened by ipc_open");
+    assert_int_equal(hsa_double_calls("hsa_amd_ipc_memory_detach"), 0);
+
+    /* another context imports it and ends with the import open */
+    assert_ok(hsa_ops->init(&args, &importer));
+    assert_ok(hsa_ops->ipc_open(importer, handle, sizeof(handle), &opened));
+    assert_int_equal(opened, dev + 512);
+    hsa_double_get_live(&live);
+    assert_int_equal(live.ipc_attachments, 1);
+    gm_set_log_hook(keep_warning, &log);
+    hsa_ops->fini(importer);
+    gm_set_log_hook(NULL, NULL);
+    assert_int_equal(log.count, 1);
+    assert_non_null(strstr(log.text, "still open at teardown"));
+    hsa_double_get_live(&live);
+    assert_int_equal(live.ipc_attachments, 0);
+    assert_ok(hsa_ops->mem_free(bctx, dev)); /* no longer attached: no violation */
+    hsa_test_close(bctx);
+}
+
 /* The status map: every class of HSA error lands on a meaningful gm_status. */
 static void test_status_map(void **state)
 {
@@ -683,6 +817,8 @@ int main(void)
         cmocka_unit_test(test_memset),
         cmocka_unit_test(test_device_range_checked),
         cmocka_unit_test(test_ipc),
+        cmocka_unit_test(test_ipc_misuse),
+        cmocka_unit_test(test_copy_fails_part_way),
     };
 
     return cmocka_run_group_tests(tests, gm_test_use_cmocka_allocator, gm_test_restore_allocator);
