@@ -4,6 +4,7 @@
  * calls were made with which arguments (the double checks pitches,
  * reserved fields, alignment, parameter arrays and shared memory limits).
  */
+#include <limits.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -233,6 +234,39 @@ static void test_pitched_3d(void **state)
     cuda_test_close(bctx);
 }
 
+/* 3-D copies with padded planes on a stream: cuMemcpy3DAsync with the stream, both ways. */
+static void test_pitched_3d_async(void **state)
+{
+    enum { W = 8, H = 3, D = 4, PITCH = 16, PLANE_ROWS = 5 };
+    gm_backend_ctx *bctx = cuda_test_open();
+    gm_backend_stream *stream = NULL;
+    gm_devptr dev = 0;
+    unsigned char host[D * H * W];
+    unsigned char back[D * H * W];
+    gm_copy_desc up = {
+        GM_COPY_DEVICE, GM_COPY_HOST, 0, host_address(host), W, H, D, PITCH, PLANE_ROWS, W, H};
+    gm_copy_desc down = {GM_COPY_HOST, GM_COPY_DEVICE, host_address(back), 0, W, H, D, W, H,
+                         PITCH,        PLANE_ROWS};
+
+    (void)state;
+    for (size_t i = 0; i < sizeof(host); i++)
+        host[i] = (unsigned char)(3 * i + 2);
+    memset(back, 0, sizeof(back));
+    assert_ok(CUDA_OPS->mem_alloc(bctx, D * PLANE_ROWS * PITCH, &dev));
+    assert_ok(CUDA_OPS->stream_create(bctx, 0, &stream));
+    up.dst = down.src = dev;
+    gm_cuda_double_clear_calls();
+    assert_ok(CUDA_OPS->copy(bctx, &up, stream));
+    assert_ok(CUDA_OPS->copy(bctx, &down, stream));
+    assert_ok(CUDA_OPS->stream_synchronize(bctx, stream));
+    assert_int_equal(gm_cuda_double_count_calls("cuMemcpy3DAsync_v2"), 2);
+    assert_int_equal(gm_cuda_double_count_calls("cuMemcpy3D_v2"), 0);
+    assert_memory_equal(back, host, sizeof(host));
+    assert_ok(CUDA_OPS->stream_destroy(bctx, stream));
+    assert_ok(CUDA_OPS->mem_free(bctx, dev));
+    cuda_test_close(bctx);
+}
+
 /* Pitches above CU_DEVICE_ATTRIBUTE_MAX_PITCH are copied one row at a time. */
 static void test_pitch_above_device_limit(void **state)
 {
@@ -260,6 +294,15 @@ static void test_pitch_above_device_limit(void **state)
     assert_int_equal(gm_cuda_double_count_calls("cuMemcpy2D_v2"), 0);
     for (int row = 0; row < 4; row++)
         assert_memory_equal(back + 100 * row, host + 100 * row, 20);
+    /* host to host too: one cuMemcpy2D of a single row each, the gaps untouched */
+    memset(back, 0, sizeof(back));
+    up.dst_side = GM_COPY_HOST;
+    up.dst = host_address(back);
+    gm_cuda_double_clear_calls();
+    assert_ok(CUDA_OPS->copy(bctx, &up, NULL));
+    assert_int_equal(gm_cuda_double_count_calls("cuMemcpy2D_v2"), 4);
+    for (int i = 0; i < (int)sizeof(back); i++)
+        assert_int_equal(back[i], i % 100 < 20 ? host[i] : 0);
     assert_ok(CUDA_OPS->mem_free(bctx, dev));
     cuda_test_close(bctx);
 }
@@ -313,6 +356,19 @@ static void test_memset(void **state)
     assert_int_equal(gm_cuda_double_count_calls("cuMemsetD32_v2"), 2);
     assert_ok(CUDA_OPS->copy(bctx, &down, NULL));
     assert_int_equal(back[15], q_equal);
+    /* on a stream: 4-byte words, and 8-byte patterns of equal halves, as cuMemsetD32Async */
+    assert_ok(CUDA_OPS->memset(bctx, dev, &w, 4, 32, stream));
+    assert_int_equal(gm_cuda_double_count_calls("cuMemsetD32Async"), 1);
+    assert_ok(CUDA_OPS->stream_synchronize(bctx, stream));
+    assert_ok(CUDA_OPS->copy(bctx, &down, NULL));
+    for (int i = 0; i < 32; i++)
+        assert_int_equal(((uint32_t *)back)[i], 0xdeadbeef);
+    assert_ok(CUDA_OPS->memset(bctx, dev, &q_equal, 8, 16, stream));
+    assert_int_equal(gm_cuda_double_count_calls("cuMemsetD32Async"), 2);
+    assert_ok(CUDA_OPS->stream_synchronize(bctx, stream));
+    assert_ok(CUDA_OPS->copy(bctx, &down, NULL));
+    for (int i = 0; i < 16; i++)
+        assert_int_equal(back[i], q_equal);
     /* every byte equal: a byte memset, any alignment */
     assert_ok(CUDA_OPS->memset(bctx, dev + 1, &bytewise, 4, 8, NULL));
     assert_int_equal(gm_cuda_double_count_calls("cuMemsetD8_v2"), 2);
@@ -834,6 +890,10 @@ static void test_launch(void **state)
                   GM_ERR_INVALID_ARG);
     assert_status(CUDA_OPS->launch(bctx, fill, NULL, fill_args, fill_sizes, 3, NULL),
                   GM_ERR_NULL_POINTER);
+    config.dynamic_shared_bytes = (size_t)INT_MAX + 1; /* cuLaunchKernel takes an unsigned */
+    assert_status(CUDA_OPS->launch(bctx, scale, &config, scale_args, scale_sizes, 2, NULL),
+                  GM_ERR_INVALID_ARG);
+    assert_message_contains("bytes of dynamic shared memory");
     assert_int_equal(cuda_test_work_calls(), 0);
     /* more shared memory than the device has: the driver's refusal, translated */
     config.dynamic_shared_bytes = 300 * 1024;
@@ -853,6 +913,7 @@ int main(void)
         cmocka_unit_test_setup(test_linear_copies, cuda_test_setup),
         cmocka_unit_test_setup(test_pitched_2d, cuda_test_setup),
         cmocka_unit_test_setup(test_pitched_3d, cuda_test_setup),
+        cmocka_unit_test_setup(test_pitched_3d_async, cuda_test_setup),
         cmocka_unit_test_setup(test_dtod_pitch_refused, cuda_test_setup),
         cmocka_unit_test_setup(test_pitch_above_device_limit, cuda_test_setup),
         cmocka_unit_test_setup(test_memset, cuda_test_setup),
