@@ -909,7 +909,7 @@ static void test_wait_for_six_events(void **state)
     hsa_signal_t records[K];
     hsa_barrier_and_packet_t chain[2];
     hsa_double_copy after;
-    long first = 0;
+    hsa_double_packet last;
     int named = 0;
 
     (void)state;
@@ -940,15 +940,33 @@ static void test_wait_for_six_events(void **state)
         assert_memory_equal(back[i], src[i], N * 4);
         records[i] = barrier_after(find_copy((void *)(uintptr_t)dev[i]).completion);
     }
-    /* the chain: the last two packets of s's queue, the first without a completion signal */
-    first = hsa_double_packet_count() - 2;
-    for (int p = 0; p < 2; p++) {
+    /* the chain: s's queue's two packets before its copies (its other queue threads may
+     * process the sixth record between them), the first without a completion signal */
+    after = find_copy(back[0]); /* s's first copy after the record waits for its signal */
+    assert_int_equal(after.ndeps, 1);
+    memset(&last, 0, sizeof(last));
+    memset(chain, 0, sizeof(chain));
+    for (long i = 0; i < hsa_double_packet_count(); i++) {
         hsa_double_packet pkt;
 
-        assert_true(hsa_double_get_packet(first + p, &pkt));
-        memcpy(&chain[p], pkt.bytes, sizeof(chain[p]));
-        assert_int_equal(chain[p].header & 0xff, HSA_PACKET_TYPE_BARRIER_AND);
+        assert_true(hsa_double_get_packet(i, &pkt));
+        memcpy(&chain[1], pkt.bytes, sizeof(chain[1]));
+        if (chain[1].completion_signal.handle == after.deps[0].handle) {
+            last = pkt;
+            break;
+        }
     }
+    assert_int_not_equal(last.sequence, 0);
+    memcpy(&chain[1], last.bytes, sizeof(chain[1]));
+    for (long i = 0; i < hsa_double_packet_count(); i++) {
+        hsa_double_packet pkt;
+
+        assert_true(hsa_double_get_packet(i, &pkt));
+        if (pkt.queue_id == last.queue_id && pkt.packet_id + 1 == last.packet_id)
+            memcpy(&chain[0], pkt.bytes, sizeof(chain[0]));
+    }
+    for (int p = 0; p < 2; p++)
+        assert_int_equal(chain[p].header & 0xff, HSA_PACKET_TYPE_BARRIER_AND);
     assert_int_equal(chain[0].completion_signal.handle, 0);
     assert_int_not_equal(chain[1].completion_signal.handle, 0);
     for (int i = 0; i < K; i++) {
@@ -958,8 +976,6 @@ static void test_wait_for_six_events(void **state)
         }
     }
     assert_int_equal(named, K);
-    after = find_copy(back[0]); /* s's first copy after the record waits for its signal */
-    assert_true(has_dep(&after, chain[1].completion_signal));
     for (int i = 0; i < K; i++) {
         assert_ok(hsa_ops->event_destroy(bctx, ev[i]));
         assert_ok(hsa_ops->stream_destroy(bctx, src_streams[i]));
