@@ -1,12 +1,14 @@
 #!/bin/sh
 # Build a fuzzer with clang and run it.
 #
-#   [GM_FUZZ_TARGET=fuzz_ndview|fuzz_copy] tests/fuzz/run_fuzz.sh [SECONDS] [libFuzzer options...]
+#   [GM_FUZZ_TARGET=fuzz_ndview|fuzz_copy|fuzz_runtime] tests/fuzz/run_fuzz.sh [SECONDS] [libFuzzer options...]
 #
 # The target defaults to fuzz_ndview (descriptors and views); fuzz_copy is the
-# host copy engine. SECONDS defaults to 60. The build directory is
+# host copy engine; fuzz_runtime is the public runtime API on the host backend
+# against a model (FUZZ_RUNTIME_TRACE=1 prints a reproducer's calls). SECONDS
+# defaults to 60. The build directory is
 # $GM_FUZZ_BUILD (default build-fuzz in the source tree); the growing corpus
-# lives in its fuzz-corpus/ (fuzz-corpus-fuzz_copy/ for the copy target) and
+# lives in its fuzz-corpus/ (fuzz-corpus-<target>/ for the other targets) and
 # crash reproducers are written to it as fuzz-crash-*. Replay one with
 #   build-fuzz/tests/fuzz/fuzz_ndview build-fuzz/fuzz-crash-<hash>
 # Extra options go to libFuzzer, e.g. -jobs=4 -workers=4.
