@@ -60,7 +60,11 @@ typedef struct gm_context_options {
     gm_backend_kind backend; /**< see gm_backend_kind */
     int32_t device_id;       /**< device ordinal, default 0 */
     /** Flush the queue when more than this many deallocations are pending
-     *  (default: GM_MAX_PENDING_DEALLOCS_COUNT env var, else 10). */
+     *  (default: GM_MAX_PENDING_DEALLOCS_COUNT env var, else 10). The check runs
+     *  when a release queues an entry on the calling thread; the bookkeeping of
+     *  an asynchronous copy is queued by the stream's worker without a flush
+     *  (nothing is freed on a driver thread), so the count may stand above the
+     *  limit until the next release or flush. */
     int64_t max_pending_count;
     /** Flush when pending device bytes exceed this fraction of total device
      *  memory (default: GM_MAX_PENDING_DEALLOCS_RATIO env var, else 0.2). */
@@ -573,7 +577,7 @@ typedef struct gm_dealloc_stats {
     int64_t pending_count;        /**< entries queued now */
     int64_t pending_device_bytes; /**< device bytes queued now */
     int64_t pending_pinned_bytes; /**< pinned / mapped host bytes queued now */
-    int64_t flushes;              /**< flushes so far */
+    int64_t flushes;              /**< flushes that freed at least one entry so far */
     int64_t peak_pending_bytes;   /**< highest device + pinned bytes pending at once */
     int64_t freed_count;          /**< entries freed so far */
     int64_t defer_depth;          /**< nesting depth of defer_cleanup scopes */
