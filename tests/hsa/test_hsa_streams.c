@@ -5,6 +5,7 @@
  * in the recorded copies and packets.
  */
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -815,6 +816,69 @@ static void test_host_work_after_two_streams(void **state)
     hsa_test_close(bctx);
 }
 
+/* A bookkeeping allocator whose next calloc fails once armed. */
+static _Atomic int fail_next_calloc;
+
+static void *arming_calloc(size_t count, size_t size)
+{
+    if (atomic_exchange(&fail_next_calloc, 0) != 0)
+        return NULL;
+    return calloc(count, size);
+}
+
+/* device_synchronize on another thread; done is set when it returned. */
+typedef struct sync_call {
+    gm_backend_ctx *bctx;
+    gm_status status;
+    _Atomic int done;
+} sync_call;
+
+static void *device_synchronize_thread(void *arg)
+{
+    sync_call *c = arg;
+
+    c->status = hsa_ops->device_synchronize(c->bctx);
+    atomic_store(&c->done, 1);
+    return NULL;
+}
+
+/*
+ * device_synchronize without memory for its list of signals still waits for
+ * every stream's work, one head at a time (wait_every_head): while the
+ * double's DMA engine is paused it has not returned, and when it returns both
+ * copies landed and nothing is pending.
+ */
+static void test_device_synchronize_without_memory(void **state)
+{
+    static const gm_host_allocator arming = {malloc, arming_calloc, realloc, free};
+    sync_call c;
+    two_streams t;
+    pthread_t th;
+
+    (void)state;
+    assert_ok(gm_set_host_allocator(&arming)); /* before any object, as it must be */
+    c.bctx = hsa_test_open(NULL, 0);
+    c.status = GM_ERR_INTERNAL;
+    atomic_init(&c.done, 0);
+    two_streams_start(c.bctx, &t, GM_STREAM_NON_BLOCKING);
+    atomic_store(&fail_next_calloc, 1);
+    pthread_create(&th, NULL, device_synchronize_thread, &c);
+    while (atomic_load(&fail_next_calloc) != 0) /* the list of signals was refused */
+        sleep_ms(1);
+    sleep_ms(50);
+    assert_int_equal(atomic_load(&c.done), 0); /* still waiting for the paused copies */
+    hsa_double_pause(0);
+    pthread_join(th, NULL);
+    assert_ok(c.status);
+    for (int i = 0; i < 2; i++) {
+        assert_memory_equal(t.back[i], t.src[i], N * 4);
+        assert_ok(hsa_ops->stream_query(c.bctx, t.s[i]));
+    }
+    two_streams_end(c.bctx, &t);
+    hsa_test_close(c.bctx);
+    assert_ok(gm_set_host_allocator(NULL));
+}
+
 /*
  * The runtime refuses the async handler after the merging barrier-AND packet
  * was submitted: the call fails naming it, nothing of the work runs (the
@@ -1084,6 +1148,7 @@ int main(void)
         cmocka_unit_test(test_sync_host_work_waits_for_streams),
         cmocka_unit_test(test_wait_for_six_events),
         cmocka_unit_test(test_too_many_dependencies),
+        cmocka_unit_test(test_device_synchronize_without_memory),
     };
 
     return cmocka_run_group_tests(tests, gm_test_use_cmocka_allocator, gm_test_restore_allocator);
