@@ -846,12 +846,14 @@ gm_status gm__hsa_stream_enqueue_host(gm_backend_ctx *bctx, gm_backend_stream *s
 /*
  * device_synchronize without memory for the signal list: wait for the head
  * operation of any stream with work pending, one at a time, until none has
- * any (work queued meanwhile is waited for too). Lock held.
+ * any (work queued meanwhile is waited for too). A failed context ends it
+ * with its error (that head would never complete). Lock held.
  */
-static void wait_every_head(gm_backend_ctx *bctx)
+static gm_status wait_every_head(gm_backend_ctx *bctx)
 {
     for (;;) {
         gm__hsa_sig *sig = NULL;
+        gm_status status = GM_OK;
 
         for (gm_backend_stream *s = bctx->streams; s != NULL && sig == NULL; s = s->next) {
             gm__hsa_stream_reap(bctx, s);
@@ -859,11 +861,13 @@ static void wait_every_head(gm_backend_ctx *bctx)
                 sig = gm__hsa_sig_ref(s->ops_head->done);
         }
         if (sig == NULL)
-            return;
+            return GM_OK;
         pthread_mutex_unlock(&bctx->lock);
-        (void)gm__hsa_sig_wait(bctx, sig, "device_synchronize");
+        status = gm__hsa_sig_wait(bctx, sig, "device_synchronize");
         pthread_mutex_lock(&bctx->lock);
         gm__hsa_sig_unref(bctx, sig);
+        if (status != GM_OK && status != GM_ERR_DRIVER)
+            return status;
     }
 }
 
@@ -903,7 +907,7 @@ gm_status gm__hsa_device_synchronize(gm_backend_ctx *bctx)
     if (cap > 0)
         sigs = gm__calloc(cap, sizeof(*sigs));
     if (cap > 0 && sigs == NULL)
-        wait_every_head(bctx); /* never return with work pending */
+        status = wait_every_head(bctx); /* never return with work pending but on failure */
     for (gm_backend_stream *s = bctx->streams; s != NULL && sigs != NULL; s = s->next) {
         for (gm__hsa_op *op = s->ops_head; op != NULL; op = op->next)
             sigs[n++] = gm__hsa_sig_ref(op->done);

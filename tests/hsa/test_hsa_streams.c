@@ -880,6 +880,43 @@ static void test_device_synchronize_without_memory(void **state)
 }
 
 /*
+ * The same wait after a GPU memory fault failed the context (the copies stay
+ * pending, as behind a stopped GPU): device_synchronize ends with
+ * GM_ERR_CONTEXT_LOST, as it does with its list of signals, instead of
+ * waiting for the same head again and again. Given 5 s (a hang otherwise).
+ */
+static void test_device_synchronize_without_memory_failed_context(void **state)
+{
+    static const gm_host_allocator arming = {malloc, arming_calloc, realloc, free};
+    sync_call c;
+    two_streams t;
+    pthread_t th;
+
+    (void)state;
+    assert_ok(gm_set_host_allocator(&arming));
+    c.bctx = hsa_test_open(NULL, 0);
+    c.status = GM_ERR_INTERNAL;
+    atomic_init(&c.done, 0);
+    two_streams_start(c.bctx, &t, GM_STREAM_NON_BLOCKING);
+    hsa_double_memory_fault(0, 0x1000, HSA_AMD_MEMORY_FAULT_PAGE_NOT_PRESENT);
+    atomic_store(&fail_next_calloc, 1);
+    pthread_create(&th, NULL, device_synchronize_thread, &c);
+    for (int i = 0; i < 5000 && atomic_load(&c.done) == 0; i++)
+        sleep_ms(1);
+    hsa_double_pause(0); /* lets a hung call end, so that a failure is reported, not a hang */
+    pthread_join(th, NULL);
+    assert_int_equal(atomic_load(&fail_next_calloc), 0); /* the list of signals was refused */
+    assert_status(c.status, GM_ERR_CONTEXT_LOST);
+    for (int i = 0; i < 2; i++) {
+        while (hsa_ops->stream_query(c.bctx, t.s[i]) != GM_OK) /* the copies finish */
+            sleep_ms(1);
+    }
+    two_streams_end(c.bctx, &t);
+    hsa_test_close(c.bctx);
+    assert_ok(gm_set_host_allocator(NULL));
+}
+
+/*
  * The runtime refuses the async handler after the merging barrier-AND packet
  * was submitted: the call fails naming it, nothing of the work runs (the
  * caller keeps user), the merged signal outlives the packet that completes it
@@ -1149,6 +1186,7 @@ int main(void)
         cmocka_unit_test(test_wait_for_six_events),
         cmocka_unit_test(test_too_many_dependencies),
         cmocka_unit_test(test_device_synchronize_without_memory),
+        cmocka_unit_test(test_device_synchronize_without_memory_failed_context),
     };
 
     return cmocka_run_group_tests(tests, gm_test_use_cmocka_allocator, gm_test_restore_allocator);
