@@ -1,11 +1,15 @@
 #!/bin/sh
 # Build a fuzzer with clang and run it.
 #
-#   [GM_FUZZ_TARGET=fuzz_ndview|fuzz_copy|fuzz_runtime] tests/fuzz/run_fuzz.sh [SECONDS] [libFuzzer options...]
+#   [GM_FUZZ_TARGET=fuzz_ndview|fuzz_copy|fuzz_runtime|fuzz_streams] tests/fuzz/run_fuzz.sh [SECONDS] [libFuzzer options...]
 #
 # The target defaults to fuzz_ndview (descriptors and views); fuzz_copy is the
 # host copy engine; fuzz_runtime is the public runtime API on the host backend
-# against a model (FUZZ_RUNTIME_TRACE=1 prints a reproducer's calls). SECONDS
+# against a model (FUZZ_RUNTIME_TRACE=1 prints a reproducer's calls);
+# fuzz_streams is several streams, events, callbacks, auto_synchronize, host
+# registration, foreign memory, DLPack and running out of device memory on
+# the host backend, against a model of the ordering the API promises
+# (FUZZ_STREAMS_TRACE=1 prints a reproducer's calls). SECONDS
 # defaults to 60. The build directory is
 # $GM_FUZZ_BUILD (default build-fuzz in the source tree); the growing corpus
 # lives in its fuzz-corpus/ (fuzz-corpus-<target>/ for the other targets) and
