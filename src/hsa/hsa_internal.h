@@ -201,6 +201,8 @@ struct gm_backend_ctx {
     pthread_mutex_t lock;
     _Atomic int64_t device_bytes; /* allocated through mem_alloc (mem_info fallback) */
     gm_backend_stream *streams;   /* every non-wrapper stream */
+    gm_backend_stream *zombies;   /* destroyed after a failure with work the runtime may still
+                                     touch (a DMA copy, an async handler): freed once reaped */
     gm_backend_stream *legacy;
     gm__hsa_thread_stream *thread_streams;
     gm__hsa_ipc_map *ipc_maps;

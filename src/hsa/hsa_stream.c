@@ -406,6 +406,50 @@ static void stream_free(gm_backend_ctx *bctx, gm_backend_stream *stream)
     gm__free(stream);
 }
 
+/*
+ * Free a destroyed stream, or, when its drain ended on a context failure with
+ * work pending, keep it as a zombie: a copy engine still running one of its
+ * copies or an async handler still registered for its host work would touch
+ * the signals, the locked memory, the staging buffers, the work item and the
+ * stream (its error slot) that freeing releases. Zombies are reaped with
+ * every stream (gm__hsa_reap_all) and freed once their work is done, or at
+ * teardown. Lock held.
+ */
+static void stream_retire(gm_backend_ctx *bctx, gm_backend_stream *stream)
+{
+    gm_backend_stream **link = &bctx->streams;
+
+    gm__hsa_stream_reap(bctx, stream);
+    if (stream->ops_head == NULL) {
+        stream_free(bctx, stream);
+        return;
+    }
+    while (*link != NULL && *link != stream)
+        link = &(*link)->next;
+    if (*link == stream)
+        *link = stream->next;
+    stream->next = bctx->zombies;
+    bctx->zombies = stream;
+}
+
+/* Reap the zombies, freeing those whose work is done; force: free every one. Lock held. */
+static void reap_zombies(gm_backend_ctx *bctx, bool force)
+{
+    gm_backend_stream **link = &bctx->zombies;
+
+    while (*link != NULL) {
+        gm_backend_stream *z = *link;
+
+        gm__hsa_stream_reap(bctx, z);
+        if (z->ops_head != NULL && !force) {
+            link = &z->next;
+            continue;
+        }
+        *link = z->next;
+        stream_free(bctx, z);
+    }
+}
+
 /* Drain and free every stream (context teardown). Lock held. */
 void gm__hsa_stream_free_all(gm_backend_ctx *bctx)
 {
@@ -422,6 +466,7 @@ void gm__hsa_stream_free_all(gm_backend_ctx *bctx)
             gm__log(GM_LOG_WARN, "HSA backend: %s", gm_last_error_message());
         stream_free(bctx, stream);
     }
+    reap_zombies(bctx, true);
     bctx->legacy = NULL;
 }
 
@@ -589,7 +634,7 @@ gm_status gm__hsa_stream_destroy(gm_backend_ctx *bctx, gm_backend_stream *stream
     status = drain(bctx, stream, "stream_destroy");
     if (status == GM_OK)
         status = take_error(stream, "stream_destroy");
-    stream_free(bctx, stream);
+    stream_retire(bctx, stream);
     pthread_mutex_unlock(&bctx->lock);
     /* The stream is gone either way: an error of its work is logged, not returned, so that
      * the deallocation queue does not keep the entry and destroy the stream again. */
@@ -877,6 +922,7 @@ void gm__hsa_reap_all(gm_backend_ctx *bctx)
 {
     for (gm_backend_stream *s = bctx->streams; s != NULL; s = s->next)
         gm__hsa_stream_reap(bctx, s);
+    reap_zombies(bctx, false);
 }
 
 /*

@@ -916,6 +916,58 @@ static void test_device_synchronize_without_memory_failed_context(void **state)
     assert_ok(gm_set_host_allocator(NULL));
 }
 
+/* A stream callback that counts its runs. */
+static void count_callback(gm_status status, void *user)
+{
+    (void)status;
+    atomic_fetch_add((_Atomic int *)user, 1);
+}
+
+/*
+ * Destroying a stream after a GPU memory fault failed the context, while the
+ * copy engine still holds one of its copies (from pageable memory the backend
+ * locked) and a callback waits for that copy: the stream's drain ends at once
+ * with the failure, yet nothing the runtime may still touch is released under
+ * it (the double records unlocking under a pending copy; the callback's
+ * handler would run on a freed work item and stream). Once the copy ran, the
+ * callback ran, and a context-wide reap frees what the stream held.
+ */
+static void test_destroy_after_failure_keeps_pending_work(void **state)
+{
+    gm_backend_ctx *bctx = hsa_test_open(NULL, 0);
+    uint32_t *src = pattern(7);
+    gm_backend_stream *s = NULL;
+    gm_devptr dev = 0;
+    hsa_double_live live;
+    _Atomic int ran = 0;
+
+    (void)state;
+    assert_ok(hsa_ops->mem_alloc(bctx, N * 4, &dev));
+    assert_ok(hsa_ops->stream_create(bctx, GM_STREAM_NON_BLOCKING, &s));
+    hsa_double_pause(1);
+    assert_ok(
+        copy_async(bctx, s, GM_COPY_DEVICE, (void *)(uintptr_t)dev, GM_COPY_HOST, src, N * 4));
+    assert_ok(hsa_ops->stream_add_callback(bctx, s, count_callback, (void *)&ran));
+    hsa_double_memory_fault(0, 0x1000, HSA_AMD_MEMORY_FAULT_PAGE_NOT_PRESENT);
+    /* returns once the fault reached the context (the copy is held) */
+    assert_status(hsa_ops->device_synchronize(bctx), GM_ERR_CONTEXT_LOST);
+    assert_ok(hsa_ops->stream_destroy(bctx, s));
+    hsa_test_assert_no_violations(); /* the pageable source is still locked */
+    hsa_double_get_live(&live);
+    assert_int_equal(live.locks, 1);
+    assert_int_equal(atomic_load(&ran), 0);
+    hsa_double_pause(0);
+    while (atomic_load(&ran) == 0) /* the copy ran, then the callback */
+        sleep_ms(1);
+    (void)hsa_ops->device_synchronize(bctx); /* reaps the destroyed stream's work */
+    hsa_double_get_live(&live);
+    assert_int_equal(live.locks, 0);
+    assert_int_equal(atomic_load(&ran), 1);
+    assert_ok(hsa_ops->mem_free(bctx, dev));
+    hsa_test_close(bctx);
+    free(src);
+}
+
 /*
  * The runtime refuses the async handler after the merging barrier-AND packet
  * was submitted: the call fails naming it, nothing of the work runs (the
@@ -1187,6 +1239,7 @@ int main(void)
         cmocka_unit_test(test_too_many_dependencies),
         cmocka_unit_test(test_device_synchronize_without_memory),
         cmocka_unit_test(test_device_synchronize_without_memory_failed_context),
+        cmocka_unit_test(test_destroy_after_failure_keeps_pending_work),
     };
 
     return cmocka_run_group_tests(tests, gm_test_use_cmocka_allocator, gm_test_restore_allocator);
