@@ -1269,7 +1269,7 @@ static void op_stream(model *m, reader *r)
 static void op_sync(model *m, reader *r)
 {
     uint8_t b = take_u8(r);
-    int id = pick_stream(m, b | 7);
+    int id = pick_stream(m, (uint8_t)(b & 0xf8)); /* -1 only when no stream is left */
     gm_status st = GM_OK;
 
     (void)r;
@@ -1304,7 +1304,7 @@ static void op_event(model *m, reader *r)
     float ms = -1;
 
     if (e->e == NULL) {
-        e->timing = (b & 4) != 0;
+        e->timing = (b & 12) != 0;
         say("  event %d create (timing %d)", (int)(e - m->ev), e->timing);
         expect_status(gm_event_create(m->ctx, e->timing, &e->e), GM_OK, "gm_event_create");
         e->recorded = false;
@@ -1365,8 +1365,14 @@ static void op_event(model *m, reader *r)
                 fail("gm_event_elapsed_ms failed but wrote its output");
             return;
         }
-        if (!finished(m, e->id, e->seq) || !finished(m, f->id, f->seq))
-            return;
+        if (!finished(m, e->id, e->seq) || !finished(m, f->id, f->seq)) {
+            say("  event %d and %d synchronize", (int)(e - m->ev), (int)(f - m->ev));
+            expect_status(gm_event_synchronize(e->e), GM_OK, "gm_event_synchronize");
+            expect_status(gm_event_synchronize(f->e), GM_OK, "gm_event_synchronize");
+            join(&m->done, &e->clk);
+            join(&m->done, &f->clk);
+            settle(m);
+        }
         st = gm_event_elapsed_ms(e->e, f->e, &ms);
         say("  elapsed %d -> %d: %s %g ms", (int)(e - m->ev), (int)(f - m->ev), gm_status_name(st),
             ms);
@@ -1452,7 +1458,7 @@ static void op_callback(model *m, reader *r)
 static void op_auto(model *m, reader *r)
 {
     uint8_t b = take_u8(r);
-    int id = pick_stream(m, b | 7);
+    int id = pick_stream(m, (uint8_t)(b & 0xf8)); /* -1 only when no stream is left */
     mstream *st = NULL;
     gm_stream *h = NULL;
 
