@@ -984,13 +984,20 @@ static gm_status host_host_register(gm_backend_ctx *bctx, void *ptr, size_t byte
     return status;
 }
 
-/* Undo host_register at once (pages another locked range shares stay locked). */
+/*
+ * Undo host_register (pages another locked range shares stay locked), after the
+ * context's queued work, which may use the range (cuMemHostUnregister waits too; a
+ * copy through gm_map's device view must find it registered).
+ */
 static gm_status host_host_unregister(gm_backend_ctx *bctx, void *ptr)
 {
     host_ctx *c = gm__host_ctx(bctx);
     host_region *at = NULL;
     bool found = false;
+    gm_status status = gm__host_device_synchronize(bctx);
 
+    if (status != GM_OK)
+        return status;
     gm__lock_take(&c->mem_lock);
     at = region_at(c, (uintptr_t)ptr);
     found = at != NULL && at->registered;

@@ -5,10 +5,12 @@
  * same memory can be pinned again (numba#3508), and every failure path.
  */
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "rt_helpers.h"
@@ -573,6 +575,62 @@ static void test_map(void **state)
     gm_context_destroy(&ctx);
 }
 
+/* A stream callback that holds its stream until released, or for 300 ms at most. */
+static void hold_stream(gm_stream *stream, gm_status status, void *user)
+{
+    const atomic_bool *go = user;
+    struct timespec tick = {0, 1000000};
+
+    (void)stream;
+    (void)status;
+    for (int i = 0; i < 300 && !atomic_load(go); i++)
+        nanosleep(&tick, NULL);
+}
+
+/*
+ * Ending a scope waits for the queued work that may use its memory (runtime.h;
+ * HSA and CUDA do): a copy into a mapped range through its device view, queued
+ * behind a callback that holds the stream, has landed when gm_host_scope_end
+ * returns, and did not fail. Found by fuzz_streams: the simulator unregistered
+ * at once, and the copy ran later, outside memory of the context.
+ */
+static void test_scope_end_waits_for_work(void **state)
+{
+    double buf[8], src[8];
+    gm_ndview host, view;
+    int64_t n = 8;
+    gm_context_options o;
+    gm_context *ctx = NULL;
+    gm_stream *stream = NULL;
+    gm_host_scope *scope = NULL;
+    gm_array *d = NULL;
+    atomic_bool go = false;
+
+    (void)state;
+    for (int i = 0; i < 8; i++) {
+        src[i] = 1.5 * i;
+        buf[i] = -1;
+    }
+    gm_context_options_default(&o);
+    o.backend = GM_BACKEND_HOST;
+    assert_ok(gm_context_create(&o, &ctx));
+    assert_ok(gm_ndview_init(src, GM_FLOAT64, 1, &n, NULL, GM_ORDER_C, &host));
+    assert_ok(gm_to_device(ctx, &host, NULL, &d));
+    assert_ok(gm_ndview_init(buf, GM_FLOAT64, 1, &n, NULL, GM_ORDER_C, &host));
+    assert_ok(gm_map(ctx, 1, &host, &view, &scope));
+    assert_ok(gm_stream_create(ctx, GM_STREAM_NON_BLOCKING, &stream));
+    assert_ok(gm_stream_add_callback(stream, hold_stream, &go));
+    assert_ok(gm_copy(ctx, &view, gm_array_view(d), stream));
+    assert_ok(gm_host_scope_end(&scope));
+    for (int i = 0; i < 8; i++)
+        assert_true(buf[i] == 1.5 * i);
+    atomic_store(&go, true);
+    assert_ok(gm_stream_synchronize(stream));
+    gm_stream_destroy(&stream);
+    gm_array_release(&d);
+    gm_context_destroy(&ctx);
+}
+
 /* Failures while registering undo what was done; ending reports the first failure. */
 static void test_scope_failures(void **state)
 {
@@ -691,6 +749,7 @@ int main(void)
         cmocka_unit_test_setup(test_pin_overlapping_and_repin, test_setup),
         cmocka_unit_test_setup(test_pin_memory_kinds, test_setup),
         cmocka_unit_test_setup(test_map, test_setup),
+        cmocka_unit_test_setup(test_scope_end_waits_for_work, test_setup),
         cmocka_unit_test_setup(test_scope_failures, test_setup),
         cmocka_unit_test_setup(test_scope_arguments, test_setup),
         cmocka_unit_test_setup(test_injected_alloc_failures, test_setup),
