@@ -125,8 +125,9 @@ typedef struct mbuf {
     bkind kind;
     int w_id; /* last writer (w_seq 0: the host, finished) */
     int32_t w_seq;
-    int32_t r_seq[NSID]; /* last read per stream since that write */
-    unsigned gen;        /* scratch: writes so far */
+    int32_t r_seq[NSID];  /* last read per stream since that write (copies) */
+    int32_t cb_seq[NSID]; /* last callback per stream reading it since that write */
+    unsigned gen;         /* scratch: writes so far */
     gm_host_scope *scope;
     int scope_kind;  /* 0 pin, 1 map, 2 register */
     gm_ndview dview; /* gm_map's device view */
@@ -499,7 +500,7 @@ static void prepare(model *m, int id, int b, bool write)
         if (!ordered(m, id, buf->w_id, buf->w_seq))
             t = buf->w_id;
         for (int u = 0; write && t < 0 && u < m->nids; u++)
-            if (!ordered(m, id, u, buf->r_seq[u]))
+            if (!ordered(m, id, u, buf->r_seq[u]) || !ordered(m, id, u, buf->cb_seq[u]))
                 t = u;
         if (t < 0)
             return;
@@ -517,6 +518,7 @@ static void accessed(model *m, int b, int id, int32_t seq, bool write)
         buf->w_id = id < 0 ? 0 : id;
         buf->w_seq = id < 0 ? 0 : seq;
         memset(buf->r_seq, 0, sizeof buf->r_seq);
+        memset(buf->cb_seq, 0, sizeof buf->cb_seq);
         buf->gen++;
     } else if (id >= 0 && seq > buf->r_seq[id]) {
         buf->r_seq[id] = seq;
@@ -1448,8 +1450,12 @@ static void op_callback(model *m, reader *r)
     cb->seq = issue(m, id, NULL);
     cb->clk = hist[id][cb->seq];
     m->ncbs++;
-    for (int i = 0; i < cb->nchecks; i++)
-        accessed(m, m->checks[cb->checks[i]].scratch, id, cb->seq, false);
+    for (int i = 0; i < cb->nchecks; i++) { /* the callback reads those scratch buffers */
+        mbuf *b = &m->bufs[m->checks[cb->checks[i]].scratch];
+
+        if (cb->seq > b->cb_seq[id])
+            b->cb_seq[id] = cb->seq;
+    }
     if (h != NULL && (how & 6) == 6)
         release_handle(m, h); /* the callback may hold the last reference */
 }
@@ -1513,7 +1519,8 @@ static void op_scope(model *m, reader *r)
         return;
     }
     if (buf->scope != NULL) {
-        /* after its work, or early: the end waits for work using the memory */
+        /* after its work, or early: the end waits for the copies using the memory (what a
+         * callback reads is the user's business) */
         if ((b & 8) == 0)
             prepare(m, -1, s, true);
         say("  end the scope of scratch %d", s);
