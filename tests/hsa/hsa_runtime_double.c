@@ -103,6 +103,7 @@ typedef struct dcopy {
     hsa_double_copy rec;
     hsa_signal_t *deps; /* all of them (rec keeps the first 8) */
     long seq;
+    hsa_signal_value_t fail_value; /* < 0: fails with this value (hsa_double_fail_copies) */
 } dcopy;
 
 typedef struct dsymbol {
@@ -212,6 +213,9 @@ static struct {
     int ncounts;
     long total_calls;
     fault_rule rule;
+    long copy_fails;           /* hsa_double_fail_copies: copies still to fail */
+    const char *copy_fail_dst; /* ...only those writing this byte (NULL: any) */
+    hsa_signal_value_t copy_fail_value;
     char last_injected[64];
     char violations[VIOLATIONS_MAX];
     size_t violations_len;
@@ -350,6 +354,15 @@ void hsa_double_fail(const char *call, long nth, hsa_status_t status, int sticky
     } else {
         g.rule.at = g.total_calls + nth;
     }
+    pthread_mutex_unlock(&g.mu);
+}
+
+void hsa_double_fail_copies(long n, const void *dst, hsa_signal_value_t value)
+{
+    pthread_mutex_lock(&g.mu);
+    g.copy_fails = n > 0 ? n : 0;
+    g.copy_fail_dst = dst;
+    g.copy_fail_value = value < 0 ? value : -1;
     pthread_mutex_unlock(&g.mu);
 }
 
@@ -1476,6 +1489,20 @@ static hsa_status_t check_copy(void *dst, hsa_agent_t dst_agent, const void *src
     return HSA_STATUS_SUCCESS;
 }
 
+/* Whether a copy's destination holds byte p (NULL: any copy). */
+static bool copy_writes(const hsa_double_copy *r, const char *p)
+{
+    const char *dst = r->dst;
+    size_t span = r->size;
+
+    if (p == NULL)
+        return true;
+    if (r->rect != 0)
+        span = (size_t)(r->depth - 1) * r->dst_slice + (size_t)(r->height - 1) * r->dst_pitch +
+               r->width;
+    return p >= dst && p < dst + span;
+}
+
 /* Queue a copy for the DMA engine with its dependencies. Lock held. */
 static void queue_copy(dcopy *c, uint32_t ndeps, const hsa_signal_t *deps, hsa_signal_t completion)
 {
@@ -1485,6 +1512,10 @@ static void queue_copy(dcopy *c, uint32_t ndeps, const hsa_signal_t *deps, hsa_s
         c->deps[i] = deps[i];
         if (i < 8)
             c->rec.deps[i] = deps[i];
+    }
+    if (g.copy_fails > 0 && copy_writes(&c->rec, g.copy_fail_dst)) {
+        g.copy_fails--;
+        c->fail_value = g.copy_fail_value;
     }
     c->seq = ++g.next_id;
     c->next = g.copies;
@@ -1672,13 +1703,17 @@ static void run_copy(const hsa_double_copy *r)
     }
 }
 
-/* Whether every dependency of a copy is done. Lock held. */
+/*
+ * Whether every dependency of a copy is done: exactly 0, as ROCr waits ("the
+ * copy will start after every signal has been observed with the value 0"), so
+ * a failed dependency (negative) holds the copy forever. Lock held.
+ */
 static bool copy_ready(const dcopy *c)
 {
     for (uint32_t i = 0; i < c->rec.ndeps; i++) {
         dsig *d = find_signal(c->deps[i]);
 
-        if (d != NULL && atomic_load(&d->value) > 0)
+        if (d != NULL && atomic_load(&d->value) != 0)
             return false;
     }
     return true;
@@ -1704,15 +1739,19 @@ static dcopy *take_copy(void)
     return NULL;
 }
 
-/* Finish a copy: record it and decrement its completion signal. Lock held. */
+/* Finish a copy: record it and decrement its completion signal, or set it to the
+ * failure value (a failed copy, as the runtime reports one). Lock held. */
 static void complete_copy(dcopy *c)
 {
     dsig *done = use_signal(c->rec.completion, "DMA engine completion");
 
     c->rec.sequence = ++g.sequence;
+    c->rec.failed = c->fail_value < 0;
     g.done_copies[g.ncopies % KEEP_RECORDS] = c->rec;
     g.ncopies++;
-    if (done != NULL)
+    if (done != NULL && c->fail_value < 0)
+        set_value(done, c->fail_value);
+    else if (done != NULL)
         set_value(done, atomic_load(&done->value) - 1);
     free(c->deps);
     free(c);
@@ -1737,7 +1776,8 @@ static void *dma_thread(void *unused)
 
             nanosleep(&ts, NULL);
         }
-        run_copy(&c->rec);
+        if (c->fail_value >= 0)
+            run_copy(&c->rec);
         pthread_mutex_lock(&g.mu);
         g.running = NULL;
         complete_copy(c);
@@ -2267,7 +2307,9 @@ static bool packet_ready(dqueue *q)
     return true;
 }
 
-/* Whether a barrier-AND packet's dependencies are all done. Lock held. */
+/* Whether a barrier-AND packet's dependencies are all done: exactly 0, as the packet
+ * processor waits for them (a negative one, a failed operation, holds it forever). Lock
+ * held. */
 static bool barrier_ready(const hsa_barrier_and_packet_t *pkt)
 {
     for (int d = 0; d < 5; d++) {
@@ -2279,7 +2321,7 @@ static bool barrier_ready(const hsa_barrier_and_packet_t *pkt)
         if (s == NULL)
             violation("barrier-AND: dependency 0x%llx is not a live signal",
                       (unsigned long long)pkt->dep_signal[d].handle);
-        else if (atomic_load(&s->value) > 0)
+        else if (atomic_load(&s->value) != 0)
             return false;
     }
     return true;
@@ -2902,6 +2944,8 @@ void hsa_double_reset(const hsa_double_config *cfg)
     g.ncounts = 0;
     g.total_calls = 0;
     memset(&g.rule, 0, sizeof(g.rule));
+    g.copy_fails = 0;
+    g.copy_fail_dst = NULL;
     g.last_injected[0] = '\0';
     g.violations[0] = '\0';
     g.violations_len = 0;

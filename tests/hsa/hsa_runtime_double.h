@@ -30,7 +30,11 @@
  * (tests assert none).
  *
  * Fault injection: any hsa_status_t entry point can be made to fail on its
- * n-th call (by name, or counting every fallible call).
+ * n-th call (by name, or counting every fallible call); asynchronous copies
+ * can be made to fail on the DMA engine (completion signal set negative).
+ * Dependencies (of copies and barrier-AND packets) are met only at exactly 0:
+ * a negative one, a failed operation, blocks its dependants forever, as in
+ * ROCr.
  */
 #ifndef GM_TESTS_HSA_RUNTIME_DOUBLE_H
 #define GM_TESTS_HSA_RUNTIME_DOUBLE_H
@@ -93,6 +97,16 @@ void hsa_double_reset(const hsa_double_config *cfg);
 /* The n-th call (1-based, counted from now) to `call` returns `status`;
  * sticky: that call and every later one. call NULL: count every fallible call. */
 void hsa_double_fail(const char *call, long nth, hsa_status_t status, int sticky);
+
+/*
+ * The next n asynchronous copies submitted (hsa_amd_memory_async_copy and
+ * _rect) whose destination holds byte `dst` (NULL: any copy) fail on the DMA
+ * engine: once their dependencies are met they move nothing and set their
+ * completion signal to `value` (negative; -1 if not) instead of decrementing
+ * it, as ROCr reports a copy that failed. Work depending on that signal never
+ * starts (dependencies are met at exactly 0). n 0 clears; so does a reset.
+ */
+void hsa_double_fail_copies(long n, const void *dst, hsa_signal_value_t value);
 
 /* Remove fault rules. */
 void hsa_double_fail_clear(void);
@@ -169,6 +183,7 @@ typedef struct hsa_double_copy {
     hsa_signal_t deps[8];
     hsa_signal_t completion;
     long sequence;
+    int failed; /* made to fail by hsa_double_fail_copies: nothing moved */
 } hsa_double_copy;
 
 long hsa_double_copy_count(void);
