@@ -60,6 +60,7 @@ typedef struct gm__hsa_sig {
     hsa_signal_t handle;
     int refs;
     _Atomic int64_t stamp_ns; /* host CLOCK_MONOTONIC time at completion (timing records) */
+    const char *failed_what;  /* the failed operation it completed, once reaped (else NULL) */
 } gm__hsa_sig;
 
 /* Host work run from an async handler when its dependency completes. */
@@ -212,7 +213,8 @@ struct gm_backend_ctx {
     gm__hsa_sig *zero;                    /* a signal that is always 0 (no dependency) */
     void *kernargs[GM_HSA_KERNARG_CACHE]; /* free GM_HSA_KERNARG_BYTES kernarg buffers */
     int nkernargs;
-    _Atomic int queue_failed;        /* a queue or a GPU memory fault failed the context */
+    _Atomic int queue_failed;        /* a queue, a GPU memory fault or work stuck behind a
+                                        failed operation failed the context */
     _Atomic int queue_error;         /* that error, a gm_status */
     _Atomic int queue_error_claimed; /* the first failure writes queue_error_text */
     char queue_error_text[GM_HSA_ERROR_TEXT];
@@ -240,8 +242,14 @@ void gm__hsa_sig_unref(gm_backend_ctx *bctx, gm__hsa_sig *sig);
 void gm__hsa_sig_cache_drain(gm_backend_ctx *bctx);
 /* Whether the signal is done (< 1); no lock needed. */
 bool gm__hsa_sig_done(const gm_backend_ctx *bctx, const gm__hsa_sig *sig);
-/* Wait (no lock held) until sig < 1; fails if a queue of the context failed. */
+/* Wait (no lock held) until sig < 1; fails if the context failed (a queue error, a GPU
+ * memory fault, work stuck behind a failed operation: GM_ERR_CONTEXT_LOST). */
 gm_status gm__hsa_sig_wait(gm_backend_ctx *bctx, gm__hsa_sig *sig, const char *what);
+/* The same with bctx->lock held (kept held while waiting). */
+gm_status gm__hsa_sig_wait_locked(gm_backend_ctx *bctx, gm__hsa_sig *sig, const char *what);
+/* Fail the context when a pending operation waits for a failed (negative) signal, which
+ * the runtime never starts. Lock held. */
+void gm__hsa_check_stuck(gm_backend_ctx *bctx);
 int64_t gm__hsa_now_ns(void);
 
 /* ---- streams and operations (hsa_stream.c); bctx->lock held ---- */

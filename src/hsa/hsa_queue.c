@@ -64,6 +64,8 @@ gm_status gm__hsa_queue_wait_room(gm_backend_ctx *bctx, hsa_queue_t *queue, size
     if (status != GM_OK)
         return status;
     while (slots_used(bctx, queue) + npackets > queue->size) {
+        if (rounds % 256 == 255) /* about every 10 ms: packets behind a failed op never leave */
+            gm__hsa_check_stuck(bctx);
         if (atomic_load(&bctx->queue_failed) != 0)
             return gm__error((gm_status)atomic_load(&bctx->queue_error),
                              "%s: the queue failed while waiting for free packet slots", what);

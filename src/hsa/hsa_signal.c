@@ -2,6 +2,7 @@
  * Reference-counted, recycled HSA signals and waiting on them without hanging
  * when a queue dies. See hsa_internal.h for the locking rules.
  */
+#include <stdio.h>
 #include <time.h>
 
 #include "hsa_internal.h"
@@ -33,6 +34,7 @@ gm_status gm__hsa_sig_new(gm_backend_ctx *bctx, hsa_signal_value_t initial, gm__
         goto fail_create;
 done:
     sig->refs = 1;
+    sig->failed_what = NULL;
     atomic_store(&sig->stamp_ns, 0);
     *sig_p = sig;
     return GM_OK;
@@ -82,19 +84,96 @@ static gm_status queue_failure(gm_backend_ctx *bctx, const char *what)
 {
     gm_status status = (gm_status)atomic_load(&bctx->queue_error);
 
-    return gm__error(status,
-                     "%s: an AQL queue of this context failed, its work will never "
-                     "complete: %s",
+    return gm__error(status, "%s: the context failed, its pending work will never complete: %s",
                      what, bctx->queue_error_text);
+}
+
+/* The pending operation of these streams whose completion signal is sig, or NULL. */
+static const gm__hsa_op *op_of(gm_backend_stream *streams, const gm__hsa_sig *sig)
+{
+    for (gm_backend_stream *s = streams; s != NULL; s = s->next) {
+        for (const gm__hsa_op *op = s->ops_head; op != NULL; op = op->next) {
+            if (op->done == sig)
+                return op;
+        }
+    }
+    return NULL;
+}
+
+/* A pending operation of these streams that waits for a failed (negative) signal. */
+static const gm__hsa_op *stuck_op(gm_backend_ctx *bctx, gm_backend_stream *streams,
+                                  gm__hsa_sig **dep_p, hsa_signal_value_t *value_p)
+{
+    for (gm_backend_stream *s = streams; s != NULL; s = s->next) {
+        for (const gm__hsa_op *op = s->ops_head; op != NULL; op = op->next) {
+            /* Host work on one signal: its async handler runs on a negative value too. */
+            if ((op->work != NULL && op->ndeps <= 1) || gm__hsa_sig_done(bctx, op->done))
+                continue;
+            for (size_t i = 0; i < op->ndeps; i++) {
+                hsa_signal_value_t value = bctx->api.hsa_signal_load_scacquire(op->deps[i]->handle);
+
+                if (value < 0) {
+                    *dep_p = op->deps[i];
+                    *value_p = value;
+                    return op;
+                }
+            }
+        }
+    }
+    return NULL;
+}
+
+/*
+ * ROCr starts a copy (its SDMA engine polls every dependency for 0) and a
+ * barrier-AND packet only once each dependency is exactly 0: work depending
+ * on an operation that failed asynchronously (its completion signal went
+ * negative: a copy the runtime reports failed) never starts, and neither
+ * does anything after it. No callback says so, so a wait that timed out
+ * looks for such work among the context's pending operations (their
+ * dependencies are referenced until they complete, so values are stable) and
+ * fails the context as a queue error does: every wait then ends with
+ * GM_ERR_CONTEXT_LOST instead of hanging. Lock held.
+ */
+void gm__hsa_check_stuck(gm_backend_ctx *bctx)
+{
+    const gm__hsa_op *stuck = NULL, *failed = NULL;
+    const char *failed_what = "an operation";
+    gm__hsa_sig *dep = NULL;
+    hsa_signal_value_t value = 0;
+    char text[GM_HSA_ERROR_TEXT];
+
+    if (atomic_load(&bctx->queue_failed) != 0)
+        return;
+    stuck = stuck_op(bctx, bctx->streams, &dep, &value);
+    if (stuck == NULL)
+        stuck = stuck_op(bctx, bctx->zombies, &dep, &value);
+    if (stuck == NULL)
+        return;
+    failed = op_of(bctx->streams, dep);
+    if (failed == NULL)
+        failed = op_of(bctx->zombies, dep);
+    if (failed != NULL)
+        failed_what = failed->what;
+    else if (dep->failed_what != NULL)
+        failed_what = dep->failed_what; /* reaped already */
+    snprintf(text, sizeof(text),
+             "%s failed on the device (completion signal %lld), and %s, which depends on it, "
+             "will never start (the runtime starts copies and barrier packets only once every "
+             "dependency is 0)",
+             failed_what, (long long)value, stuck->what);
+    gm__log(GM_LOG_ERROR, "HSA backend: %s", text);
+    gm__hsa_ctx_fail(bctx, GM_ERR_CONTEXT_LOST, text);
 }
 
 /*
  * Wait until sig < 1, in slices, so that a queue error (reported by the
- * runtime's callback) ends the wait instead of hanging. Lock not held; the
- * caller holds a reference to sig. A negative value is the runtime's way of
- * reporting a failed operation: GM_ERR_DRIVER.
+ * runtime's callback), a GPU memory fault or work stuck behind a failed
+ * operation (gm__hsa_check_stuck) ends the wait instead of hanging. The
+ * caller holds a reference to sig; locked: whether it holds bctx->lock. A
+ * negative value is the runtime's way of reporting a failed operation:
+ * GM_ERR_DRIVER.
  */
-gm_status gm__hsa_sig_wait(gm_backend_ctx *bctx, gm__hsa_sig *sig, const char *what)
+static gm_status sig_wait(gm_backend_ctx *bctx, gm__hsa_sig *sig, const char *what, bool locked)
 {
     uint64_t slice = bctx->timestamp_hz / (1000000000u / GM_HSA_WAIT_SLICE_NS);
     hsa_signal_value_t value = 1;
@@ -104,13 +183,26 @@ gm_status gm__hsa_sig_wait(gm_backend_ctx *bctx, gm__hsa_sig *sig, const char *w
                                                     HSA_WAIT_STATE_BLOCKED);
         if (value < 1)
             break;
+        if (!locked)
+            pthread_mutex_lock(&bctx->lock);
+        gm__hsa_check_stuck(bctx);
+        if (!locked)
+            pthread_mutex_unlock(&bctx->lock);
         if (atomic_load(&bctx->queue_failed) != 0)
             return queue_failure(bctx, what);
     }
     if (value < 0)
-        return gm__error(GM_ERR_DRIVER,
-                         "%s: the HSA runtime reported a failure (completion "
-                         "signal value %lld)",
-                         what, (long long)value);
+        return gm__error(GM_ERR_DRIVER, "%s failed on the device (completion signal %lld)", what,
+                         (long long)value);
     return GM_OK;
+}
+
+gm_status gm__hsa_sig_wait(gm_backend_ctx *bctx, gm__hsa_sig *sig, const char *what)
+{
+    return sig_wait(bctx, sig, what, false);
+}
+
+gm_status gm__hsa_sig_wait_locked(gm_backend_ctx *bctx, gm__hsa_sig *sig, const char *what)
+{
+    return sig_wait(bctx, sig, what, true);
 }

@@ -164,13 +164,17 @@ void gm__hsa_stream_reap(gm_backend_ctx *bctx, gm_backend_stream *stream)
         gm__hsa_op *op = stream->ops_head;
         hsa_signal_value_t value = bctx->api.hsa_signal_load_scacquire(op->done->handle);
 
+        if (value < 0)
+            op->done->failed_what = op->what; /* for work stuck behind it (hsa_signal.c) */
         if (value < 0 && !op->reported) {
-            gm_status status = gm__error(GM_ERR_DRIVER,
-                                         "%s failed on the device (completion "
-                                         "signal %lld)",
-                                         op->what, (long long)value);
+            gm__saved_error saved; /* the caller's last error stays (a wait's failure...) */
+            gm_status status = GM_OK;
 
+            gm__error_save(&saved);
+            status = gm__error(GM_ERR_DRIVER, "%s failed on the device (completion signal %lld)",
+                               op->what, (long long)value);
             gm__hsa_stream_set_error(stream, status, gm_last_error_message());
+            gm__error_restore(&saved);
         }
         stream->ops_head = op->next;
         if (stream->ops_head == NULL)
@@ -600,7 +604,7 @@ gm_status gm__hsa_host_work(gm_backend_ctx *bctx, gm_backend_stream *stream, gm_
         char detail[GM_HSA_ERROR_TEXT];
 
         snprintf(detail, sizeof(detail), "%s", gm_last_error_message());
-        if (gm__hsa_sig_wait(bctx, merged, "host work") != GM_OK)
+        if (gm__hsa_sig_wait_locked(bctx, merged, "host work") != GM_OK)
             gm__log(GM_LOG_WARN, "HSA backend: %s", gm_last_error_message());
         status = gm__error(status, "%s", detail);
     }

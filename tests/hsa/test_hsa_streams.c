@@ -6,6 +6,7 @@
  */
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -1217,6 +1218,340 @@ static void test_too_many_dependencies(void **state)
     free(a);
 }
 
+/* ----------------------------------------- work behind a failed copy */
+
+/*
+ * A copy that fails asynchronously (its completion signal goes negative)
+ * holds whatever depends on it forever, as in ROCr: copies and barrier-AND
+ * packets start only once their dependencies are exactly 0. Waits for such
+ * work must end with GM_ERR_CONTEXT_LOST naming the failed copy. Every wait
+ * below runs on a thread given 5 s: a hang fails the test (the failed copy's
+ * signal is then set to 0, so that the stuck work and the waiting thread end).
+ */
+typedef gm_status (*bounded_fn)(gm_backend_ctx *bctx, void *arg);
+
+typedef struct bounded_call {
+    gm_backend_ctx *bctx;
+    bounded_fn fn;
+    void *arg;
+    gm_status status;
+    char message[1024];
+    _Atomic int done;
+} bounded_call;
+
+static void *bounded_thread(void *p)
+{
+    bounded_call *c = p;
+
+    c->status = c->fn(c->bctx, c->arg);
+    snprintf(c->message, sizeof(c->message), "%s", gm_last_error_message());
+    atomic_store(&c->done, 1);
+    return NULL;
+}
+
+/* Let the work stuck behind the failed copies go (test clean-up, or a hang's end). */
+static void release_failed_copies(void)
+{
+    hsa_double_copy c;
+
+    for (long i = 0; i < hsa_double_copy_count(); i++) {
+        if (hsa_double_get_copy(i, &c) && c.failed)
+            hsa_signal_store_screlease(c.completion, 0);
+    }
+}
+
+/* fn(bctx, arg) on a thread; its status, its message in message. Fails after 5 s.
+ * unpause_after > 0: the DMA engine is paused until that many copies were issued. */
+static long unpause_after;
+
+static gm_status bounded(gm_backend_ctx *bctx, bounded_fn fn, void *arg, const char *what,
+                         char *message, size_t bytes)
+{
+    bounded_call c = {bctx, fn, arg, GM_ERR_INTERNAL, "", 0};
+    pthread_t th;
+    bool hung = true;
+
+    assert_int_equal(pthread_create(&th, NULL, bounded_thread, &c), 0);
+    /* a paused DMA engine (a call that queues its own copy first): go once it is queued */
+    while (unpause_after > 0 && hsa_double_calls("hsa_amd_memory_async_copy") < unpause_after &&
+           atomic_load(&c.done) == 0)
+        sleep_ms(1);
+    if (unpause_after > 0)
+        hsa_double_pause(0);
+    for (int i = 0; i < 5000 && hung; i++) {
+        hung = atomic_load(&c.done) == 0;
+        if (hung)
+            sleep_ms(1);
+    }
+    if (hung) {
+        release_failed_copies();
+        pthread_join(th, NULL);
+        fail_msg("%s hung behind a failed copy (still waiting after 5 s)", what);
+    }
+    pthread_join(th, NULL);
+    snprintf(message, bytes, "%s", c.message);
+    return c.status;
+}
+
+static gm_status call_stream_synchronize(gm_backend_ctx *bctx, void *s)
+{
+    return hsa_ops->stream_synchronize(bctx, s);
+}
+
+static gm_status call_event_synchronize(gm_backend_ctx *bctx, void *e)
+{
+    return hsa_ops->event_synchronize(bctx, e);
+}
+
+static gm_status call_device_synchronize(gm_backend_ctx *bctx, void *unused)
+{
+    (void)unused;
+    return hsa_ops->device_synchronize(bctx);
+}
+
+typedef struct sync_copy_args {
+    void *dst;
+    const void *src;
+} sync_copy_args;
+
+static gm_status call_sync_copy(gm_backend_ctx *bctx, void *p)
+{
+    const sync_copy_args *a = p;
+
+    return copy_async(bctx, NULL, GM_COPY_HOST, a->dst, GM_COPY_DEVICE, a->src, N * 4);
+}
+
+/* The message of a wait ended by work stuck behind the failed copy. */
+static void assert_stuck_message(const char *message, const char *call, const char *stuck)
+{
+    char expect[256];
+
+    if (strstr(message, call) == NULL ||
+        strstr(message, "hsa_amd_memory_async_copy failed on the device (completion signal "
+                        "-5)") == NULL ||
+        strstr(message, "will never start") == NULL) {
+        fail_msg("unexpected message: %s", message);
+    }
+    snprintf(expect, sizeof(expect), "and %s, which depends on it", stuck);
+    if (strstr(message, expect) == NULL)
+        fail_msg("message does not name \"%s\": %s", stuck, message);
+}
+
+/* A device array, a stream and a host pattern for these tests. */
+typedef struct failed_copy_fixture {
+    gm_backend_ctx *bctx;
+    gm_backend_stream *s;
+    gm_devptr d1, d2;
+    uint32_t *src, *back;
+} failed_copy_fixture;
+
+/* The copy src -> d1 on stream s (NULL: the legacy stream) fails on the DMA engine with -5;
+ * the DMA engine is left paused so that what follows is queued behind it. */
+static void failed_copy_start(failed_copy_fixture *f, bool legacy)
+{
+    f->bctx = hsa_test_open(NULL, 0);
+    f->src = pattern(11);
+    f->back = calloc(N, 4);
+    assert_ok(hsa_ops->mem_alloc(f->bctx, N * 4, &f->d1));
+    assert_ok(hsa_ops->mem_alloc(f->bctx, N * 4, &f->d2));
+    if (legacy)
+        assert_ok(hsa_ops->stream_builtin(f->bctx, GM_BUILTIN_STREAM_LEGACY, &f->s));
+    else
+        assert_ok(hsa_ops->stream_create(f->bctx, GM_STREAM_NON_BLOCKING, &f->s));
+    hsa_double_pause(1);
+    hsa_double_fail_copies(1, (void *)(uintptr_t)f->d1, -5);
+    assert_ok(copy_async(f->bctx, f->s, GM_COPY_DEVICE, (void *)(uintptr_t)f->d1, GM_COPY_HOST,
+                         f->src, N * 4));
+}
+
+/* Release the stuck work, let it finish, and close (nothing leaked, no violation). */
+static void failed_copy_end(failed_copy_fixture *f, bool legacy)
+{
+    hsa_double_copy c;
+    bool seen = false;
+
+    hsa_double_pause(0);
+    for (long i = 0; i < hsa_double_copy_count(); i++)
+        seen = seen || (hsa_double_get_copy(i, &c) && c.failed);
+    assert_true(seen); /* the injected failure happened */
+    release_failed_copies();
+    for (int i = 0; i < 5000 && hsa_ops->stream_query(f->bctx, f->s) != GM_OK; i++)
+        sleep_ms(1);
+    assert_ok(hsa_ops->stream_query(f->bctx, f->s));
+    if (!legacy)
+        assert_ok(hsa_ops->stream_destroy(f->bctx, f->s));
+    assert_ok(hsa_ops->mem_free(f->bctx, f->d1));
+    assert_ok(hsa_ops->mem_free(f->bctx, f->d2));
+    hsa_test_close(f->bctx);
+    free(f->src);
+    free(f->back);
+}
+
+/*
+ * A failed copy, then on its stream a copy of its destination, an event
+ * record (a barrier-AND packet) and a callback: stream_synchronize and
+ * event_synchronize end with GM_ERR_CONTEXT_LOST naming the failed copy and
+ * the copy stuck behind it; the callback has not run (its dependency never
+ * completes). Later waits fail the same way, at once.
+ */
+static void test_failed_copy_stream_synchronize(void **state)
+{
+    failed_copy_fixture f;
+    gm_backend_event *e = NULL;
+    _Atomic int calls = 0;
+    char message[1024];
+
+    (void)state;
+    failed_copy_start(&f, false);
+    assert_ok(copy_async(f.bctx, f.s, GM_COPY_DEVICE, (void *)(uintptr_t)f.d2, GM_COPY_DEVICE,
+                         (void *)(uintptr_t)f.d1, N * 4));
+    assert_ok(hsa_ops->event_create(f.bctx, 0, &e));
+    assert_ok(hsa_ops->event_record(f.bctx, e, f.s));
+    assert_ok(hsa_ops->stream_add_callback(f.bctx, f.s, count_callback, &calls));
+    hsa_double_pause(0);
+    assert_status(bounded(f.bctx, call_stream_synchronize, f.s, "stream_synchronize", message,
+                          sizeof(message)),
+                  GM_ERR_CONTEXT_LOST);
+    assert_stuck_message(message, "stream_synchronize", "hsa_amd_memory_async_copy");
+    assert_status(
+        bounded(f.bctx, call_event_synchronize, e, "event_synchronize", message, sizeof(message)),
+        GM_ERR_CONTEXT_LOST);
+    assert_stuck_message(message, "event_synchronize", "hsa_amd_memory_async_copy");
+    assert_status(bounded(f.bctx, call_stream_synchronize, f.s, "stream_synchronize again", message,
+                          sizeof(message)),
+                  GM_ERR_CONTEXT_LOST);
+    assert_int_equal(atomic_load(&calls), 0);
+    assert_ok(hsa_ops->event_destroy(f.bctx, e));
+    failed_copy_end(&f, false);
+}
+
+/* An event recorded right behind a failed copy: its barrier packet never runs. */
+static void test_failed_copy_event_synchronize(void **state)
+{
+    failed_copy_fixture f;
+    gm_backend_event *e = NULL;
+    char message[1024];
+
+    (void)state;
+    failed_copy_start(&f, false);
+    assert_ok(hsa_ops->event_create(f.bctx, 0, &e));
+    assert_ok(hsa_ops->event_record(f.bctx, e, f.s));
+    hsa_double_pause(0);
+    assert_status(
+        bounded(f.bctx, call_event_synchronize, e, "event_synchronize", message, sizeof(message)),
+        GM_ERR_CONTEXT_LOST);
+    assert_stuck_message(message, "event_synchronize", "event record");
+    assert_ok(hsa_ops->event_destroy(f.bctx, e));
+    failed_copy_end(&f, false);
+}
+
+/* device_synchronize with a copy stuck behind a failed one on another stream. */
+static void test_failed_copy_device_synchronize(void **state)
+{
+    failed_copy_fixture f;
+    char message[1024];
+
+    (void)state;
+    failed_copy_start(&f, false);
+    assert_ok(copy_async(f.bctx, f.s, GM_COPY_HOST, f.back, GM_COPY_DEVICE, (void *)(uintptr_t)f.d1,
+                         N * 4));
+    hsa_double_pause(0);
+    assert_status(bounded(f.bctx, call_device_synchronize, NULL, "device_synchronize", message,
+                          sizeof(message)),
+                  GM_ERR_CONTEXT_LOST);
+    assert_stuck_message(message, "device_synchronize", "hsa_amd_memory_async_copy");
+    failed_copy_end(&f, false);
+}
+
+/*
+ * A synchronous copy (the legacy stream) queued behind a failed copy on the
+ * legacy stream: it ends with GM_ERR_CONTEXT_LOST, not in a hang.
+ */
+static void test_failed_copy_then_sync_copy(void **state)
+{
+    failed_copy_fixture f;
+    sync_copy_args a;
+    char message[1024];
+
+    (void)state;
+    failed_copy_start(&f, true);
+    a.dst = f.back;
+    a.src = (void *)(uintptr_t)f.d1;
+    unpause_after = 2; /* the failed copy and the synchronous one */
+    assert_status(bounded(f.bctx, call_sync_copy, &a, "synchronous copy", message, sizeof(message)),
+                  GM_ERR_CONTEXT_LOST);
+    unpause_after = 0;
+    assert_stuck_message(message, "hsa_amd_memory_async_copy: the context failed",
+                         "hsa_amd_memory_async_copy");
+    failed_copy_end(&f, true);
+}
+
+/* A kernel launched behind a failed copy: its barrier-AND packet never runs. */
+static void test_failed_copy_then_kernel(void **state)
+{
+    size_t bytes = 0;
+    void *image = hsa_test_read_fixture("GM_TEST_HSACO_V5", &bytes);
+    failed_copy_fixture f;
+    gm_backend_module *module = NULL;
+    gm_backend_kernel *k = NULL;
+    float alpha = 1.0f;
+    int32_t n = 16;
+    void *args[4] = {&alpha, NULL, NULL, &n};
+    size_t sizes[4] = {4, 8, 8, 4};
+    gm_launch_config cfg = {{1, 1, 1}, {64, 1, 1}, 0};
+    char message[1024];
+
+    (void)state;
+    if (image == NULL)
+        skip();
+    failed_copy_start(&f, false);
+    hsa_double_register_kernel("axpy", hsa_test_axpy_host, NULL);
+    args[1] = &f.d1;
+    args[2] = &f.d2;
+    assert_ok(hsa_ops->module_load(f.bctx, GM_IMAGE_AMDGPU, image, bytes, &module));
+    assert_ok(hsa_ops->module_get_kernel(f.bctx, module, "axpy", &k));
+    assert_ok(hsa_ops->launch(f.bctx, k, &cfg, args, sizes, 4, f.s));
+    hsa_double_pause(0);
+    assert_status(bounded(f.bctx, call_stream_synchronize, f.s, "stream_synchronize", message,
+                          sizeof(message)),
+                  GM_ERR_CONTEXT_LOST);
+    assert_stuck_message(message, "stream_synchronize", "kernel dispatch");
+    release_failed_copies();
+    for (int i = 0; i < 5000 && hsa_ops->stream_query(f.bctx, f.s) != GM_OK; i++)
+        sleep_ms(1);
+    assert_ok(hsa_ops->module_unload(f.bctx, module));
+    failed_copy_end(&f, false);
+    free(image);
+}
+
+/* A synchronous copy that fails itself: GM_ERR_DRIVER and the copy named, the context
+ * still usable (nothing waits for it). */
+static void test_failed_sync_copy(void **state)
+{
+    gm_backend_ctx *bctx = hsa_test_open(NULL, 0);
+    uint32_t *src = pattern(12), *back = calloc(N, 4);
+    gm_devptr d = 0;
+
+    (void)state;
+    assert_ok(hsa_ops->mem_alloc(bctx, N * 4, &d));
+    hsa_double_fail_copies(1, (void *)(uintptr_t)d, -5);
+    assert_status(
+        copy_async(bctx, NULL, GM_COPY_DEVICE, (void *)(uintptr_t)d, GM_COPY_HOST, src, N * 4),
+        GM_ERR_DRIVER);
+    assert_message_contains("hsa_amd_memory_async_copy failed on the device (completion "
+                            "signal -5)");
+    assert_ok(
+        copy_async(bctx, NULL, GM_COPY_DEVICE, (void *)(uintptr_t)d, GM_COPY_HOST, src, N * 4));
+    assert_ok(
+        copy_async(bctx, NULL, GM_COPY_HOST, back, GM_COPY_DEVICE, (void *)(uintptr_t)d, N * 4));
+    assert_memory_equal(back, src, N * 4);
+    assert_ok(hsa_ops->device_synchronize(bctx));
+    assert_ok(hsa_ops->mem_free(bctx, d));
+    hsa_test_close(bctx);
+    free(src);
+    free(back);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1240,6 +1575,12 @@ int main(void)
         cmocka_unit_test(test_device_synchronize_without_memory),
         cmocka_unit_test(test_device_synchronize_without_memory_failed_context),
         cmocka_unit_test(test_destroy_after_failure_keeps_pending_work),
+        cmocka_unit_test(test_failed_copy_stream_synchronize),
+        cmocka_unit_test(test_failed_copy_event_synchronize),
+        cmocka_unit_test(test_failed_copy_device_synchronize),
+        cmocka_unit_test(test_failed_copy_then_sync_copy),
+        cmocka_unit_test(test_failed_copy_then_kernel),
+        cmocka_unit_test(test_failed_sync_copy),
     };
 
     return cmocka_run_group_tests(tests, gm_test_use_cmocka_allocator, gm_test_restore_allocator);
