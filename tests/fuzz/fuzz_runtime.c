@@ -47,6 +47,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#define FUZZ_TARGET "fuzz_runtime"
+#include "fuzz_model.h"
 #include "fuzz_reader.h"
 #include "gpumem/runtime.h"
 
@@ -123,68 +125,13 @@ typedef struct model {
 static unsigned char scratch[NSCRATCH][SCRATCH];
 static unsigned char readback[SCRATCH * 2];
 static model M;
-static bool trace;
-static int logged;
-static char last_log[512];
-static const char *current_op = "setup";
-
-static void fail(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2)));
-
-static void fail(const char *fmt, ...)
-{
-    va_list ap;
-
-    fprintf(stderr, "fuzz_runtime: after %s: ", current_op);
-    va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-    fprintf(stderr, "\n");
-    abort();
-}
-
-static void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-
-static void say(const char *fmt, ...)
-{
-    va_list ap;
-
-    if (!trace)
-        return;
-    va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-    fprintf(stderr, "\n");
-}
-
-/* Every warning or error the library logs is a failure of the input. */
-static void log_hook(gm_log_level level, const char *message, void *user)
-{
-    (void)user;
-    if (level <= GM_LOG_WARN) {
-        logged++;
-        snprintf(last_log, sizeof last_log, "%s", message);
-        fail("the library logged: %s", message);
-    }
-}
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
     (void)argc;
     (void)argv;
-    setenv("GM_BACKEND", "host", 1);
-    setenv("GM_HOST_DEVICE_MEMORY", "64M", 1);
-    setenv("GM_HOST_MLOCK", "0", 1);
-    trace = getenv("FUZZ_RUNTIME_TRACE") != NULL;
-    gm_set_log_hook(log_hook, NULL);
-    gm_set_log_level(GM_LOG_WARN);
+    fuzz_setup("GM_HOST_DEVICE_MEMORY", "FUZZ_RUNTIME_TRACE");
     return 0;
-}
-
-static void expect_status(gm_status got, gm_status want, const char *call)
-{
-    if (got != want)
-        fail("%s returned %s, expected %s (%s)", call, gm_status_name(got), gm_status_name(want),
-             gm_last_error_message());
 }
 
 /* A failing call: the documented status (or any error for GM_OK) and a message. */
@@ -201,65 +148,35 @@ static void expect_error(gm_status got, gm_status want, const char *call)
 
 /* ------------------------------------------------------------- elements */
 
-/* Element count of a view. */
-static int64_t elements(const gm_ndview *v)
+/* The model's image of buffer b (fuzz_model.h). */
+static fuzz_image image_of(const mbuf *b)
 {
-    int64_t n = 1;
-
-    for (int i = 0; i < v->ndim; i++)
-        n *= v->shape[i];
-    return n;
-}
-
-/* Absolute address of element e (C order over the shape). */
-static uintptr_t element_at(const gm_ndview *v, int64_t e)
-{
-    intptr_t off = (intptr_t)v->offset;
-
-    for (int i = v->ndim - 1; i >= 0; i--) {
-        off += (intptr_t)((e % v->shape[i]) * v->strides[i]);
-        e /= v->shape[i];
-    }
-    return (uintptr_t)v->data + (uintptr_t)off;
+    return (fuzz_image){b->base, b->bytes, b->img, b->known};
 }
 
 /* Byte offset of element e of a view into buffer b, checked against the buffer. */
 static int64_t buf_offset(const mbuf *b, const gm_ndview *v, int64_t e)
 {
-    int64_t k = (int64_t)gm_dtype_itemsize(v->dtype);
-    int64_t rel = (int64_t)(element_at(v, e) - b->base);
+    fuzz_image im = image_of(b);
 
-    if (rel < 0 || rel + k > b->bytes)
-        fail("element %lld of a view lies at byte %lld of a %lld-byte buffer", (long long)e,
-             (long long)rel, (long long)b->bytes);
-    return rel;
+    return fuzz_offset_checked(&im, v, e);
 }
 
 /* The elements of a view of buffer b, packed in C order, with their defined bytes. */
 static void gather(const mbuf *b, const gm_ndview *v, unsigned char *out, unsigned char *known)
 {
-    int64_t k = (int64_t)gm_dtype_itemsize(v->dtype), n = elements(v);
+    fuzz_image im = image_of(b);
 
-    for (int64_t e = 0; e < n; e++) {
-        int64_t rel = buf_offset(b, v, e);
-
-        memcpy(out + e * k, b->img + rel, (size_t)k);
-        memcpy(known + e * k, b->known + rel, (size_t)k);
-    }
+    fuzz_gather(&im, v, out, known);
 }
 
 /* Write packed elements into a view of buffer b. */
 static void scatter(mbuf *b, const gm_ndview *v, const unsigned char *in,
                     const unsigned char *known)
 {
-    int64_t k = (int64_t)gm_dtype_itemsize(v->dtype), n = elements(v);
+    fuzz_image im = image_of(b);
 
-    for (int64_t e = 0; e < n; e++) {
-        int64_t rel = buf_offset(b, v, e);
-
-        memcpy(b->img + rel, in + e * k, (size_t)k);
-        memcpy(b->known + rel, known + e * k, (size_t)k);
-    }
+    (void)fuzz_scatter(&im, v, in, known);
 }
 
 /* ---------------------------------------------------------------- queue */
@@ -449,7 +366,7 @@ static gm_ndview host_view(reader *r, int s, int ndim, const int64_t *shape, gm_
 /* Fill a host view's elements with bytes derived from the input, packed too into `packed`. */
 static void fill_host(reader *r, const gm_ndview *v, unsigned char *packed)
 {
-    int64_t k = (int64_t)gm_dtype_itemsize(v->dtype), n = elements(v);
+    int64_t k = (int64_t)gm_dtype_itemsize(v->dtype), n = fuzz_elements(v);
     uint8_t seed = take_u8(r), mul = take_u8(r) | 1;
 
     for (int64_t e = 0; e < n; e++)
@@ -457,7 +374,7 @@ static void fill_host(reader *r, const gm_ndview *v, unsigned char *packed)
             unsigned char byte = (unsigned char)(seed + (e * k + b) * mul);
 
             packed[e * k + b] = byte;
-            ((unsigned char *)element_at(v, e))[b] = byte;
+            ((unsigned char *)fuzz_element_at(v, e))[b] = byte;
         }
 }
 
@@ -479,14 +396,14 @@ static int take_scratch(model *m, reader *r)
 static void expect_host(host_check *c, int s, const gm_ndview *v, const unsigned char *packed,
                         const unsigned char *known)
 {
-    int64_t k = (int64_t)gm_dtype_itemsize(v->dtype), n = elements(v);
+    int64_t k = (int64_t)gm_dtype_itemsize(v->dtype), n = fuzz_elements(v);
 
     c->scratch = s;
     c->view = *v;
     memcpy(c->expect, scratch[s], SCRATCH);
     memset(c->care, 1, SCRATCH);
     for (int64_t e = 0; e < n; e++) {
-        int64_t at = (int64_t)(element_at(v, e) - (uintptr_t)scratch[s]);
+        int64_t at = (int64_t)(fuzz_element_at(v, e) - (uintptr_t)scratch[s]);
 
         memcpy(c->expect + at, packed + e * k, (size_t)k);
         memcpy(c->care + at, known + e * k, (size_t)k);
@@ -571,7 +488,7 @@ static int new_buffer(model *m, gm_array *a, int slot)
     b->kind = (gm_memory_kind)v->memory;
     b->bytes = hi - lo;
     b->base = (uintptr_t)v->data + (uintptr_t)lo;
-    if (elements(v) == 0)
+    if (fuzz_elements(v) == 0)
         b->bytes = 0;
     b->arrays = 1;
     b->img = calloc((size_t)b->bytes + 1, 1);
@@ -589,7 +506,7 @@ static void new_view(model *m, gm_array *a, int buf, int slot)
 {
     const gm_ndview *v = gm_array_view(a);
 
-    for (int64_t e = 0; e < elements(v); e++)
+    for (int64_t e = 0; e < fuzz_elements(v); e++)
         (void)buf_offset(&m->bufs[buf], v, e);
     m->bufs[buf].arrays++;
     m->h[slot].a = a;
@@ -640,8 +557,8 @@ static void check_layout(const gm_array *a, int ndim, const int64_t *shape, gm_d
         fail("new array: ndim %d dtype %u/%u memory %d, expected %d %u/%u %d", v->ndim,
              v->dtype.code, v->dtype.bits, v->memory, ndim, dtype.code, dtype.bits, (int)memory);
     for (int i = 0; i < ndim; i++)
-        if (v->shape[i] != shape[i] ||
-            (strides != NULL && elements(v) > 0 && shape[i] > 1 && v->strides[i] != strides[i]))
+        if (v->shape[i] != shape[i] || (strides != NULL && fuzz_elements(v) > 0 && shape[i] > 1 &&
+                                        v->strides[i] != strides[i]))
             fail("new array: axis %d has extent %lld stride %lld, expected %lld / %lld", i,
                  (long long)v->shape[i], (long long)v->strides[i], (long long)shape[i],
                  strides != NULL ? (long long)strides[i] : 0LL);
@@ -931,7 +848,7 @@ static bool overlaps(const gm_ndview *a, const gm_ndview *b)
     int64_t alo = 0, ahi = 0, blo = 0, bhi = 0;
     uintptr_t a0 = (uintptr_t)a->data, b0 = (uintptr_t)b->data;
 
-    if (elements(a) == 0 || elements(b) == 0)
+    if (fuzz_elements(a) == 0 || fuzz_elements(b) == 0)
         return false;
     gm_ndview_extent(a, &alo, &ahi);
     gm_ndview_extent(b, &blo, &bhi);
@@ -992,7 +909,7 @@ static void op_fill(model *m, reader *r)
         return;
     v = gm_array_view(h->a);
     k = (int64_t)gm_dtype_itemsize(v->dtype);
-    n = elements(v);
+    n = fuzz_elements(v);
     for (int i = 0; i < 16; i++)
         value[i] = take_u8(r);
     if (how & 2) {
@@ -1281,10 +1198,11 @@ static void op_bad(model *m, reader *r)
             got = gm_copy(m->ctx, &v, NULL, NULL);
             break;
         case 9:
-            call = elements(&v) > 0 ? "gm_copy (a view onto itself)" : "gm_array_memset (byte 256)";
+            call = fuzz_elements(&v) > 0 ? "gm_copy (a view onto itself)"
+                                         : "gm_array_memset (byte 256)";
             want = GM_ERR_INVALID_ARG;
-            got =
-                elements(&v) > 0 ? gm_copy(m->ctx, &v, &v, NULL) : gm_array_memset(h->a, 256, NULL);
+            got = fuzz_elements(&v) > 0 ? gm_copy(m->ctx, &v, &v, NULL)
+                                        : gm_array_memset(h->a, 256, NULL);
             break;
         case 10:
             call = v.ndim > 0 ? "gm_array_getitem (index out of range)" : "gm_array_fill (NULL)";
@@ -1300,7 +1218,7 @@ static void op_bad(model *m, reader *r)
         default: { /* a view past the end of the buffer */
             const mbuf *b = &m->bufs[h->buf];
 
-            if (elements(&v) == 0)
+            if (fuzz_elements(&v) == 0)
                 return;
             call = "gm_array_derive (outside the buffer)";
             want = GM_ERR_OUT_OF_RANGE;

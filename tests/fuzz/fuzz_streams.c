@@ -73,6 +73,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#define FUZZ_TARGET "fuzz_streams"
+#include "fuzz_model.h"
 #include "fuzz_reader.h"
 #include "gpumem/dlpack.h"
 #include "gpumem/runtime.h"
@@ -236,63 +238,13 @@ static unsigned char scratch_known[NSCRATCH][SCRATCH];
 static int64_t scratch_hw[NSCRATCH]; /* bytes of scratch_known that may be set */
 static unsigned char readback[SCRATCH];
 static model M;
-static bool trace;
-static const char *current_op = "setup";
-
-static void fail(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2)));
-
-static void fail(const char *fmt, ...)
-{
-    va_list ap;
-
-    fprintf(stderr, "fuzz_streams: after %s: ", current_op);
-    va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-    fprintf(stderr, "\n");
-    abort();
-}
-
-static void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-
-static void say(const char *fmt, ...)
-{
-    va_list ap;
-
-    if (!trace)
-        return;
-    va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-    fprintf(stderr, "\n");
-}
-
-/* Every warning or error the library logs is a failure of the input. */
-static void log_hook(gm_log_level level, const char *message, void *user)
-{
-    (void)user;
-    if (level <= GM_LOG_WARN)
-        fail("the library logged: %s", message);
-}
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
     (void)argc;
     (void)argv;
-    setenv("GM_BACKEND", "host", 1);
-    setenv("GM_HOST_PINNED_MEMORY", "64M", 1);
-    setenv("GM_HOST_MLOCK", "0", 1);
-    trace = getenv("FUZZ_STREAMS_TRACE") != NULL;
-    gm_set_log_hook(log_hook, NULL);
-    gm_set_log_level(GM_LOG_WARN);
+    fuzz_setup("GM_HOST_PINNED_MEMORY", "FUZZ_STREAMS_TRACE");
     return 0;
-}
-
-static void expect_status(gm_status got, gm_status want, const char *call)
-{
-    if (got != want)
-        fail("%s returned %s, expected %s (%s)", call, gm_status_name(got), gm_status_name(want),
-             gm_last_error_message());
 }
 
 /* A failing call: the documented status and a message. */
@@ -527,62 +479,37 @@ static void accessed(model *m, int b, int id, int32_t seq, bool write)
 
 /* ------------------------------------------------------------- elements */
 
-static int64_t elements(const gm_ndview *v)
+/* The model's image of buffer b (fuzz_model.h). */
+static fuzz_image image_of(const mbuf *b)
 {
-    int64_t n = 1;
-
-    for (int i = 0; i < v->ndim; i++)
-        n *= v->shape[i];
-    return n;
+    return (fuzz_image){b->base, b->bytes, b->img, b->known};
 }
 
-static uintptr_t element_at(const gm_ndview *v, int64_t e)
-{
-    intptr_t off = (intptr_t)v->offset;
-
-    for (int i = v->ndim - 1; i >= 0; i--) {
-        off += (intptr_t)((e % v->shape[i]) * v->strides[i]);
-        e /= v->shape[i];
-    }
-    return (uintptr_t)v->data + (uintptr_t)off;
-}
-
+/* Byte offset of element e of a view into buffer b, checked against the buffer. */
 static int64_t buf_offset(const mbuf *b, const gm_ndview *v, int64_t e)
 {
-    int64_t k = (int64_t)gm_dtype_itemsize(v->dtype);
-    int64_t rel = (int64_t)(element_at(v, e) - b->base);
+    fuzz_image im = image_of(b);
 
-    if (rel < 0 || rel + k > b->bytes)
-        fail("element %lld of a view lies at byte %lld of a %lld-byte buffer", (long long)e,
-             (long long)rel, (long long)b->bytes);
-    return rel;
+    return fuzz_offset_checked(&im, v, e);
 }
 
+/* The elements of a view of buffer b, packed in C order, with their defined bytes. */
 static void gather(const mbuf *b, const gm_ndview *v, unsigned char *out, unsigned char *known)
 {
-    int64_t k = (int64_t)gm_dtype_itemsize(v->dtype), n = elements(v);
+    fuzz_image im = image_of(b);
 
-    for (int64_t e = 0; e < n; e++) {
-        int64_t rel = buf_offset(b, v, e);
-
-        memcpy(out + e * k, b->img + rel, (size_t)k);
-        memcpy(known + e * k, b->known + rel, (size_t)k);
-    }
+    fuzz_gather(&im, v, out, known);
 }
 
+/* Write packed elements into a view of buffer b. */
 static void scatter(mbuf *b, const gm_ndview *v, const unsigned char *in,
                     const unsigned char *known)
 {
-    int64_t k = (int64_t)gm_dtype_itemsize(v->dtype), n = elements(v);
+    fuzz_image im = image_of(b);
+    int64_t end = fuzz_scatter(&im, v, in, known);
 
-    for (int64_t e = 0; e < n; e++) {
-        int64_t rel = buf_offset(b, v, e);
-
-        memcpy(b->img + rel, in + e * k, (size_t)k);
-        memcpy(b->known + rel, known + e * k, (size_t)k);
-        if (b->kind == B_SCRATCH && rel + k > scratch_hw[b - M.bufs])
-            scratch_hw[b - M.bufs] = rel + k;
-    }
+    if (b->kind == B_SCRATCH && end > scratch_hw[b - M.bufs])
+        scratch_hw[b - M.bufs] = end;
 }
 
 /* A sub-view of n elements of 1-D view v from element `start`, step 1, 2 or -1. */
@@ -858,7 +785,7 @@ static gm_ndview host_view(reader *r, int s, int64_t n, gm_dtype dtype)
 static void fill_host(model *m, int s, const gm_ndview *v)
 {
     mbuf *b = &m->bufs[s];
-    int64_t k = (int64_t)gm_dtype_itemsize(v->dtype), n = elements(v);
+    int64_t k = (int64_t)gm_dtype_itemsize(v->dtype), n = fuzz_elements(v);
     uint8_t seed = take_u8(m->r), mul = take_u8(m->r) | 1;
 
     prepare(m, -1, s, true);
