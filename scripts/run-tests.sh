@@ -13,7 +13,8 @@
 #      simulator), and with the HSA headers the HSA and conformance suites too; then the
 #      kernel suites again in a -O0 TSan build (the simulator's fiber switches)
 #   7. clang-format check of every C source
-#   8. libFuzzer smoke runs on the descriptor code, the copy engine and the runtime API (clang)
+#   8. libFuzzer smoke runs on the descriptor code, the copy engine, the runtime API and
+#      streams/events/callbacks (clang)
 # Build directories are build-ci-*; each run starts them fresh.
 set -eu
 cd "$(dirname "$0")/.."
@@ -127,11 +128,12 @@ clang-format --dry-run --Werror $files
 echo "clang-format: $(echo "$files" | wc -w) files clean"
 
 if [ -x tests/fuzz/run_fuzz.sh ] && command -v clang >/dev/null; then
-    step "8. libFuzzer smoke (30 s descriptors, 20 s copy engine, 30 s runtime API)"
+    step "8. libFuzzer smoke (30 s descriptors, 20 s copy engine, 30 s runtime API, 30 s streams)"
     # A fixed seed keeps CI reproducible; run longer, unseeded sessions by hand.
     GM_FUZZ_BUILD=build-ci-fuzz tests/fuzz/run_fuzz.sh 30 -seed=1
     GM_FUZZ_BUILD=build-ci-fuzz GM_FUZZ_TARGET=fuzz_copy tests/fuzz/run_fuzz.sh 20 -seed=1
     GM_FUZZ_BUILD=build-ci-fuzz GM_FUZZ_TARGET=fuzz_runtime tests/fuzz/run_fuzz.sh 30 -seed=1
+    GM_FUZZ_BUILD=build-ci-fuzz GM_FUZZ_TARGET=fuzz_streams tests/fuzz/run_fuzz.sh 30 -seed=1
 fi
 
 step "summary"
