@@ -321,6 +321,7 @@ static gm_status host_copy(gm_backend_ctx *bctx, gm_backend_stream *stream, cons
         return gm__error(GM_ERR_NO_MEMORY, "copy: no memory");
     work->kind = GM_HSA_WORK_MEMCPY;
     work->copy = *d;
+    work->sync = sync;
     status = gm__hsa_op_begin(bctx, stream, 1, true, "host copy", &op);
     if (status != GM_OK) {
         gm__free(work);

@@ -285,6 +285,7 @@ struct gm__hsa_work {
     gm_backend_callback_fn callback; /* CALLBACK */
     void *user;
     gm_copy_desc copy; /* MEMCPY */
+    bool sync;         /* for a synchronous call, which reports a skip (gm__hsa_op_finish_sync) */
 };
 
 /* ---- AQL packets (hsa_queue.c); bctx->lock held ---- */

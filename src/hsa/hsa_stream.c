@@ -345,11 +345,17 @@ void gm__hsa_op_abort(gm_backend_ctx *bctx, gm__hsa_op *op)
     release_op(bctx, op);
 }
 
-/* Commit op and wait for it with the lock released; lock held on entry and exit. */
+/*
+ * Commit op and wait for it with the lock released; lock held on entry and
+ * exit. Host work on one dependency runs (skipping its step) even when that
+ * dependency failed on the device; the caller then gets the failure.
+ */
 gm_status gm__hsa_op_finish_sync(gm_backend_ctx *bctx, gm_backend_stream *stream, gm__hsa_op *op)
 {
     gm__hsa_sig *done = gm__hsa_sig_ref(op->done);
+    gm__hsa_sig *dep = op->work != NULL && op->ndeps == 1 ? gm__hsa_sig_ref(op->deps[0]) : NULL;
     const char *what = op->what;
+    hsa_signal_value_t value = 0;
     gm_status status = GM_OK;
 
     op->reported = true; /* this caller reports the op's failure, not the stream error */
@@ -357,6 +363,14 @@ gm_status gm__hsa_op_finish_sync(gm_backend_ctx *bctx, gm_backend_stream *stream
     pthread_mutex_unlock(&bctx->lock); /* from here another thread may reap and free op */
     status = gm__hsa_sig_wait(bctx, done, what);
     pthread_mutex_lock(&bctx->lock);
+    if (dep != NULL && status == GM_OK)
+        value = bctx->api.hsa_signal_load_scacquire(dep->handle);
+    if (value < 0)
+        status = gm__error(GM_ERR_DRIVER,
+                           "%s skipped: an operation it waits for failed on the device "
+                           "(completion signal %lld)",
+                           what, (long long)value);
+    gm__hsa_sig_unref(bctx, dep);
     gm__hsa_sig_unref(bctx, done);
     gm__hsa_stream_reap(bctx, stream);
     return status;
@@ -535,10 +549,11 @@ static bool work_handler(hsa_signal_value_t value, void *arg)
                              "(signal %lld)",
                              (long long)value);
     status = run_work(w, upstream);
-    if (status != GM_OK && gm_last_error() != GM_OK)
-        gm__hsa_stream_set_error(w->stream, status, gm_last_error_message());
-    else if (status != GM_OK)
-        gm__hsa_stream_set_error(w->stream, status, gm_status_name(status));
+    /* A synchronous call reports its own failure (gm__hsa_op_finish_sync). */
+    if (status != GM_OK && !w->sync)
+        gm__hsa_stream_set_error(w->stream, status,
+                                 gm_last_error() != GM_OK ? gm_last_error_message()
+                                                          : gm_status_name(status));
     /* Last touch of w: once done is 0 a reaper may free it. */
     api->hsa_signal_store_screlease(done, 0);
     return false;
@@ -840,6 +855,7 @@ static gm_status sync_barrier(gm_backend_ctx *bctx)
     if (work == NULL)
         return gm__error(GM_ERR_NO_MEMORY, "stream_enqueue_host: no memory");
     work->kind = GM_HSA_WORK_NOP;
+    work->sync = true;
     pthread_mutex_lock(&bctx->lock);
     status = gm__hsa_op_begin(bctx, bctx->legacy, 1, true, "synchronous host work", &op);
     if (status != GM_OK) {

@@ -1552,6 +1552,69 @@ static void test_failed_sync_copy(void **state)
     free(back);
 }
 
+static gm_status count_run(void *user)
+{
+    (*(int *)user)++;
+    return GM_OK;
+}
+
+/*
+ * Synchronous host steps behind a copy that failed on the device (its one
+ * dependency went negative, so the async handler still runs): the synchronous
+ * caller gets the failure and nothing of the step runs, instead of GM_OK with
+ * nothing done (the failure went to the legacy stream's error slot); the
+ * failed copy's own stream reports it once.
+ */
+static void test_sync_host_work_after_failed_copy(void **state)
+{
+    gm_backend_ctx *bctx = hsa_test_open(NULL, 0);
+    uint32_t *src = pattern(13), *dst = calloc(N, 4), *zero = calloc(N, 4);
+    gm_backend_stream *s = NULL;
+    gm_devptr d = 0;
+    int runs = 0;
+
+    (void)state;
+    assert_ok(hsa_ops->mem_alloc(bctx, N * 4, &d));
+    assert_ok(hsa_ops->stream_create(bctx, GM_STREAM_DEFAULT, &s)); /* blocking */
+    for (int i = 0; i < 2; i++) {
+        /* The copy fails only once the synchronous step waits for it (a failure seen
+         * before is no dependency: the step follows it, as later stream work does). */
+        call_gate gate = {"hsa_amd_signal_async_handler", 0};
+        pthread_t th;
+
+        hsa_double_pause(1);
+        hsa_double_fail_copies(1, (void *)(uintptr_t)d, -3);
+        assert_ok(
+            copy_async(bctx, s, GM_COPY_DEVICE, (void *)(uintptr_t)d, GM_COPY_HOST, src, N * 4));
+        gate.count = hsa_double_calls(gate.call) + 1;
+        pthread_create(&th, NULL, unpause_after_call, &gate);
+        if (i == 0) {
+            assert_status(hsa_ops->stream_enqueue_host(bctx, NULL, count_run, &runs, NULL),
+                          GM_ERR_DRIVER);
+            assert_int_equal(runs, 0);
+        } else {
+            assert_status(copy_async(bctx, NULL, GM_COPY_HOST, dst, GM_COPY_HOST, src, N * 4),
+                          GM_ERR_DRIVER);
+            assert_memory_equal(dst, zero, N * 4);
+        }
+        pthread_join(th, NULL);
+        assert_message_contains("an operation it waits for failed on the device (completion "
+                                "signal -3)");
+        assert_status(hsa_ops->stream_synchronize(bctx, s), GM_ERR_DRIVER); /* the copy's own */
+        assert_ok(hsa_ops->stream_synchronize(bctx, s));
+    }
+    assert_ok(hsa_ops->stream_enqueue_host(bctx, NULL, count_run, &runs, NULL)); /* usable */
+    assert_int_equal(runs, 1);
+    assert_ok(hsa_ops->device_synchronize(bctx));
+    hsa_test_assert_no_violations();
+    assert_ok(hsa_ops->stream_destroy(bctx, s));
+    assert_ok(hsa_ops->mem_free(bctx, d));
+    hsa_test_close(bctx);
+    free(src);
+    free(dst);
+    free(zero);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1581,6 +1644,7 @@ int main(void)
         cmocka_unit_test(test_failed_copy_then_sync_copy),
         cmocka_unit_test(test_failed_copy_then_kernel),
         cmocka_unit_test(test_failed_sync_copy),
+        cmocka_unit_test(test_sync_host_work_after_failed_copy),
     };
 
     return cmocka_run_group_tests(tests, gm_test_use_cmocka_allocator, gm_test_restore_allocator);
