@@ -779,6 +779,32 @@ static void two_streams_end(gm_backend_ctx *bctx, two_streams *t)
     }
 }
 
+/* A non-blocking stream waiting for events recorded on both of t's streams. */
+typedef struct waiting_stream {
+    two_streams t;
+    gm_backend_stream *s;
+    gm_backend_event *ev[2];
+} waiting_stream;
+
+static void waiting_stream_start(gm_backend_ctx *bctx, waiting_stream *w)
+{
+    assert_ok(hsa_ops->stream_create(bctx, GM_STREAM_NON_BLOCKING, &w->s));
+    two_streams_start(bctx, &w->t, GM_STREAM_NON_BLOCKING);
+    for (int i = 0; i < 2; i++) {
+        assert_ok(hsa_ops->event_create(bctx, 0, &w->ev[i]));
+        assert_ok(hsa_ops->event_record(bctx, w->ev[i], w->t.s[i]));
+        assert_ok(hsa_ops->stream_wait_event(bctx, w->s, w->ev[i]));
+    }
+}
+
+static void waiting_stream_end(gm_backend_ctx *bctx, waiting_stream *w)
+{
+    for (int i = 0; i < 2; i++)
+        assert_ok(hsa_ops->event_destroy(bctx, w->ev[i]));
+    assert_ok(hsa_ops->stream_destroy(bctx, w->s));
+    two_streams_end(bctx, &w->t);
+}
+
 /*
  * Host work on a stream that waits for events of two other streams: the
  * runtime's async handler takes one signal, so a barrier-AND packet on the
@@ -787,33 +813,23 @@ static void two_streams_end(gm_backend_ctx *bctx, two_streams *t)
 static void test_host_work_after_two_streams(void **state)
 {
     gm_backend_ctx *bctx = hsa_test_open(NULL, 0);
-    gm_backend_stream *s = NULL;
-    gm_backend_event *ev[2] = {NULL, NULL};
     hsa_signal_t records[2];
-    two_streams t;
+    waiting_stream w;
 
     (void)state;
-    assert_ok(hsa_ops->stream_create(bctx, GM_STREAM_NON_BLOCKING, &s));
-    two_streams_start(bctx, &t, GM_STREAM_NON_BLOCKING);
-    for (int i = 0; i < 2; i++) {
-        assert_ok(hsa_ops->event_create(bctx, 0, &ev[i]));
-        assert_ok(hsa_ops->event_record(bctx, ev[i], t.s[i]));
-        assert_ok(hsa_ops->stream_wait_event(bctx, s, ev[i]));
-    }
-    assert_ok(hsa_ops->stream_enqueue_host(bctx, s, check_two_results, &t.seen, clean_two_results));
-    assert_status(hsa_ops->stream_query(bctx, s), GM_ERR_NOT_READY);
+    waiting_stream_start(bctx, &w);
+    assert_ok(
+        hsa_ops->stream_enqueue_host(bctx, w.s, check_two_results, &w.t.seen, clean_two_results));
+    assert_status(hsa_ops->stream_query(bctx, w.s), GM_ERR_NOT_READY);
     hsa_double_pause(0);
-    assert_ok(hsa_ops->stream_synchronize(bctx, s));
-    assert_int_equal(t.seen.ran, 1);
-    assert_int_equal(t.seen.cleaned, 1);
-    assert_true(t.seen.data_ok);
+    assert_ok(hsa_ops->stream_synchronize(bctx, w.s));
+    assert_int_equal(w.t.seen.ran, 1);
+    assert_int_equal(w.t.seen.cleaned, 1);
+    assert_true(w.t.seen.data_ok);
     for (int i = 0; i < 2; i++)
-        records[i] = barrier_after(find_copy(t.back[i]).completion);
+        records[i] = barrier_after(find_copy(w.t.back[i]).completion);
     assert_true(barrier_names(records, 2));
-    for (int i = 0; i < 2; i++)
-        assert_ok(hsa_ops->event_destroy(bctx, ev[i]));
-    assert_ok(hsa_ops->stream_destroy(bctx, s));
-    two_streams_end(bctx, &t);
+    waiting_stream_end(bctx, &w);
     hsa_test_close(bctx);
 }
 
@@ -978,42 +994,32 @@ static void test_destroy_after_failure_keeps_pending_work(void **state)
 static void test_host_work_merge_refused(void **state)
 {
     gm_backend_ctx *bctx = hsa_test_open(NULL, 0);
-    gm_backend_stream *s = NULL;
-    gm_backend_event *ev[2] = {NULL, NULL};
     call_gate gate = {"hsa_amd_signal_async_handler", 0};
-    two_streams t;
+    waiting_stream w;
     pthread_t th;
 
     (void)state;
-    assert_ok(hsa_ops->stream_create(bctx, GM_STREAM_NON_BLOCKING, &s));
-    two_streams_start(bctx, &t, GM_STREAM_NON_BLOCKING);
-    for (int i = 0; i < 2; i++) {
-        assert_ok(hsa_ops->event_create(bctx, 0, &ev[i]));
-        assert_ok(hsa_ops->event_record(bctx, ev[i], t.s[i]));
-        assert_ok(hsa_ops->stream_wait_event(bctx, s, ev[i]));
-    }
+    waiting_stream_start(bctx, &w);
     gate.count = hsa_double_calls(gate.call) + 1;
     hsa_double_fail(gate.call, 1, HSA_STATUS_ERROR, 0);
     pthread_create(&th, NULL, unpause_after_call, &gate);
     assert_status(
-        hsa_ops->stream_enqueue_host(bctx, s, check_two_results, &t.seen, clean_two_results),
+        hsa_ops->stream_enqueue_host(bctx, w.s, check_two_results, &w.t.seen, clean_two_results),
         GM_ERR_DRIVER);
     assert_message_contains("hsa_amd_signal_async_handler");
     pthread_join(th, NULL);
     assert_int_equal(hsa_double_packet_count(), 3); /* two records and the merging barrier */
-    assert_ok(hsa_ops->stream_synchronize(bctx, s));
-    assert_int_equal(t.seen.ran, 0);
-    assert_int_equal(t.seen.cleaned, 0);
+    assert_ok(hsa_ops->stream_synchronize(bctx, w.s));
+    assert_int_equal(w.t.seen.ran, 0);
+    assert_int_equal(w.t.seen.cleaned, 0);
     hsa_test_assert_no_violations();
-    assert_ok(hsa_ops->stream_enqueue_host(bctx, s, check_two_results, &t.seen, clean_two_results));
-    assert_ok(hsa_ops->stream_synchronize(bctx, s));
-    assert_int_equal(t.seen.ran, 1);
-    assert_int_equal(t.seen.cleaned, 1);
-    assert_true(t.seen.data_ok);
-    for (int i = 0; i < 2; i++)
-        assert_ok(hsa_ops->event_destroy(bctx, ev[i]));
-    assert_ok(hsa_ops->stream_destroy(bctx, s));
-    two_streams_end(bctx, &t);
+    assert_ok(
+        hsa_ops->stream_enqueue_host(bctx, w.s, check_two_results, &w.t.seen, clean_two_results));
+    assert_ok(hsa_ops->stream_synchronize(bctx, w.s));
+    assert_int_equal(w.t.seen.ran, 1);
+    assert_int_equal(w.t.seen.cleaned, 1);
+    assert_true(w.t.seen.data_ok);
+    waiting_stream_end(bctx, &w);
     hsa_test_close(bctx);
 }
 
