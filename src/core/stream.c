@@ -286,6 +286,47 @@ void gm_stream_destroy(gm_stream **stream_p)
     queue_destroy(stream);
 }
 
+/*
+ * The live per-thread handles of every context in the process, so that a
+ * thread's auto_synchronize scope slot left open on a destroyed context's
+ * handle can be reclaimed (scope_depth). Touched only when a per-thread
+ * handle is made or freed and when a thread runs out of slots.
+ */
+static pthread_mutex_t per_thread_lock = PTHREAD_MUTEX_INITIALIZER;
+static gm_stream *per_thread_live = NULL;
+
+static void per_thread_list(gm_stream *stream)
+{
+    pthread_mutex_lock(&per_thread_lock);
+    stream->next_per_thread = per_thread_live;
+    per_thread_live = stream;
+    pthread_mutex_unlock(&per_thread_lock);
+}
+
+static void per_thread_unlist(gm_stream *stream)
+{
+    gm_stream **link = &per_thread_live;
+
+    pthread_mutex_lock(&per_thread_lock);
+    while (*link != NULL && *link != stream)
+        link = &(*link)->next_per_thread;
+    if (*link == stream)
+        *link = stream->next_per_thread;
+    pthread_mutex_unlock(&per_thread_lock);
+}
+
+/* Whether a per-thread handle with this serial is alive in some context. */
+static bool per_thread_alive(uint64_t serial)
+{
+    bool alive = false;
+
+    pthread_mutex_lock(&per_thread_lock);
+    for (const gm_stream *s = per_thread_live; s != NULL && !alive; s = s->next_per_thread)
+        alive = s->serial == serial;
+    pthread_mutex_unlock(&per_thread_lock);
+    return alive;
+}
+
 /* The wrapper of a built-in stream, made on first use (ctx->lock held). */
 static gm_stream *builtin_locked(gm_context *ctx, const char *fn, gm_builtin_stream which)
 {
@@ -305,6 +346,8 @@ static gm_stream *builtin_locked(gm_context *ctx, const char *fn, gm_builtin_str
         return NULL;
     stream->builtin = which;
     gm__list_push(&ctx->streams, &stream->link);
+    if (which == GM_BUILTIN_STREAM_PER_THREAD)
+        per_thread_list(stream);
     return stream;
 }
 
@@ -487,8 +530,9 @@ void gm__streams_free_callbacks(gm_context *ctx)
  * stream per thread: its scopes are counted per thread (at most
  * PER_THREAD_SCOPES handles, i.e. contexts, with scopes open at once on one
  * thread), keyed by the handle's serial (a scope left open in a destroyed
- * context never counts for a later handle at the same address). NULL when a
- * new count is needed and there is no room.
+ * context never counts for a later handle at the same address; when the
+ * slots run out, those of destroyed contexts' handles are reclaimed). NULL
+ * when a new count is needed and there is no room.
  */
 #define PER_THREAD_SCOPES 8
 static _Thread_local struct {
@@ -507,6 +551,12 @@ static _Atomic int64_t *scope_depth(gm_stream *stream, bool create)
             return &tls_scopes[i].depth;
         if (free_slot < 0 && atomic_load(&tls_scopes[i].depth) == 0)
             free_slot = i;
+    }
+    for (int i = 0; create && free_slot < 0 && i < PER_THREAD_SCOPES; i++) {
+        if (!per_thread_alive(tls_scopes[i].serial)) { /* left open in a destroyed context */
+            atomic_store(&tls_scopes[i].depth, 0);
+            free_slot = i;
+        }
     }
     if (!create || free_slot < 0)
         return NULL;
@@ -605,6 +655,8 @@ void gm__streams_teardown(gm_context *ctx)
         } else {
             if (s->kind == GM__STREAM_EXTERNAL)
                 ctx->ops->stream_unwrap(ctx->bctx, s->bstream);
+            if (per_thread_handle(s))
+                per_thread_unlist(s);
             gm__free(s);
         }
     }

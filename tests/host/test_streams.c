@@ -259,6 +259,112 @@ static void test_per_thread_scope_left_open(void **state)
     }
 }
 
+/*
+ * The bodies below run on a thread of their own, whose per-thread scope
+ * slots start empty (cmocka's asserts belong to the main thread): each
+ * returns the line of its first failed check, 0 when all held.
+ */
+static char thread_message[512]; /* the failing thread's last error message */
+#define CHECK_ON_THREAD(cond)                                                                \
+    do {                                                                                     \
+        if (!(cond)) {                                                                       \
+            snprintf(thread_message, sizeof(thread_message), "%s", gm_last_error_message()); \
+            return (void *)(intptr_t)__LINE__;                                               \
+        }                                                                                    \
+    } while (0)
+#define SCOPE_CONTEXTS 9 /* one more than a thread may have per-thread scopes open in */
+
+static bool make_contexts(gm_context **ctx, int n)
+{
+    for (int i = 0; i < n; i++) {
+        if (gm_context_create(NULL, &ctx[i]) != GM_OK)
+            return false;
+    }
+    return true;
+}
+
+static void destroy_contexts(gm_context **ctx, int n)
+{
+    for (int i = 0; i < n; i++)
+        gm_context_destroy(&ctx[i]);
+}
+
+/* Per-thread scopes open in 8 contexts; a 9th is refused until one of them ends. */
+static void *scopes_in_many_contexts(void *arg)
+{
+    gm_context *ctx[SCOPE_CONTEXTS] = {NULL};
+    gm_stream *h[SCOPE_CONTEXTS];
+
+    (void)arg;
+    CHECK_ON_THREAD(make_contexts(ctx, SCOPE_CONTEXTS));
+    for (int i = 0; i < SCOPE_CONTEXTS; i++)
+        h[i] = gm_per_thread_default_stream(ctx[i]);
+    for (int i = 0; i < SCOPE_CONTEXTS - 1; i++)
+        CHECK_ON_THREAD(gm_stream_auto_synchronize_begin(h[i]) == GM_OK);
+    CHECK_ON_THREAD(gm_stream_auto_synchronize_begin(h[0]) == GM_OK); /* nesting needs no slot */
+    CHECK_ON_THREAD(gm_stream_auto_synchronize_begin(h[SCOPE_CONTEXTS - 1]) == GM_ERR_STATE);
+    CHECK_ON_THREAD(strstr(gm_last_error_message(), "scopes open in 8 contexts already") != NULL);
+    CHECK_ON_THREAD(gm_stream_auto_synchronize_end(h[SCOPE_CONTEXTS - 1]) == GM_ERR_STATE);
+    CHECK_ON_THREAD(gm_stream_auto_synchronize_end(h[1]) == GM_OK); /* frees its slot */
+    CHECK_ON_THREAD(gm_stream_auto_synchronize_begin(h[SCOPE_CONTEXTS - 1]) == GM_OK);
+    CHECK_ON_THREAD(gm_stream_auto_synchronize_end(h[0]) == GM_OK); /* inner */
+    for (int i = 0; i < SCOPE_CONTEXTS; i++) {
+        if (i != 1)
+            CHECK_ON_THREAD(gm_stream_auto_synchronize_end(h[i]) == GM_OK);
+    }
+    CHECK_ON_THREAD(gm_stream_auto_synchronize_end(h[0]) == GM_ERR_STATE);
+    destroy_contexts(ctx, SCOPE_CONTEXTS);
+    return NULL;
+}
+
+/* Scopes left open in 8 destroyed contexts do not use up the thread's slots. */
+static void *scopes_left_in_destroyed_contexts(void *arg)
+{
+    gm_context *ctx[SCOPE_CONTEXTS] = {NULL};
+
+    (void)arg;
+    CHECK_ON_THREAD(make_contexts(ctx, SCOPE_CONTEXTS - 1));
+    for (int i = 0; i < SCOPE_CONTEXTS - 1; i++)
+        CHECK_ON_THREAD(gm_stream_auto_synchronize_begin(gm_per_thread_default_stream(ctx[i])) ==
+                        GM_OK);
+    destroy_contexts(ctx, SCOPE_CONTEXTS - 1);
+    for (int round = 0; round < 2; round++) { /* the second round reuses a reclaimed slot */
+        gm_stream *h = NULL;
+
+        CHECK_ON_THREAD(gm_context_create(NULL, &ctx[0]) == GM_OK);
+        h = gm_per_thread_default_stream(ctx[0]);
+        CHECK_ON_THREAD(gm_stream_auto_synchronize_end(h) == GM_ERR_STATE); /* none open */
+        CHECK_ON_THREAD(gm_stream_auto_synchronize_begin(h) == GM_OK);
+        CHECK_ON_THREAD(gm_stream_auto_synchronize_end(h) == GM_OK);
+        gm_context_destroy(&ctx[0]);
+    }
+    return NULL;
+}
+
+static void run_on_thread(void *(*body)(void *))
+{
+    pthread_t thread;
+    void *failed_line = NULL;
+
+    assert_int_equal(pthread_create(&thread, NULL, body, NULL), 0);
+    assert_int_equal(pthread_join(thread, &failed_line), 0);
+    if (failed_line != NULL)
+        fail_msg("check at line %d failed (last error there: %s)", (int)(intptr_t)failed_line,
+                 thread_message);
+}
+
+static void test_per_thread_scopes_in_many_contexts(void **state)
+{
+    (void)state;
+    run_on_thread(scopes_in_many_contexts);
+}
+
+static void test_per_thread_scopes_of_destroyed_contexts(void **state)
+{
+    (void)state;
+    run_on_thread(scopes_left_in_destroyed_contexts);
+}
+
 /* A wrapped stream is never destroyed by gpumem: the owner keeps using it. */
 static void test_wrap_external(void **state)
 {
@@ -913,6 +1019,8 @@ int main(void)
         cmocka_unit_test_setup(test_per_thread_handle_resolves, test_setup),
         cmocka_unit_test_setup(test_per_thread_scopes, test_setup),
         cmocka_unit_test_setup(test_per_thread_scope_left_open, test_setup),
+        cmocka_unit_test_setup(test_per_thread_scopes_in_many_contexts, test_setup),
+        cmocka_unit_test_setup(test_per_thread_scopes_of_destroyed_contexts, test_setup),
         cmocka_unit_test_setup(test_wrap_external, test_setup),
         cmocka_unit_test_setup(test_synchronize_query_callback, test_setup),
         cmocka_unit_test_setup(test_default_stream_is_legacy, test_setup),
