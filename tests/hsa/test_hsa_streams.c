@@ -1267,8 +1267,11 @@ static void release_failed_copies(void)
 }
 
 /* fn(bctx, arg) on a thread; its status, its message in message. Fails after 5 s.
- * unpause_after > 0: the DMA engine is paused until that many copies were issued. */
+ * unpause_after > 0: the DMA engine is paused until that many copies were issued;
+ * unpause_when_still != NULL: until that counter (the call's progress) stood still
+ * for 100 ms. */
 static long unpause_after;
+static _Atomic long *unpause_when_still;
 
 static gm_status bounded(gm_backend_ctx *bctx, bounded_fn fn, void *arg, const char *what,
                          char *message, size_t bytes)
@@ -1283,6 +1286,15 @@ static gm_status bounded(gm_backend_ctx *bctx, bounded_fn fn, void *arg, const c
            atomic_load(&c.done) == 0)
         sleep_ms(1);
     if (unpause_after > 0)
+        hsa_double_pause(0);
+    for (long last = -1, still = 0; unpause_when_still != NULL && still < 100;) {
+        long now = atomic_load(unpause_when_still);
+
+        still = now == last ? still + 1 : 0;
+        last = now;
+        sleep_ms(1);
+    }
+    if (unpause_when_still != NULL)
         hsa_double_pause(0);
     for (int i = 0; i < 5000 && hung; i++) {
         hung = atomic_load(&c.done) == 0;
@@ -1492,6 +1504,62 @@ static void test_failed_copy_then_sync_copy(void **state)
     failed_copy_end(&f, true);
 }
 
+/* Records of one event on one stream, counted in records_done as they return. */
+typedef struct record_many_args {
+    gm_backend_event *e;
+    gm_backend_stream *s;
+} record_many_args;
+
+static _Atomic long records_done;
+
+static gm_status call_record_many(gm_backend_ctx *bctx, void *arg)
+{
+    const record_many_args *a = arg;
+
+    for (int i = 0; i < 1000; i++) {
+        gm_status status = hsa_ops->event_record(bctx, a->e, a->s);
+
+        if (status != GM_OK)
+            return status;
+        atomic_fetch_add(&records_done, 1);
+    }
+    return GM_OK;
+}
+
+/*
+ * Event records behind a copy that then fails: their barrier packets fill
+ * the stream's AQL queue (64 packets in the double) and never leave it, so
+ * the record that waits for free slots must end with GM_ERR_CONTEXT_LOST,
+ * not wait forever; later waits name the failed copy and the stuck record.
+ */
+static void test_failed_copy_fills_queue(void **state)
+{
+    failed_copy_fixture f;
+    record_many_args a;
+    char message[1024];
+
+    (void)state;
+    failed_copy_start(&f, false); /* the DMA engine stays paused until the records stall */
+    assert_ok(hsa_ops->event_create(f.bctx, 0, &a.e));
+    a.s = f.s;
+    atomic_store(&records_done, 0);
+    unpause_when_still = &records_done;
+    assert_status(bounded(f.bctx, call_record_many, &a, "event_record waiting for queue room",
+                          message, sizeof(message)),
+                  GM_ERR_CONTEXT_LOST);
+    unpause_when_still = NULL;
+    if (strstr(message, "event record: the queue failed while waiting for free packet slots") ==
+        NULL)
+        fail_msg("unexpected message: %s", message);
+    assert_in_range(atomic_load(&records_done), 1, 63); /* the queue held them, then was full */
+    assert_status(bounded(f.bctx, call_stream_synchronize, f.s, "stream_synchronize", message,
+                          sizeof(message)),
+                  GM_ERR_CONTEXT_LOST);
+    assert_stuck_message(message, "stream_synchronize", "event record");
+    assert_ok(hsa_ops->event_destroy(f.bctx, a.e));
+    failed_copy_end(&f, false);
+}
+
 /* A kernel launched behind a failed copy: its barrier-AND packet never runs. */
 static void test_failed_copy_then_kernel(void **state)
 {
@@ -1649,6 +1717,7 @@ int main(void)
         cmocka_unit_test(test_failed_copy_device_synchronize),
         cmocka_unit_test(test_failed_copy_then_sync_copy),
         cmocka_unit_test(test_failed_copy_then_kernel),
+        cmocka_unit_test(test_failed_copy_fills_queue),
         cmocka_unit_test(test_failed_sync_copy),
         cmocka_unit_test(test_sync_host_work_after_failed_copy),
     };
