@@ -142,7 +142,9 @@ _Static_assert(sizeof(void *) == sizeof(void (*)(void)),
  * Which gm_status a CUresult stands for; anything else is GM_ERR_DRIVER.
  * GM_ERR_CONTEXT_LOST marks the errors cuda.h calls sticky ("leaves the
  * process in an inconsistent state and any further CUDA work will return the
- * same error"; for ASSERT, the context "cannot be used anymore").
+ * same error", or that the process "must be terminated and relaunched"; for
+ * ASSERT, the context "cannot be used anymore"). tests/cuda checks this list
+ * against the doc comments of the cuda.h it builds with.
  */
 #define GM_CUDA_RESULT_STATUS(X)                                                         \
     X(0, GM_OK)                                                                          \
@@ -161,6 +163,7 @@ _Static_assert(sizeof(void *) == sizeof(void (*)(void)),
     X(209, GM_ERR_UNSUPPORTED)        /* NO_BINARY_FOR_GPU */                            \
     X(218, GM_ERR_INVALID_ARG)        /* INVALID_PTX */                                  \
     X(222, GM_ERR_UNSUPPORTED)        /* UNSUPPORTED_PTX_VERSION */                      \
+    X(226, GM_ERR_CONTEXT_LOST)       /* CONTAINED */                                    \
     X(304, GM_ERR_PERMISSION)         /* OPERATING_SYSTEM */                             \
     X(400, GM_ERR_INVALID_HANDLE)     /* INVALID_HANDLE */                               \
     X(401, GM_ERR_STATE)              /* ILLEGAL_STATE */                                \
@@ -183,7 +186,9 @@ _Static_assert(sizeof(void *) == sizeof(void (*)(void)),
     X(721, GM_ERR_CONTEXT_LOST)       /* TENSOR_MEMORY_LEAK */                           \
     X(800, GM_ERR_PERMISSION)         /* NOT_PERMITTED */                                \
     X(801, GM_ERR_UNSUPPORTED)        /* NOT_SUPPORTED */                                \
-    X(803, GM_ERR_NO_DRIVER)          /* SYSTEM_DRIVER_MISMATCH */
+    X(803, GM_ERR_NO_DRIVER)          /* SYSTEM_DRIVER_MISMATCH */                       \
+    X(810, GM_ERR_CONTEXT_LOST)       /* MPS_CLIENT_TERMINATED */                        \
+    X(911, GM_ERR_CONTEXT_LOST)       /* EXTERNAL_DEVICE */
 
 size_t gm__cuda_driver_symbol_count(void)
 {

@@ -278,6 +278,45 @@ static void test_error_translation(void **state)
     cuda_test_close(bctx);
 }
 
+/*
+ * The sticky CUresults, read from the doc comments of the cuda.h the build
+ * used ($GM_TEST_CUDA_H): those that leave "the process in an inconsistent
+ * state", say it "must be terminated and relaunched" or that the context
+ * "cannot be used anymore" translate to GM_ERR_CONTEXT_LOST, and no other
+ * result of the header does.
+ */
+static void test_sticky_errors_from_cuda_h(void **state)
+{
+    const char *path = getenv("GM_TEST_CUDA_H");
+    FILE *f = path != NULL ? fopen(path, "r") : NULL;
+    char line[512], name[128];
+    bool sticky_doc = false;
+    int code = 0, sticky = 0, results = 0;
+
+    (void)state;
+    if (f == NULL)
+        skip(); /* cuda.h came from the compiler's default path: not located */
+    while (fgets(line, sizeof(line), f) != NULL) {
+        if (strstr(line, "/**") != NULL)
+            sticky_doc = false;
+        if (strstr(line, "inconsistent state") != NULL || strstr(line, "relaunched") != NULL ||
+            strstr(line, "cannot be used anymore") != NULL)
+            sticky_doc = true;
+        if (sscanf(line, " CUDA_ERROR_%127[A-Z0-9_] = %d", name, &code) != 2)
+            continue;
+        results++;
+        if (sticky_doc != (gm__cuda_translate(code) == GM_ERR_CONTEXT_LOST))
+            fail_msg("CUDA_ERROR_%s (%d): cuda.h %s it sticky, it translates to %s", name, code,
+                     sticky_doc ? "calls" : "does not call",
+                     gm_status_name(gm__cuda_translate(code)));
+        sticky += sticky_doc ? 1 : 0;
+        sticky_doc = false;
+    }
+    fclose(f);
+    assert_in_range(results, 100, 1000); /* the enum was read */
+    assert_in_range(sticky, 10, 100);
+}
+
 /* Real exhaustion: OUT_OF_DEVICE_MEMORY for device and pinned memory, fine once freed. */
 static void test_out_of_memory(void **state)
 {
@@ -752,6 +791,7 @@ int main(void)
         cmocka_unit_test_setup(test_no_device, cuda_test_setup),
         cmocka_unit_test_setup(test_init_unwinds, cuda_test_setup),
         cmocka_unit_test_setup(test_error_translation, cuda_test_setup),
+        cmocka_unit_test_setup(test_sticky_errors_from_cuda_h, cuda_test_setup),
         cmocka_unit_test_setup(test_out_of_memory, cuda_test_setup),
         cmocka_unit_test_setup(test_zero_sizes, cuda_test_setup),
         cmocka_unit_test_setup(test_host_memory, cuda_test_setup),
