@@ -242,16 +242,18 @@ void *gm__cuda_stream_native(gm_backend_ctx *bctx, gm_backend_stream *stream)
 
 /*
  * Where the status of failed host work on the stream is kept, as the
- * calling thread sees it: the default stream (handle NULL) is the legacy
- * stream, so the two share the legacy stream's slot, as they share one FIFO;
- * the per-thread stream's is the calling thread's (made when `create`; NULL
+ * calling thread sees it, decided by the CUstream handle (so a wrapped
+ * external handle of a built-in stream, such as CuPy's Stream.ptds, is that
+ * stream): the default stream (handle NULL) is the legacy stream, so the
+ * two share the legacy stream's slot, as they share one FIFO; the
+ * per-thread stream's is the calling thread's (made when `create`; NULL
  * when there is none).
  */
 static _Atomic int *deferred_slot(gm_backend_ctx *bctx, gm_backend_stream *stream, bool create)
 {
-    if (stream == &bctx->builtin[GM_BUILTIN_STREAM_PER_THREAD])
+    if (stream->handle == CU_STREAM_PER_THREAD)
         return thread_slot(bctx, create);
-    if (stream == &bctx->builtin[GM_BUILTIN_STREAM_DEFAULT])
+    if (stream->handle == NULL || stream->handle == CU_STREAM_LEGACY)
         stream = &bctx->builtin[GM_BUILTIN_STREAM_LEGACY];
     return &stream->deferred_error;
 }

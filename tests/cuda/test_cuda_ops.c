@@ -535,9 +535,10 @@ static void *fail_on_per_thread(void *arg)
 
 /*
  * The per-thread stream is one handle for each thread's own stream: a failed
- * host step on one thread's is that thread's error, not another's.
+ * host step on one thread's is that thread's error, not another's. The same
+ * through a wrapped CU_STREAM_PER_THREAD handle (CuPy's Stream.ptds).
  */
-static void test_per_thread_errors_per_thread(void **state)
+static void per_thread_errors_per_thread(void **state, bool wrapped)
 {
     const struct timespec tick = {0, 1000 * 1000};
     gm_backend_ctx *bctx = NULL;
@@ -550,7 +551,10 @@ static void test_per_thread_errors_per_thread(void **state)
     memset(&f, 0, sizeof(f));
     f.bctx = bctx;
     atomic_init(&f.phase, 0);
-    assert_ok(CUDA_OPS->stream_builtin(bctx, GM_BUILTIN_STREAM_PER_THREAD, &f.per_thread));
+    if (wrapped)
+        assert_ok(CUDA_OPS->stream_wrap(bctx, (void *)CU_STREAM_PER_THREAD, &f.per_thread));
+    else
+        assert_ok(CUDA_OPS->stream_builtin(bctx, GM_BUILTIN_STREAM_PER_THREAD, &f.per_thread));
     assert_int_equal(pthread_create(&thread, NULL, fail_on_per_thread, &f), 0);
     while (atomic_load(&f.phase) != 1)
         nanosleep(&tick, NULL);
@@ -563,8 +567,43 @@ static void test_per_thread_errors_per_thread(void **state)
     assert_ok(f.enqueued);
     assert_int_equal(f.synced, GM_ERR_LAUNCH); /* its own thread gets it */
     assert_ok(f.synced_again);                 /* once */
+    if (wrapped)
+        CUDA_OPS->stream_unwrap(bctx, f.per_thread);
     cuda_test_close(bctx);
     assert_int_equal(gm_test_use_cmocka_allocator(state), 0);
+}
+
+static void test_per_thread_errors_per_thread(void **state)
+{
+    per_thread_errors_per_thread(state, false);
+}
+
+static void test_wrapped_per_thread_errors_per_thread(void **state)
+{
+    per_thread_errors_per_thread(state, true);
+}
+
+/*
+ * A wrapped CU_STREAM_LEGACY or NULL handle is the legacy stream: a host step
+ * that failed there is reported once, by whichever handle of the legacy
+ * stream synchronizes first (the built-in default stream here).
+ */
+static void test_wrapped_legacy_shares_errors(void **state)
+{
+    void *const natives[2] = {(void *)CU_STREAM_LEGACY, NULL};
+    gm_backend_ctx *bctx = cuda_test_open();
+    gm_backend_stream *wrapped = NULL, *legacy = NULL;
+
+    (void)state;
+    assert_ok(CUDA_OPS->stream_builtin(bctx, GM_BUILTIN_STREAM_DEFAULT, &legacy));
+    for (int i = 0; i < 2; i++) {
+        assert_ok(CUDA_OPS->stream_wrap(bctx, natives[i], &wrapped));
+        assert_ok(CUDA_OPS->stream_enqueue_host(bctx, wrapped, failing_work, NULL, NULL));
+        assert_status(CUDA_OPS->stream_synchronize(bctx, legacy), GM_ERR_LAUNCH);
+        assert_ok(CUDA_OPS->stream_synchronize(bctx, wrapped)); /* taken already */
+        CUDA_OPS->stream_unwrap(bctx, wrapped);
+    }
+    cuda_test_close(bctx);
 }
 
 /*
@@ -921,6 +960,8 @@ int main(void)
         cmocka_unit_test_setup(test_host_functions, cuda_test_setup),
         cmocka_unit_test_setup(test_double_refuses_calls_in_callbacks, cuda_test_setup),
         cmocka_unit_test(test_per_thread_errors_per_thread),
+        cmocka_unit_test(test_wrapped_per_thread_errors_per_thread),
+        cmocka_unit_test(test_wrapped_legacy_shares_errors),
         cmocka_unit_test_setup(test_host_work_outlives_stream, cuda_test_setup),
         cmocka_unit_test_setup(test_device_synchronize_waits_for_callbacks, cuda_test_setup),
         cmocka_unit_test_setup(test_events, cuda_test_setup),
