@@ -160,6 +160,33 @@ static gm_status copy_3d(gm_backend_ctx *bctx, const gm_copy_desc *d, CUstream h
                       : GM_CUDA_CALL(&bctx->drv, cuMemcpy3D, &m);
 }
 
+/*
+ * One host-to-host row through cuMemcpy2D, whose pitches may not exceed the
+ * device's max pitch: a wider row goes as width / max_pitch rows of
+ * max_pitch bytes, then the rest.
+ */
+static gm_status copy_host_row(gm_backend_ctx *bctx, const gm_copy_desc *row, CUstream h, int async)
+{
+    size_t p = bctx->max_pitch, rows = 0, rest = 0;
+    gm_copy_desc part = *row;
+    gm_status status = GM_OK;
+
+    if (p == 0 || row->width_bytes <= p)
+        return copy_2d(bctx, row, h, async);
+    rows = row->width_bytes / p;
+    rest = row->width_bytes % p;
+    part.width_bytes = part.src_pitch = part.dst_pitch = p;
+    part.height = rows;
+    status = copy_2d(bctx, &part, h, async);
+    if (status != GM_OK || rest == 0)
+        return status;
+    part.src = row->src + (gm_devptr)(rows * p);
+    part.dst = row->dst + (gm_devptr)(rows * p);
+    part.width_bytes = part.src_pitch = part.dst_pitch = rest;
+    part.height = 1;
+    return copy_2d(bctx, &part, h, async);
+}
+
 /* One row at a time, for pitches the driver's 2-D/3-D copies do not accept. */
 static gm_status copy_rows(gm_backend_ctx *bctx, const gm_copy_desc *d, CUstream h, int async)
 {
@@ -173,7 +200,7 @@ static gm_status copy_rows(gm_backend_ctx *bctx, const gm_copy_desc *d, CUstream
             row.src = d->src + (gm_devptr)((z * d->src_height + y) * d->src_pitch);
             row.dst = d->dst + (gm_devptr)((z * d->dst_height + y) * d->dst_pitch);
             if (d->src_side == GM_COPY_HOST && d->dst_side == GM_COPY_HOST)
-                status = copy_2d(bctx, &row, h, async);
+                status = copy_host_row(bctx, &row, h, async);
             else
                 status = copy_linear(bctx, row.dst_side, row.dst, row.src_side, row.src,
                                      row.width_bytes, h, async);

@@ -307,6 +307,51 @@ static void test_pitch_above_device_limit(void **state)
     cuda_test_close(bctx);
 }
 
+/*
+ * A contiguous host-to-host copy wider than the max pitch (over 2 GiB on a
+ * GPU; 4 KiB here): cuMemcpy2D refuses a pitch above the limit, so it goes
+ * as rows of max_pitch bytes and the rest, synchronously and on a stream.
+ */
+static void test_host_row_above_device_limit(void **state)
+{
+    enum { W = 3 * 4096 + 100 };
+    gm_backend_ctx *bctx = NULL;
+    gm_backend_stream *stream = NULL;
+    unsigned char *src = malloc(W), *dst = malloc(W);
+    gm_copy_desc d = {
+        GM_COPY_HOST, GM_COPY_HOST, host_address(dst), host_address(src), W, 1, 1, W, 1, W, 1};
+
+    (void)state;
+    assert_non_null(src);
+    assert_non_null(dst);
+    gm_cuda_double_set_max_pitch(4096);
+    bctx = cuda_test_open();
+    for (int i = 0; i < W; i++)
+        src[i] = (unsigned char)(i * 13 + i / 4096);
+    memset(dst, 0, W);
+    gm_cuda_double_clear_calls();
+    assert_ok(CUDA_OPS->copy(bctx, &d, NULL));
+    assert_memory_equal(dst, src, W);
+    assert_int_equal(gm_cuda_double_count_calls("cuMemcpy2D_v2"), 2); /* 3 rows, then 100 bytes */
+    assert_ok(CUDA_OPS->stream_create(bctx, 0, &stream));
+    memset(dst, 0, W);
+    assert_ok(CUDA_OPS->copy(bctx, &d, stream));
+    assert_ok(CUDA_OPS->stream_synchronize(bctx, stream));
+    assert_memory_equal(dst, src, W);
+    assert_int_equal(gm_cuda_double_count_calls("cuMemcpy2DAsync_v2"), 2);
+    d.width_bytes = d.src_pitch = d.dst_pitch = 2 * 4096; /* a whole number of rows */
+    memset(dst, 0, W);
+    gm_cuda_double_clear_calls();
+    assert_ok(CUDA_OPS->copy(bctx, &d, NULL));
+    assert_int_equal(gm_cuda_double_count_calls("cuMemcpy2D_v2"), 1);
+    assert_memory_equal(dst, src, 2 * 4096);
+    assert_int_equal(dst[2 * 4096], 0);
+    assert_ok(CUDA_OPS->stream_destroy(bctx, stream));
+    free(src);
+    free(dst);
+    cuda_test_close(bctx);
+}
+
 /* memset of 1, 2, 4 and 8-byte patterns, synchronous and on a stream. */
 static void test_memset(void **state)
 {
@@ -955,6 +1000,7 @@ int main(void)
         cmocka_unit_test_setup(test_pitched_3d_async, cuda_test_setup),
         cmocka_unit_test_setup(test_dtod_pitch_refused, cuda_test_setup),
         cmocka_unit_test_setup(test_pitch_above_device_limit, cuda_test_setup),
+        cmocka_unit_test_setup(test_host_row_above_device_limit, cuda_test_setup),
         cmocka_unit_test_setup(test_memset, cuda_test_setup),
         cmocka_unit_test_setup(test_streams, cuda_test_setup),
         cmocka_unit_test_setup(test_host_functions, cuda_test_setup),
