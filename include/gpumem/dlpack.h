@@ -20,8 +20,9 @@
  *       host kDLCPU.
  * Import also accepts kDLCUDAHost / kDLROCMHost on the simulator (as pinned
  * host memory). Other device types, or a GPU type of another backend, are
- * GM_ERR_UNSUPPORTED; a GPU device id other than the context's is
- * GM_ERR_WRONG_CONTEXT.
+ * GM_ERR_UNSUPPORTED; a kDLCUDA / kDLROCM device id other than the
+ * context's is GM_ERR_WRONG_CONTEXT (pinned and managed memory carry
+ * device id 0 whatever the context's device, as DLPack says).
  */
 #ifndef GPUMEM_DLPACK_H
 #define GPUMEM_DLPACK_H

@@ -196,7 +196,11 @@ gm_status gm_array_to_dlpack(gm_array *array, DLManagedTensorVersioned **tensor_
 
 /* ---------------------------------------------------------------- import */
 
-/* A GPU device type of the context's backend: check the ordinal. */
+/*
+ * A GPU device type of the context's backend: check the ordinal of device
+ * memory (pinned and managed memory carry 0, dlpack.h: they belong to no
+ * one device).
+ */
 static gm_status import_gpu(const char *fn, const gm_context *ctx, DLDevice dev,
                             gm_backend_kind needs, int32_t memory, gm_ndview *out)
 {
@@ -205,7 +209,7 @@ static gm_status import_gpu(const char *fn, const gm_context *ctx, DLDevice dev,
                          "%s: DLPack device type %d needs the %s backend; the context runs %s", fn,
                          (int)dev.device_type, gm_backend_name(needs),
                          gm_backend_name(ctx->ops->kind));
-    if (memory != GM_MEMORY_PINNED && dev.device_id != ctx->device_id)
+    if (memory == GM_MEMORY_DEVICE && dev.device_id != ctx->device_id)
         return gm__error(GM_ERR_WRONG_CONTEXT,
                          "%s: the tensor is on device %" PRId32 ", the context on device %" PRId32,
                          fn, dev.device_id, ctx->device_id);

@@ -380,6 +380,78 @@ static void test_import_devices(void **state)
     assert_int_equal(deletes, 8); /* the successful imports */
 }
 
+/* The simulator's init, told device 0 whatever the context asks for. */
+static gm_op_init *real_init;
+
+static gm_status init_as_device_0(const gm_backend_init_args *args, gm_backend_ctx **bctx_p)
+{
+    gm_backend_init_args a = *args;
+
+    a.device_id = 0;
+    return real_init(&a, bctx_p);
+}
+
+/*
+ * On a context of device 1 (relabelled CUDA, then HSA): kDLCUDA / kDLROCM
+ * tensors must name device 1, while pinned and managed ones carry device id
+ * 0 as DLPack says, so they import, and a managed array's own export (id 0)
+ * imports back.
+ */
+static void test_import_on_device_1(void **state)
+{
+    static const struct {
+        gm_backend_kind backend;
+        int type;
+        int32_t id;
+        gm_status status;
+    } cases[] = {
+        {GM_BACKEND_CUDA, kDLCUDA, 1, GM_OK},
+        {GM_BACKEND_CUDA, kDLCUDA, 0, GM_ERR_WRONG_CONTEXT},
+        {GM_BACKEND_CUDA, kDLCUDAManaged, 0, GM_OK},
+        {GM_BACKEND_CUDA, kDLCUDAHost, 0, GM_OK},
+        {GM_BACKEND_HSA, kDLROCM, 1, GM_OK},
+        {GM_BACKEND_HSA, kDLROCM, 0, GM_ERR_WRONG_CONTEXT},
+        {GM_BACKEND_HSA, kDLROCMHost, 0, GM_OK},
+    };
+    gm_context_options o = rt_options(1000, 10.0, BIG);
+    float data[4] = {0};
+    int64_t n = 4;
+
+    (void)state;
+    real_init = rt_fault_ops()->init;
+    rt_fault_ops()->init = init_as_device_0;
+    o.device_id = 1;
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        gm_context *ctx = NULL;
+        gm_array *a = NULL, *managed = NULL;
+        DLManagedTensorVersioned *t = NULL;
+        made_tensor m;
+
+        rt_fault_ops()->kind = cases[i].backend;
+        assert_ok(rt_fault_context(&o, &ctx));
+        made_init(&m, data, 2, 2);
+        m.t.dl_tensor.device.device_type = (DLDeviceType)cases[i].type;
+        m.t.dl_tensor.device.device_id = cases[i].id;
+        assert_status(gm_array_from_dlpack(ctx, &m.t, &a), cases[i].status);
+        if (cases[i].status != GM_OK)
+            assert_message_contains("the tensor is on device 0, the context on device 1");
+        gm_array_release(&a);
+        if (cases[i].backend == GM_BACKEND_CUDA && cases[i].type == kDLCUDAManaged) {
+            assert_ok(gm_managed_array(ctx, 1, &n, GM_FLOAT32, GM_ORDER_C, &managed));
+            assert_ok(gm_array_to_dlpack(managed, &t));
+            assert_int_equal(t->dl_tensor.device.device_type, kDLCUDAManaged);
+            assert_int_equal(t->dl_tensor.device.device_id, 0);
+            assert_ok(gm_array_from_dlpack(ctx, t, &a));
+            assert_int_equal(gm_array_view(a)->memory, GM_MEMORY_MANAGED);
+            assert_int_equal(gm_array_view(a)->device_id, 1);
+            gm_array_release(&a);
+            gm_array_release(&managed);
+        }
+        gm_context_destroy(&ctx);
+    }
+    rt_fault_ops()->init = real_init;
+}
+
 /* Every import error keeps the tensor with the caller (no deleter call). */
 static void test_import_errors(void **state)
 {
@@ -609,6 +681,7 @@ int main(void)
         cmocka_unit_test_setup(test_round_trip, test_setup),
         cmocka_unit_test_setup(test_import_host, test_setup),
         cmocka_unit_test_setup(test_import_devices, test_setup),
+        cmocka_unit_test_setup(test_import_on_device_1, test_setup),
         cmocka_unit_test_setup(test_import_errors, test_setup),
         cmocka_unit_test_setup(test_import_legacy, test_setup),
         cmocka_unit_test_setup(test_import_allocation_failures, test_setup),
