@@ -684,7 +684,10 @@ CUresult CUDAAPI cuCtxSetCurrent(CUcontext ctx)
         (ctx < &S.contexts[0] || ctx >= &S.contexts[MAX_DEVICES] || ctx->retain <= 0))
         return violation(CUDA_ERROR_INVALID_CONTEXT, "cuCtxSetCurrent: %p is not a live context",
                          (void *)ctx);
-    current_context = ctx; /* replaces the top of the stack */
+    if (ctx != NULL) /* replaces the top of the stack */
+        current_context = ctx;
+    else /* cuda.h: "equivalent to popping the top of the calling CPU thread's" stack */
+        current_context = context_depth > 0 ? context_stack[--context_depth] : NULL;
     return CUDA_SUCCESS;
 }
 
