@@ -9,9 +9,11 @@
  * DLPack imports of exported arrays; 1 to 64 elements, or 64 KiB to 4 MiB
  * now and then) and host scratch buffers, with asynchronous copies (host to
  * device, device to host, device to device, through gm_map's device views),
- * fills and memsets on up to 14 streams: the default stream (asked for as
- * gm_default_stream, gm_legacy_default_stream or a NULL event stream), the
- * per-thread default stream and created blocking and non-blocking streams.
+ * fills, memsets and launches of a kernel (dst = src + k bytewise, or in
+ * place, over device and managed arrays) on up to 14 streams: the default
+ * stream (asked for as gm_default_stream, gm_legacy_default_stream or a
+ * NULL event stream), the per-thread default stream and created blocking
+ * and non-blocking streams.
  *
  * The model orders work only as the API promises. Every stream item
  * (copies, fills, event records and waits, callbacks) gets a vector clock:
@@ -77,6 +79,8 @@
 #include "fuzz_model.h"
 #include "fuzz_reader.h"
 #include "gpumem/dlpack.h"
+#include "gpumem/kernel.h"
+#include "gpumem/launch.h"
 #include "gpumem/runtime.h"
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);
@@ -238,12 +242,15 @@ static unsigned char scratch_known[NSCRATCH][SCRATCH];
 static int64_t scratch_hw[NSCRATCH]; /* bytes of scratch_known that may be set */
 static unsigned char readback[SCRATCH];
 static model M;
+static const gm_image_set fz_set; /* the fuzzer's kernel (op_kernel) */
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
     (void)argc;
     (void)argv;
     fuzz_setup("GM_HOST_PINNED_MEMORY", "FUZZ_STREAMS_TRACE");
+    if (gm_register_image_set(&fz_set) != GM_OK)
+        fail("gm_register_image_set: %s", gm_last_error_message());
     return 0;
 }
 
@@ -1093,6 +1100,86 @@ static void op_fill(model *m, reader *r)
     accessed(m, h->buf, id, seq, true);
 }
 
+/* The fuzzer's kernel: dst[i] = src[i] + add for n bytes (in place when dst == src). */
+GM_KERNEL(fz_add_bytes, (const uint8_t *, src), (uint8_t *, dst), (int64_t, n), (int32_t, add))
+{
+    int64_t i = gm_global_id_x();
+
+    if (i < n)
+        dst[i] = (uint8_t)(src[i] + add);
+}
+
+GM_HOST_TABLE(fz_table, GM_HOST_KERNELS(fz_add_bytes), GM_HOST_NO_GLOBALS);
+static const gm_image_set fz_set = {"fuzz_streams", &fz_table, NULL, 0, NULL, 0};
+
+/* A held array's bytes as a dense uint8 view, when it is device or managed memory. */
+static bool kernel_bytes(const model *m, const handle *h, gm_ndview *bytes_p)
+{
+    const gm_ndview *v = gm_array_view(h->a);
+    int64_t k = (int64_t)gm_dtype_itemsize(v->dtype), n = v->shape[0] * k;
+
+    if ((m->bufs[h->buf].kind != B_DEVICE && m->bufs[h->buf].kind != B_MANAGED) ||
+        (v->shape[0] > 1 && v->strides[0] != k) || n == 0)
+        return false;
+    return gm_ndview_init((char *)v->data + v->offset, GM_UINT8, 1, &n, NULL, GM_ORDER_C,
+                          bytes_p) == GM_OK;
+}
+
+/*
+ * Launch fz_add_bytes between two held device arrays (or in place on one) on a stream or
+ * synchronously, in 1 to 128-thread blocks: stream-ordered like a copy.
+ */
+static void op_kernel(model *m, reader *r)
+{
+    handle *hs = pick_handle(m, r), *hd = pick_handle(m, r);
+    int id = pick_stream(m, take_u8(r));
+    uint8_t how = take_u8(r), add = take_u8(r);
+    uint32_t block = 1 + (uint32_t)take_u8(r) % 128;
+    gm_ndview src, dst;
+    gm_kernel *k = NULL;
+    gm_arg args[4];
+    int64_t n = 0;
+    int32_t seq = 0;
+    unsigned char *packed = NULL, *known = NULL;
+
+    if (hs == NULL || hd == NULL || !kernel_bytes(m, hs, &src) || !kernel_bytes(m, hd, &dst))
+        return;
+    if (hs->buf == hd->buf && (hs != hd || (how & 1))) /* one buffer: in place, one range */
+        hd = hs, dst = src;
+    n = src.shape[0] < dst.shape[0] ? src.shape[0] : dst.shape[0];
+    if (how & 2)
+        n = 1 + (int64_t)(how >> 2) % n;
+    if (n > 256 * (int64_t)block) /* at most 256 blocks: a simulated block is not free */
+        n = 256 * (int64_t)block;
+    src.shape[0] = dst.shape[0] = n;
+    expect_status(gm_kernel_find(m->ctx, "fz_add_bytes", &k), GM_OK, "gm_kernel_find");
+    prepare(m, id, hs->buf, false);
+    prepare(m, id, hd->buf, true);
+    say("  kernel: %lld bytes buffer %d + %u -> buffer %d on stream %d, blocks of %u", (long long)n,
+        hs->buf, add, hd->buf, id, block);
+    args[0] = gm_arg_ptr(src.data);
+    args[1] = gm_arg_ptr(dst.data);
+    args[2] = gm_arg_i64(n);
+    args[3] = gm_arg_i32(add);
+    expect_status(gm_launch(k, gm_dim3_make((uint32_t)((n + block - 1) / block), 1, 1),
+                            gm_dim3_make(block, 1, 1), 0, stream_handle(m, id, how >> 6), 4, args),
+                  GM_OK, "gm_launch");
+    packed = malloc((size_t)n);
+    known = malloc((size_t)n);
+    if (packed == NULL || known == NULL)
+        fail("model: out of memory");
+    gather(&m->bufs[hs->buf], &src, packed, known);
+    for (int64_t i = 0; i < n; i++)
+        packed[i] = (unsigned char)(packed[i] + add);
+    scatter(&m->bufs[hd->buf], &dst, packed, known);
+    free(packed);
+    free(known);
+    if (id >= 0)
+        seq = issue(m, id, NULL);
+    accessed(m, hs->buf, id, seq, false);
+    accessed(m, hd->buf, id, seq, true);
+}
+
 /*
  * Read a held array back synchronously (or a scratch buffer directly) once the work
  * writing it is done, and compare with the model; pinned memory directly too.
@@ -1693,7 +1780,7 @@ static const struct {
     {op_callback, "callback"}, {op_auto, "auto_synchronize"},
     {op_scope, "host scope"},  {op_foreign, "foreign"},
     {op_dlpack, "dlpack"},     {op_queue, "queue"},
-    {op_bad, "bad"},
+    {op_bad, "bad"},           {op_kernel, "kernel"},
 };
 #define NOPS (int)(sizeof ops / sizeof ops[0])
 
