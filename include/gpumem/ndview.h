@@ -122,7 +122,8 @@ GM_API bool gm_ndview_is_contiguous(const gm_ndview *view);
  * @brief Byte extent of a view: the lowest byte touched and one past the
  *        highest, both relative to `data` (offset included). Correct for
  *        negative and zero strides. A size-0 view gives lo == hi == offset.
- * @return GM_OK, GM_ERR_NULL_POINTER, GM_ERR_OVERFLOW.
+ * @return GM_OK, GM_ERR_NULL_POINTER, GM_ERR_OVERFLOW (either end, or the
+ *         span hi - lo, does not fit in int64_t).
  */
 GM_API gm_status gm_ndview_extent(const gm_ndview *view, int64_t *lo_p, int64_t *hi_p);
 

@@ -86,4 +86,9 @@ static inline int gm__add_overflow(int64_t a, int64_t b, int64_t *out)
     return __builtin_add_overflow(a, b, out);
 }
 
+static inline int gm__sub_overflow(int64_t a, int64_t b, int64_t *out)
+{
+    return __builtin_sub_overflow(a, b, out);
+}
+
 #endif /* GPUMEM_SRC_CORE_CORE_H */

@@ -327,7 +327,8 @@ static bool quick_axes_ok(const gm_ndview *dst, const gm_ndview *src, int64_t k)
             return false;
     }
     if (gm__mul_overflow(size, k, &size) || gm__add_overflow(dhi, k, &dhi) ||
-        gm__add_overflow(shi, k, &shi))
+        gm__add_overflow(shi, k, &shi) || gm__sub_overflow(dhi, dlo, &dlo) ||
+        gm__sub_overflow(shi, slo, &slo)) /* the spans must fit too (gm_ndview_extent) */
         return false;
     return empty || (dst->data != NULL && src->data != NULL);
 }

@@ -3,6 +3,7 @@
  * extent and formatting. The view operations live in views.c and reshape.c.
  */
 #include <stdio.h>
+#include <inttypes.h>
 #include <string.h>
 
 #include "core.h"
@@ -125,6 +126,7 @@ static gm_status view_extent(const char *fn, const gm_ndview *v, int64_t *lo_p, 
 {
     int64_t lo = v->offset;
     int64_t hi = v->offset;
+    int64_t span = 0;
     int64_t itemsize = (int64_t)gm_dtype_itemsize(v->dtype);
 
     for (int i = 0; i < v->ndim; i++) {
@@ -144,6 +146,11 @@ static gm_status view_extent(const char *fn, const gm_ndview *v, int64_t *lo_p, 
     }
     if (gm__add_overflow(hi, itemsize, &hi))
         return gm__error(GM_ERR_OVERFLOW, "%s: the byte extent overflows", fn);
+    if (gm__sub_overflow(hi, lo, &span)) /* each end fits, their distance not */
+        return gm__error(GM_ERR_OVERFLOW,
+                         "%s: the byte extent [%" PRId64 ", %" PRId64 ") spans more than %" PRId64
+                         " bytes",
+                         fn, lo, hi, INT64_MAX);
     *lo_p = lo;
     *hi_p = hi;
     return GM_OK;

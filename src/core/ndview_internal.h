@@ -47,8 +47,8 @@ static inline bool gm__extent_quick(const gm_ndview *v, int64_t k, int64_t *lo_p
     }
     if (empty) {
         lo = hi = v->offset;
-    } else if (gm__add_overflow(hi, k, &hi)) {
-        return false;
+    } else if (gm__add_overflow(hi, k, &hi) || gm__sub_overflow(hi, lo, &nbytes)) {
+        return false; /* hi - lo must fit too: every user takes it */
     }
     *lo_p = lo;
     *hi_p = hi;

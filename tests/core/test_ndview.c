@@ -442,6 +442,8 @@ static void test_extent_errors(void **state)
 {
     static const layout one = {1, {1}, {8}, INT64_MAX - 4};
     static const layout far = {1, {4}, {INT64_MIN / 2}, 0};
+    /* each end fits in int64_t, hi - lo does not (2^63 + 8 bytes) */
+    static const layout span = {2, {2, 2}, {-(INT64_C(1) << 62), INT64_C(1) << 62}, 0};
     gm_ndview v = make_view(&one, (gm_dtype)D_F64);
     int64_t lo = -1, hi = -1;
 
@@ -456,6 +458,11 @@ static void test_extent_errors(void **state)
     v = make_view(&far, (gm_dtype)D_F64);
     assert_status(gm_ndview_extent(&v, &lo, &hi), GM_ERR_OVERFLOW);
     assert_message_contains("gm_ndview_extent: the byte extent of axis 0 overflows");
+    v = make_view(&span, (gm_dtype)D_F64);
+    assert_status(gm_ndview_extent(&v, &lo, &hi), GM_ERR_OVERFLOW);
+    assert_message_contains("gm_ndview_extent: the byte extent [-4611686018427387904, "
+                            "4611686018427387912) spans more than 9223372036854775807 bytes");
+    assert_status(gm_ndview_validate(&v), GM_ERR_OVERFLOW);
     v.dtype.lanes = 0;
     assert_status(gm_ndview_extent(&v, &lo, &hi), GM_ERR_DTYPE);
     assert_int_equal(lo, -1); /* written only on success */

@@ -123,7 +123,8 @@ static int64_t valid_itemsize(gm_dtype t)
  * gm_ndview_validate's rules, restated without the library's code (which has
  * a one-pass fast path of its own): ndim in range, a valid dtype, no negative
  * extent, the byte size of the nonzero extents fits, and unless the view is
- * empty its byte extent (offset plus each axis' reach, plus an item) fits.
+ * empty its byte extent (offset plus each axis' reach, plus an item) fits,
+ * both ends and the span hi - lo between them.
  */
 static int view_valid(const gm_ndview *v)
 {
@@ -150,7 +151,7 @@ static int view_valid(const gm_ndview *v)
                        : __builtin_add_overflow(hi, reach, &hi)))
             return 0;
     }
-    return !__builtin_add_overflow(hi, k, &hi);
+    return !__builtin_add_overflow(hi, k, &hi) && !__builtin_sub_overflow(hi, lo, &nbytes);
 }
 
 /* The documented rules for a copy (the reference for the check). */

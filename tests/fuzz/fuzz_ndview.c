@@ -602,8 +602,10 @@ static void check_extent(const call *c, int64_t lo, int64_t hi)
         fail(c, "succeeded on a source that does not validate");
     if (lo > hi)
         fail(c, "extent with lo > hi");
-    /* A valid view may span more than INT64_MAX bytes (offset far below 0). */
-    if (size_of(&c->in) == 0 || __builtin_sub_overflow(hi, lo, &width))
+    /* A valid view's span hi - lo fits in int64_t (ndview.h). */
+    if (__builtin_sub_overflow(hi, lo, &width))
+        fail(c, "extent whose span hi - lo overflows");
+    if (size_of(&c->in) == 0)
         return;
     if (width < gm_ndview_itemsize(&c->in))
         fail(c, "extent narrower than one element");

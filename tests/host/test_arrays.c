@@ -192,6 +192,15 @@ static void test_device_array_strided(void **state)
     assert_status(gm_device_array_strided(ctx, 2, shape, NULL, GM_FLOAT64, &a),
                   GM_ERR_NULL_POINTER);
     gm_array_release(&a);
+    /* strides whose ends fit in int64_t but whose span (2^63 + 8 bytes) does not */
+    strides[0] = -(INT64_C(1) << 62);
+    strides[1] = INT64_C(1) << 62;
+    shape[0] = shape[1] = 2;
+    assert_status(gm_device_array_strided(ctx, 2, shape, strides, GM_FLOAT64, &a), GM_ERR_OVERFLOW);
+    assert_message_contains("spans more than");
+    assert_null(a);
+    assert_status(gm_pinned_array_strided(ctx, 2, shape, strides, GM_FLOAT64, &a), GM_ERR_OVERFLOW);
+    assert_null(a);
     gm_context_destroy(&ctx);
 }
 
