@@ -214,7 +214,9 @@ GM_API gm_status gm_register_image_set(const gm_image_set *set);
 
 /**
  * @brief Remove a set from the registry. Contexts that already loaded it
- *        keep their modules until they are destroyed.
+ *        keep their modules until they are destroyed; the library no longer
+ *        reads the set, so its memory may go, but the kernels found in it
+ *        before (and their constant arrays) may then no longer be used.
  * @return GM_OK; GM_ERR_NOT_FOUND.
  */
 GM_API gm_status gm_unregister_image_set(const gm_image_set *set);

@@ -93,7 +93,9 @@ bool gm__kernels_host_global(gm_context *ctx, const void *ptr)
     pthread_mutex_lock(&kernels_lock);
     s = state_get(ctx, false);
     for (const gm_module *m = s != NULL ? s->modules : NULL; m != NULL && !found; m = m->next) {
-        const gm_host_table *t = m->format == GM_IMAGE_FORMAT_HOST ? m->signatures : NULL;
+        /* an unregistered set's memory may be gone (launch.h): not read */
+        const gm_host_table *t =
+            m->format == GM_IMAGE_FORMAT_HOST && m->set != &unregistered_set ? m->signatures : NULL;
 
         for (int32_t i = 0; t != NULL && i < t->nglobals && !found; i++) {
             const gm_host_global *g = t->globals[i];

@@ -9,7 +9,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <gpumem/kernel.h>
 
@@ -523,6 +525,46 @@ static void test_teardown_reports_per_thread_errors(void **state)
  * it warns once per kernel, naming the argument; device memory, and NULL,
  * give no warning.
  */
+/*
+ * An image set may go once unregistered (launch.h): a set and its host table
+ * in a page made unreadable after gm_unregister_image_set, while the context
+ * still holds the module of a kernel found in it. Launches of other kernels
+ * (whose host-pointer check looks through the context's modules' constant
+ * arrays) and the context's teardown must not read it (they did: SIGSEGV,
+ * an ASan use after free for a freed set).
+ */
+static void test_unregistered_set_not_read(void **state)
+{
+    gm_context *ctx = kt_context(32);
+    gm_kernel *found = NULL, *add = kt_kernel(ctx, "add_f32");
+    long page = sysconf(_SC_PAGESIZE);
+    unsigned char *mem =
+        mmap(NULL, (size_t)page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    gm_host_table *table = (gm_host_table *)(void *)mem;
+    gm_image_set *set = (gm_image_set *)(void *)(mem + 512);
+    float *host = calloc(64, sizeof(float));
+    gm_array *da = kt_device(ctx, GM_FLOAT32, 64, NULL);
+
+    (void)state;
+    assert_true(mem != MAP_FAILED);
+    assert_non_null(host);
+    *table = kt_test_table;
+    *set = (gm_image_set){"unreadable after unregistering", table, NULL, 0, NULL, 0};
+    assert_ok(gm_register_image_set(set));
+    assert_ok(gm_kernel_find(ctx, "kt_read_const", &found));
+    assert_ok(gm_unregister_image_set(set));
+    assert_int_equal(mprotect(mem, (size_t)page, PROT_NONE), 0);
+    {
+        gm_arg args[4] = {gm_arg_array(da), gm_arg_ptr(host), gm_arg_array(da), gm_arg_i64(64)};
+
+        assert_ok(gm_launch(add, d1(1), d1(64), 0, NULL, 4, args)); /* checks `host` */
+    }
+    gm_array_release(&da);
+    gm_context_destroy(&ctx);
+    assert_int_equal(munmap(mem, (size_t)page), 0);
+    free(host);
+}
+
 static void test_host_pointer_warning(void **state)
 {
     gm_context *ctx = kt_context(32);
@@ -782,6 +824,7 @@ int main(void)
         cmocka_unit_test(test_scalar_parameters),
         cmocka_unit_test(test_set_at_reused_address),
         cmocka_unit_test(test_host_pointer_warning),
+        cmocka_unit_test(test_unregistered_set_not_read),
         cmocka_unit_test(test_teardown_reports_per_thread_errors),
         cmocka_unit_test(test_smart_array_arguments),
         cmocka_unit_test(test_smart_array_two_streams),
