@@ -47,8 +47,9 @@
  *   overcommit accounting, vm.overcommit_memory = 2), a few KiB of which its
  *   own frames use. The environment variable GM_SIM_STACK_BYTES (16K to 1G,
  *   digits with an optional K, M or G; read when an OS thread first runs a
- *   block) sets another size; an overflow
- *   hits a guard page (SIGSEGV). Only the stack pages touched cost memory.
+ *   block) sets another size; an overflow of up to 1 MiB past the stack
+ *   hits a guard region (SIGSEGV) instead of another thread's stack. Only
+ *   the stack pages touched cost memory.
  * - GM_CONSTANT_ARRAY(type, name, count) at file scope: constant memory
  *   (__constant__, address space 4), written from the host with
  *   gm_module_set_constant() (Numba's const.array_like).

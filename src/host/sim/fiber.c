@@ -43,7 +43,10 @@
  * ASan frames carry redzones: twice that.
  */
 #define GM__FIBER_DEFAULT_STACK ((size_t)512 * 1024)
-#define GM__FIBER_ASAN_STACK    ((size_t)1024 * 1024)
+/* The inaccessible region below each stack: CUDA's 512 KiB of local memory per thread
+ * and then some (a frame overflowing the stack by less faults at once). */
+#define GM__FIBER_GUARD      ((size_t)1024 * 1024)
+#define GM__FIBER_ASAN_STACK ((size_t)1024 * 1024)
 
 #if defined(MAP_NORESERVE)
 #define GM__STACK_MAP_NORESERVE MAP_NORESERVE
@@ -442,25 +445,29 @@ int gm__fiber_create(gm__fiber *fiber, size_t stack_bytes, size_t color, gm__fib
 {
     size_t page = (size_t)sysconf(_SC_PAGESIZE);
     size_t usable = (stack_bytes + page - 1u) / page * page;
+    size_t guard = (GM__FIBER_GUARD + page - 1u) / page * page;
     void *map = NULL;
 
     memset(fiber, 0, sizeof(*fiber));
-    /* Reserved, not committed (no swap accounting either): pages cost memory once touched. */
-    map = mmap(NULL, usable + page, PROT_READ | PROT_WRITE, GM__STACK_MAP_FLAGS, -1, 0);
+    /* The guard region below the stack, never accessible: a frame that overflows the stack
+     * by up to GM__FIBER_GUARD faults instead of writing over another fiber's stack (one
+     * page would let a large local array jump over it). Address space only. */
+    map = mmap(NULL, guard + usable, PROT_NONE, GM__STACK_MAP_FLAGS, -1, 0);
     if (map == MAP_FAILED)
         return -1;
-    /* The guard page: an overflow faults instead of writing over another stack. */
-    if (mprotect(map, page, PROT_NONE) != 0)
+    /* The stack: reserved, not committed (no swap accounting either): pages cost memory
+     * once touched. */
+    if (mprotect((char *)map + guard, usable, PROT_READ | PROT_WRITE) != 0)
         goto fail_unmap;
 #if defined(MADV_NOHUGEPAGE)
     /* A stack that may hold an aligned huge page could get one on first touch (transparent
      * huge pages set to always): 2 MiB of memory for a few frames. */
     if (usable >= (size_t)2 << 20)
-        (void)madvise((char *)map + page, usable, MADV_NOHUGEPAGE);
+        (void)madvise((char *)map + guard, usable, MADV_NOHUGEPAGE);
 #endif
     fiber->map = map;
-    fiber->map_bytes = usable + page;
-    fiber->stack_lo = (char *)map + page;
+    fiber->map_bytes = guard + usable;
+    fiber->stack_lo = (char *)map + guard;
     fiber->stack_bytes = usable;
     fiber->color = color % 4096u;
     fiber->fn = fn;
@@ -475,7 +482,7 @@ int gm__fiber_create(gm__fiber *fiber, size_t stack_bytes, size_t color, gm__fib
     make_context(fiber, 1);
     return 0;
 fail_unmap:
-    munmap(map, usable + page);
+    munmap(map, guard + usable);
     return -1;
 }
 
