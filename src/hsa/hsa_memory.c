@@ -77,26 +77,6 @@ fail_allow:
     return status;
 }
 
-/* Device memory; OUT_OF_RESOURCES and INVALID_ALLOCATION (above the pool's largest
- * allocation) become GM_ERR_OUT_OF_DEVICE_MEMORY, the deallocation queue's retry cue. */
-gm_status gm__hsa_mem_alloc(gm_backend_ctx *bctx, size_t bytes, gm_devptr *ptr_p)
-{
-    void *ptr = NULL;
-    gm_status status = GM_OK;
-
-    if (bytes == 0) {
-        *ptr_p = 0; /* nothing to allocate; mem_free(0) is a no-op */
-        return GM_OK;
-    }
-    status = pool_allocate(bctx, bctx->device_pool, bytes, GM_ERR_OUT_OF_DEVICE_MEMORY, "mem_alloc",
-                           "GPU's coarse-grained", &ptr);
-    if (status != GM_OK)
-        return status;
-    atomic_fetch_add(&bctx->device_bytes, (int64_t)bytes);
-    *ptr_p = (gm_devptr)(uintptr_t)ptr;
-    return GM_OK;
-}
-
 /* The size of a runtime allocation starting at ptr, for accounting (0 if unknown). */
 static size_t allocation_size(gm_backend_ctx *bctx, const void *ptr)
 {
@@ -107,6 +87,33 @@ static size_t allocation_size(gm_backend_ctx *bctx, const void *ptr)
     if (bctx->api.hsa_amd_pointer_info(ptr, &info, NULL, NULL, NULL) != HSA_STATUS_SUCCESS)
         return 0;
     return info.sizeInBytes;
+}
+
+/*
+ * Device memory; OUT_OF_RESOURCES and INVALID_ALLOCATION (above the pool's largest
+ * allocation) become GM_ERR_OUT_OF_DEVICE_MEMORY, the deallocation queue's retry cue.
+ * Counted (for mem_info without HSA_AMD_AGENT_INFO_MEMORY_AVAIL) with the size
+ * hsa_amd_pointer_info reports, which mem_free subtracts: ROCr before ROCm 5.4 reports
+ * it rounded up to a page, later ones as requested.
+ */
+gm_status gm__hsa_mem_alloc(gm_backend_ctx *bctx, size_t bytes, gm_devptr *ptr_p)
+{
+    void *ptr = NULL;
+    size_t known = 0;
+    gm_status status = GM_OK;
+
+    if (bytes == 0) {
+        *ptr_p = 0; /* nothing to allocate; mem_free(0) is a no-op */
+        return GM_OK;
+    }
+    status = pool_allocate(bctx, bctx->device_pool, bytes, GM_ERR_OUT_OF_DEVICE_MEMORY, "mem_alloc",
+                           "GPU's coarse-grained", &ptr);
+    if (status != GM_OK)
+        return status;
+    known = allocation_size(bctx, ptr); /* what mem_free will subtract */
+    atomic_fetch_add(&bctx->device_bytes, (int64_t)(known != 0 ? known : bytes));
+    *ptr_p = (gm_devptr)(uintptr_t)ptr;
+    return GM_OK;
 }
 
 gm_status gm__hsa_mem_free(gm_backend_ctx *bctx, gm_devptr ptr)
@@ -126,9 +133,11 @@ gm_status gm__hsa_mem_free(gm_backend_ctx *bctx, gm_devptr ptr)
 
 /*
  * Pinned host memory (fine-grained CPU pool). MAPPED and plain pinned memory
- * are the same on HSA (one address for host and device); both are made
- * reachable by this GPU, PORTABLE by every GPU. WRITECOMBINED has no HSA
- * counterpart and is ignored.
+ * are the same on HSA (one address for host and device). Both are made
+ * reachable by every GPU, PORTABLE or not: any context's copies use pool
+ * memory as it is (gm__hsa_host_for_dma), as CUDA's unified addressing lets
+ * every context use pinned memory, and a GPU the memory is not mapped for
+ * would fault. WRITECOMBINED has no HSA counterpart and is ignored.
  */
 gm_status gm__hsa_host_alloc(gm_backend_ctx *bctx, size_t bytes, unsigned flags, void **ptr_p)
 {
@@ -141,10 +150,9 @@ gm_status gm__hsa_host_alloc(gm_backend_ctx *bctx, size_t bytes, unsigned flags,
                            "CPU's fine-grained", &ptr);
     if (status != GM_OK)
         return status;
-    if ((flags & GM_HOST_PORTABLE) != 0)
+    (void)flags;
+    if (bctx->host_pool_needs_access)
         status = allow(bctx, bctx->ngpus, bctx->gpus, ptr);
-    else if (bctx->host_pool_needs_access)
-        status = allow(bctx, 1, &bctx->gpu, ptr);
     if (status != GM_OK)
         goto fail_allow;
     *ptr_p = ptr;
@@ -192,11 +200,20 @@ static void *agent_address(const hsa_amd_pointer_info_t *info, const void *host)
     return (char *)info->agentBaseAddress + offset;
 }
 
+static bool inside_registration(const char *host, size_t extent);
+
+/* Pool memory or a registered range; not a range a copy locked for itself. */
 gm_status gm__hsa_host_device_pointer(gm_backend_ctx *bctx, void *host, gm_devptr *ptr_p)
 {
     hsa_amd_pointer_info_t info;
     gm_status status = lookup(bctx, host, "host_device_pointer", &info);
 
+    if (status == GM_OK && info.type == HSA_EXT_POINTER_TYPE_LOCKED &&
+        !inside_registration(host, 1))
+        status = gm__error(GM_ERR_INVALID_ARG,
+                           "host_device_pointer: %p is not memory the HSA runtime knows as pool "
+                           "or registered memory (a copy's temporary lock only)",
+                           host);
     if (status != GM_OK)
         return status;
     *ptr_p = (gm_devptr)(uintptr_t)agent_address(&info, host);
@@ -260,15 +277,15 @@ static gm_status already_registered(const gm_backend_ctx *bctx, const char *ptr,
 }
 
 /*
- * ROC's register: page-lock existing host memory for this GPU (every GPU
- * when PORTABLE) with hsa_amd_memory_lock, so copies use it directly and the
- * device can address it. Memory any context registered (any byte of the
- * range) is GM_ERR_STATE.
+ * ROC's register: page-lock existing host memory for every GPU (PORTABLE or
+ * not: any context's copies use registered memory as it is, and the kernel
+ * driver maps a locked range only for the GPUs it was locked for) with
+ * hsa_amd_memory_lock, so copies use it directly and the device can address
+ * it. Memory any context registered (any byte of the range) is GM_ERR_STATE.
  */
 gm_status gm__hsa_host_register(gm_backend_ctx *bctx, void *ptr, size_t bytes, unsigned flags)
 {
     void *agent_ptr = NULL;
-    bool portable = (flags & GM_HOST_PORTABLE) != 0;
     registration *r = NULL;
     const registration *other = NULL;
     gm_status status = GM_OK;
@@ -285,8 +302,7 @@ gm_status gm__hsa_host_register(gm_backend_ctx *bctx, void *ptr, size_t bytes, u
         status = already_registered(bctx, ptr, bytes, other);
     else
         status = GM_HSA_CALL(&bctx->api, hsa_amd_memory_lock,
-                             (ptr, bytes, portable ? bctx->gpus : &bctx->gpu,
-                              portable ? (int)bctx->ngpus : 1, &agent_ptr));
+                             (ptr, bytes, bctx->gpus, (int)bctx->ngpus, &agent_ptr));
     if (status == GM_OK) {
         r->owner = bctx;
         r->base = ptr;
@@ -397,7 +413,8 @@ gm_status gm__hsa_check_device_range(gm_backend_ctx *bctx, gm_devptr addr, size_
     status = pointer_info(bctx, (const void *)at, &info);
     if (status != GM_OK)
         return status;
-    if (info.type == HSA_EXT_POINTER_TYPE_UNKNOWN)
+    if (info.type == HSA_EXT_POINTER_TYPE_UNKNOWN ||
+        (info.type == HSA_EXT_POINTER_TYPE_LOCKED && !inside_registration((const char *)at, 1)))
         return gm__error(GM_ERR_INVALID_ARG,
                          "%s: %s range [%p, +%zu) is not inside device, pinned, mapped or "
                          "registered memory the HSA runtime knows",
@@ -425,8 +442,8 @@ gm_status gm__hsa_pointer_kind(gm_backend_ctx *bctx, const void *ptr, int *kind_
     case HSA_EXT_POINTER_TYPE_HSA:
         *kind_p = info.agentOwner.handle == bctx->cpu.handle ? GM_MEMORY_MAPPED : GM_MEMORY_DEVICE;
         break;
-    case HSA_EXT_POINTER_TYPE_LOCKED:
-        *kind_p = GM_MEMORY_PINNED;
+    case HSA_EXT_POINTER_TYPE_LOCKED: /* registered; a copy's temporary lock is not */
+        *kind_p = inside_registration(ptr, 1) ? GM_MEMORY_PINNED : GM_MEMORY_HOST;
         break;
     case HSA_EXT_POINTER_TYPE_IPC:
     case HSA_EXT_POINTER_TYPE_GRAPHICS:
@@ -486,12 +503,27 @@ static gm_status lock_range(gm_backend_ctx *bctx, char *host, size_t extent, gm_
     return GM_OK;
 }
 
+/* Whether [host, host + extent) lies inside one range a context registered. */
+static bool inside_registration(const char *host, size_t extent)
+{
+    bool inside = false;
+
+    pthread_mutex_lock(&registry_lock);
+    for (const registration *r = registry; r != NULL && !inside; r = r->next)
+        inside = host >= r->base && (size_t)(host - r->base) <= r->bytes &&
+                 extent <= r->bytes - (size_t)(host - r->base);
+    pthread_mutex_unlock(&registry_lock);
+    return inside;
+}
+
 /*
  * The address a DMA engine uses for host memory: pageable memory this
  * context already locked, for a range inside that lock, or pool or
  * registered memory as the runtime maps it; other pageable memory is locked
- * now. A lock is held (*locked_p, a reference) for the copy's lifetime.
- * Lock held.
+ * now, including memory another context locked for a copy of its own (or
+ * another library locked), which can be unlocked under this context's copy:
+ * ROCr counts nested locks. A lock is held (*locked_p, a reference) for the
+ * copy's lifetime. Lock held.
  */
 gm_status gm__hsa_host_for_dma(gm_backend_ctx *bctx, void *host, size_t extent, void **agent_p,
                                gm__hsa_lock **locked_p)
@@ -508,6 +540,7 @@ gm_status gm__hsa_host_for_dma(gm_backend_ctx *bctx, void *host, size_t extent, 
         if (status != GM_OK)
             return status;
         if (info.type != HSA_EXT_POINTER_TYPE_UNKNOWN &&
+            (info.type != HSA_EXT_POINTER_TYPE_LOCKED || inside_registration(host, extent)) &&
             (uintptr_t)host + extent <= (uintptr_t)info.hostBaseAddress + info.sizeInBytes) {
             *agent_p = agent_address(&info, host);
             return GM_OK;

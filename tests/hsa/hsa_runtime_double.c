@@ -1241,13 +1241,29 @@ hsa_status_t hsa_amd_memory_lock(void *host_ptr, size_t size, hsa_agent_t *agent
     return st;
 }
 
-/* Whether a copy reads or writes inside a lock record's range. */
+/* Whether [p, p + n) meets a lock record's range. */
+static bool range_meets(const char *p, size_t n, const dlock *l)
+{
+    return p < l->base + l->size && p + n > l->base;
+}
+
+/* Whether another lock record still holds all of [p, p + n) (ROCr counts nested locks). */
+static bool still_locked(const char *p, size_t n, const dlock *gone)
+{
+    for (const dlock *l = g.locks; l != NULL; l = l->next)
+        if (l != gone && p >= l->base && p + n <= l->base + l->size)
+            return true;
+    return false;
+}
+
+/* Whether a copy reads or writes inside a lock record's range that no other lock holds. */
 static bool copy_touches(const dcopy *c, const dlock *l)
 {
     const char *src = c->rec.src, *dst = c->rec.dst;
+    size_t n = c->rec.size;
 
-    return (src < l->base + l->size && src + c->rec.size > l->base) ||
-           (dst < l->base + l->size && dst + c->rec.size > l->base);
+    return (range_meets(src, n, l) && !still_locked(src, n, l)) ||
+           (range_meets(dst, n, l) && !still_locked(dst, n, l));
 }
 
 hsa_status_t hsa_amd_memory_unlock(void *host_ptr)
@@ -1302,7 +1318,7 @@ static void info_from_alloc(const dalloc *a, hsa_amd_pointer_info_t *info)
     info->type = HSA_EXT_POINTER_TYPE_HSA;
     info->agentBaseAddress = a->base;
     info->hostBaseAddress = a->base;
-    info->sizeInBytes = a->size;
+    info->sizeInBytes = g.cfg.rounded_pointer_sizes != 0 ? round_granule(a->size) : a->size;
     info->agentOwner.handle = a->pool == POOL_CODE ? GPU_AGENT(0)
                               : gpu >= 0           ? GPU_AGENT(gpu)
                                                    : CPU_AGENT;

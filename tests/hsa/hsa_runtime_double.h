@@ -60,6 +60,8 @@ typedef struct hsa_double_config {
     int report_memory_avail;    /* answer HSA_AMD_AGENT_INFO_MEMORY_AVAIL (default 1) */
     int copies_in_order;        /* DMA engine runs ready copies oldest-first (default 0) */
     int no_ipc;                 /* hsa_amd_ipc_memory_* fail with HSA_STATUS_ERROR */
+    int rounded_pointer_sizes;  /* hsa_amd_pointer_info gives pool allocations' sizes rounded
+                                   up to the granule, as ROCr before ROCm 5.4 (39632a71) */
     const char *gpu_arch;       /* the GPUs' processor: "gfx906" (default), "gfx90a" or "gfx1100";
                                    programs that never call hsa_double_reset can set it with the
                                    environment variable GM_HSA_DOUBLE_GPU */

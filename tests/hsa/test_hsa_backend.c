@@ -3,9 +3,11 @@
  * properties, memory (device, pinned/mapped, lock-based registration,
  * pointer queries, IPC), synchronous copies and memset, error translation.
  */
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "hsa_api.h"
 #include "hsa_test_util.h"
@@ -74,6 +76,35 @@ static void test_mem_info_without_memory_avail(void **state)
     assert_ok(hsa_ops->mem_free(bctx, p));
     assert_ok(hsa_ops->mem_info(bctx, &free_bytes, &total));
     assert_int_equal(free_bytes, 64 << 20);
+    hsa_test_close(bctx);
+}
+
+/*
+ * ROCr before ROCm 5.4 (5.2: the runtime without the free-memory query)
+ * reports a pool allocation's size in hsa_amd_pointer_info rounded up to a
+ * page: the accounting must add what mem_free subtracts, or free memory
+ * climbs above the total (it did: by 1096 bytes an allocation of 3000).
+ */
+static void test_mem_info_rounded_pointer_sizes(void **state)
+{
+    hsa_double_config cfg;
+    gm_backend_ctx *bctx = NULL;
+    int64_t free_bytes = 0, total = 0;
+    gm_devptr p = 0;
+
+    (void)state;
+    hsa_double_config_default(&cfg);
+    cfg.report_memory_avail = 0;
+    cfg.rounded_pointer_sizes = 1;
+    bctx = hsa_test_open(&cfg, 0);
+    for (int i = 0; i < 4; i++) {
+        assert_ok(hsa_ops->mem_alloc(bctx, 3000, &p));
+        assert_ok(hsa_ops->mem_info(bctx, &free_bytes, &total));
+        assert_int_equal(free_bytes, total - 4096); /* the page the runtime took */
+        assert_ok(hsa_ops->mem_free(bctx, p));
+    }
+    assert_ok(hsa_ops->mem_info(bctx, &free_bytes, &total));
+    assert_int_equal(free_bytes, total);
     hsa_test_close(bctx);
 }
 
@@ -292,6 +323,127 @@ static void test_register(void **state)
     assert_int_equal(hsa_double_violations(NULL, 0), 0);
     assert_int_equal(hsa_double_calls("hsa_memory_register"), 0);
     free(buf);
+}
+
+/*
+ * Pinned and registered host memory made without PORTABLE by a context on
+ * GPU 0, copied by a context on GPU 1: any context's copies use such memory
+ * as it is, so it must be mapped for every GPU (the kernel driver maps a
+ * pool allocation or a locked range only for the GPUs named; the double
+ * records a copy through memory its GPU cannot reach).
+ */
+static void test_host_memory_of_another_gpus_context(void **state)
+{
+    hsa_double_config cfg;
+    gm_backend_init_args args = {1, 0};
+    gm_backend_ctx *a = NULL, *b = NULL;
+    size_t bytes = 8192;
+    char *registered = malloc(bytes), *back = malloc(bytes);
+    void *pinned = NULL;
+    gm_devptr dev = 0;
+    gm_copy_desc d;
+
+    (void)state;
+    assert_non_null(registered);
+    assert_non_null(back);
+    hsa_double_config_default(&cfg);
+    cfg.gpu_count = 2;
+    a = hsa_test_open(&cfg, 0);
+    assert_ok(hsa_ops->init(&args, &b));
+    assert_ok(hsa_ops->host_register(a, registered, bytes, 0));
+    assert_ok(hsa_ops->host_alloc(a, bytes, 0, &pinned));
+    memset(registered, 5, bytes);
+    memset(pinned, 6, bytes);
+    assert_ok(hsa_ops->mem_alloc(b, bytes, &dev));
+    for (int k = 0; k < 2; k++) {
+        void *src = k == 0 ? (void *)registered : pinned;
+
+        d = hsa_test_copy1d(GM_COPY_DEVICE, dev, GM_COPY_HOST, (gm_devptr)(uintptr_t)src, bytes);
+        assert_ok(hsa_ops->copy(b, &d, NULL));
+        d = hsa_test_copy1d(GM_COPY_HOST, (gm_devptr)(uintptr_t)back, GM_COPY_DEVICE, dev, bytes);
+        assert_ok(hsa_ops->copy(b, &d, NULL));
+        assert_memory_equal(back, src, bytes);
+    }
+    assert_int_equal(hsa_double_violations(NULL, 0), 0);
+    assert_ok(hsa_ops->mem_free(b, dev));
+    hsa_ops->fini(b);
+    assert_ok(hsa_ops->host_unregister(a, registered));
+    assert_ok(hsa_ops->host_free(a, pinned));
+    hsa_test_close(a);
+    free(registered);
+    free(back);
+}
+
+static atomic_int release_b;
+
+static gm_status wait_for_release(void *user)
+{
+    const struct timespec tick = {0, 1000 * 1000};
+
+    (void)user;
+    while (atomic_load(&release_b) == 0)
+        nanosleep(&tick, NULL);
+    return GM_OK;
+}
+
+/*
+ * Two contexts on one GPU copy the same pageable buffer. Context A's copy
+ * locks it for itself; context B's copy, queued behind a host step, must
+ * hold a lock of its own: A unlocks when its copy is reaped, while B's copy
+ * still waits (the double records an unlock under a pending copy that no
+ * other lock holds). Meanwhile, for B, A's temporary lock is no pinned
+ * memory: pointer_kind says host, host_device_pointer refuses it.
+ */
+static void test_other_contexts_temporary_lock(void **state)
+{
+    gm_backend_init_args args = {0, 0};
+    gm_backend_ctx *a = NULL, *b = NULL;
+    gm_backend_stream *sa = NULL, *sb = NULL;
+    size_t bytes = 1 << 16;
+    char *buf = malloc(bytes), *back = malloc(bytes);
+    gm_devptr da = 0, db = 0;
+    gm_copy_desc d;
+    int kind = -1;
+
+    (void)state;
+    assert_non_null(buf);
+    assert_non_null(back);
+    memset(buf, 3, bytes);
+    atomic_store(&release_b, 0);
+    a = hsa_test_open(NULL, 0);
+    assert_ok(hsa_ops->init(&args, &b));
+    assert_ok(hsa_ops->mem_alloc(a, bytes, &da));
+    assert_ok(hsa_ops->mem_alloc(b, bytes, &db));
+    assert_ok(hsa_ops->stream_create(a, 0, &sa));
+    assert_ok(hsa_ops->stream_create(b, 0, &sb));
+    hsa_double_pause(1);
+    d = hsa_test_copy1d(GM_COPY_DEVICE, da, GM_COPY_HOST, (gm_devptr)(uintptr_t)buf, bytes);
+    assert_ok(hsa_ops->copy(a, &d, sa)); /* A locks buf for its copy */
+    assert_ok(hsa_ops->pointer_kind(b, buf, &kind));
+    assert_int_equal(kind, GM_MEMORY_HOST);
+    assert_status(hsa_ops->host_device_pointer(b, buf, &db), GM_ERR_INVALID_ARG);
+    assert_message_contains("a copy's temporary lock only");
+    assert_ok(hsa_ops->mem_free(b, db));
+    assert_ok(hsa_ops->mem_alloc(b, bytes, &db));
+    assert_ok(hsa_ops->stream_enqueue_host(b, sb, wait_for_release, NULL, NULL));
+    d = hsa_test_copy1d(GM_COPY_DEVICE, db, GM_COPY_HOST, (gm_devptr)(uintptr_t)buf, bytes);
+    assert_ok(hsa_ops->copy(b, &d, sb));
+    hsa_double_pause(0);
+    assert_ok(hsa_ops->stream_synchronize(a, sa)); /* A reaps its copy and unlocks */
+    atomic_store(&release_b, 1);
+    assert_ok(hsa_ops->stream_synchronize(b, sb));
+    d = hsa_test_copy1d(GM_COPY_HOST, (gm_devptr)(uintptr_t)back, GM_COPY_DEVICE, db, bytes);
+    assert_ok(hsa_ops->copy(b, &d, NULL));
+    assert_memory_equal(back, buf, bytes);
+    assert_int_equal(hsa_double_violations(NULL, 0), 0);
+    assert_ok(hsa_ops->stream_destroy(a, sa));
+    assert_ok(hsa_ops->stream_destroy(b, sb));
+    assert_ok(hsa_ops->mem_free(a, da));
+    assert_ok(hsa_ops->mem_free(b, db));
+    hsa_ops->fini(b);
+    hsa_test_close(a);
+    free(buf);
+    free(back);
 }
 
 /* Round trip through device memory from pageable, registered and pinned host memory. */
@@ -803,6 +955,7 @@ int main(void)
         cmocka_unit_test(test_status_map),
         cmocka_unit_test(test_device_info),
         cmocka_unit_test(test_mem_info_without_memory_avail),
+        cmocka_unit_test(test_mem_info_rounded_pointer_sizes),
         cmocka_unit_test(test_init_out_of_resources),
         cmocka_unit_test(test_init_no_gpu_agent),
         cmocka_unit_test(test_init_device_ids),
@@ -811,6 +964,8 @@ int main(void)
         cmocka_unit_test(test_allocation_above_pool_max),
         cmocka_unit_test(test_pinned_and_mapped),
         cmocka_unit_test(test_register),
+        cmocka_unit_test(test_host_memory_of_another_gpus_context),
+        cmocka_unit_test(test_other_contexts_temporary_lock),
         cmocka_unit_test(test_copies_sync),
         cmocka_unit_test(test_copies_pitched),
         cmocka_unit_test(test_copies_rect),
