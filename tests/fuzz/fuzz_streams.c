@@ -692,10 +692,16 @@ static void device_use(const model *m, int64_t *live, int64_t *maybe)
     *live = *maybe = 0;
     for (int i = 0; i < m->ngroups; i++) {
         const group *g = &m->groups[i];
+        int held = g->arrays;
 
         if (g->gone || g->charge == 0)
             continue;
-        if (g->arrays > 0)
+        /* an export whose release is due drops its reference at the next flush (the one an
+         * allocation's retry runs, which then frees what that reference kept) */
+        for (int k = 0; k < m->nowners; k++)
+            if (m->owners[k].hold_grp == i && m->owners[k].due && !m->owners[k].accounted)
+                held--;
+        if (held > 0)
             *live += g->charge;
         else
             *maybe += g->charge;
