@@ -843,7 +843,8 @@ gm_status gm__sim_run_blocks(const gm__sim_launch *launch, gm__sim_claim_fn clai
 fail:
     snprintf(message, message_size,
              "kernel '%s': out of memory for the simulator's fibers (each thread of a block "
-             "reserves a stack of %zu bytes of address space; GM_SIM_STACK_BYTES sets it)",
+             "reserves a stack of %zu bytes of address space, GM_SIM_STACK_BYTES sets it, and "
+             "a 1 MiB guard region below it)",
              launch->kernel->name, w != NULL ? w->stack_bytes : (size_t)0);
     return status;
 }
