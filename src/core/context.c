@@ -529,6 +529,12 @@ void gm_context_destroy(gm_context **ctx_p)
 
     if (ctx_p == NULL || *ctx_p == NULL)
         return;
+    if (gm__in_stream_callback()) { /* the callback's own return touches the context */
+        gm__error(GM_ERR_STATE, "gm_context_destroy: not allowed inside a stream callback; the "
+                                "context is left alive");
+        gm__log(GM_LOG_ERROR, "%s", gm_last_error_message());
+        return;
+    }
     ctx = *ctx_p;
     *ctx_p = NULL;
     /* From here a callback still running cannot queue more stream work (a callback it

@@ -416,14 +416,19 @@ static void requeue(gm__dealloc_queue *q, gm__dealloc_entry *rest)
  * Settle a released batch under the queue lock: uncount the entries up to
  * result->rest (by their sums: the peak never moves on a decrease), requeue
  * the rest, pool what fits (the whole released run in one step when it
- * can); return the entries to free.
+ * can), count the flush (*counted_p) with its first freed entry; return the
+ * entries to free.
  */
 static gm__dealloc_entry *settle(gm__dealloc_queue *q, gm__dealloc_entry *batch,
-                                 const batch_result *result, bool *empty_p)
+                                 const batch_result *result, bool *counted_p, bool *empty_p)
 {
     gm__dealloc_entry *to_free = NULL;
 
     gm__lock_take(&q->lock);
+    if (result->freed > 0 && !*counted_p) { /* a flush counts once, when it freed something */
+        q->flushes++;
+        *counted_p = true;
+    }
     q->count -= result->released;
     q->device_bytes -= result->device_bytes;
     q->pinned_bytes -= result->pinned_bytes;
@@ -469,13 +474,11 @@ static gm_status drain(gm_context *ctx, const char *fn, drain_mode mode)
 
         gm__lock_take(&q->lock);
         batch = detach(q, mode);
-        q->flushes += batch != NULL && !counted ? 1 : 0;
         gm__lock_give(&q->lock);
         if (batch == NULL)
             break;
-        counted = true;
         result = release_batch(ctx, fn, mode, batch);
-        to_free = settle(q, batch, &result, &empty);
+        to_free = settle(q, batch, &result, &counted, &empty);
         while (to_free != NULL) {
             gm__dealloc_entry *next = to_free->next;
 

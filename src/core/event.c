@@ -2,6 +2,8 @@
  * Events: creation, destruction through the deallocation queue, record,
  * wait, query, synchronize and elapsed time.
  */
+#include <inttypes.h>
+
 #include "runtime_internal.h"
 
 /* An event argument that must not be NULL. */
@@ -171,13 +173,19 @@ gm_status gm_event_elapsed_ms(gm_event *start, gm_event *end, float *ms_p)
     return status;
 }
 
-/* Queue the destruction of every event still alive. */
+/* Queue the destruction of every event still alive, and say how many there were. */
 void gm__events_teardown(gm_context *ctx)
 {
+    int64_t alive = 0;
+
     while (!gm__list_empty(&ctx->events)) {
         gm_event *event = GM__CONTAINER_OF(ctx->events.next, gm_event, link);
 
         gm__list_remove(&event->link);
         queue_destroy(event);
+        alive++;
     }
+    if (alive > 0)
+        gm__log(GM_LOG_INFO, "gm_context_destroy: destroying %" PRId64 " events still alive",
+                alive);
 }

@@ -405,11 +405,63 @@ static void test_destroy_live_objects(void **state)
     assert_true(rt_log_contains(GM_LOG_WARN, "4 arrays still alive (3 buffers, 80 bytes)"));
     assert_true(rt_log_contains(GM_LOG_WARN, "host registration scope"));
     assert_true(rt_log_contains(GM_LOG_INFO, "destroying 1 streams still alive"));
+    assert_true(rt_log_contains(GM_LOG_INFO, "destroying 1 events still alive"));
     assert_int_equal(rt_fault_calls(RT_MEM_FREE), 2);
     assert_int_equal(rt_fault_calls(RT_HOST_FREE), 1);
     assert_int_equal(rt_fault_calls(RT_STREAM_DESTROY), 1);
     assert_int_equal(rt_fault_calls(RT_EVENT_DESTROY), 1);
     assert_int_equal(rt_fault_calls(RT_HOST_UNREGISTER), 1);
+}
+
+/* What a callback saw when it tried to destroy its context. */
+typedef struct destroy_attempt {
+    gm_context *ctx;
+    gm_context *after;
+    gm_status status;
+} destroy_attempt;
+
+static void destroy_in_callback(gm_stream *stream, gm_status status, void *user)
+{
+    destroy_attempt *d = user;
+    gm_context *ctx = d->ctx;
+
+    (void)stream;
+    (void)status;
+    gm_clear_error();
+    gm_context_destroy(&ctx);
+    d->after = ctx;
+    d->status = gm_last_error();
+}
+
+/*
+ * gm_context_destroy inside a stream callback is refused (the callback's own
+ * return uses the context: a use after free): GM_ERR_STATE recorded and
+ * logged, the context alive and usable, destroyed later as usual.
+ */
+static void test_destroy_inside_callback(void **state)
+{
+    gm_context *ctx = NULL;
+    gm_stream *st = NULL;
+    destroy_attempt d = {NULL, NULL, GM_OK};
+    int64_t n = 8;
+    gm_array *a = NULL;
+
+    (void)state;
+    assert_ok(rt_fault_context(NULL, &ctx));
+    assert_ok(gm_stream_create(ctx, 0, &st));
+    d.ctx = ctx;
+    rt_log_capture(GM_LOG_ERROR);
+    assert_ok(gm_stream_add_callback(st, destroy_in_callback, &d));
+    assert_ok(gm_stream_synchronize(st));
+    rt_log_stop();
+    assert_int_equal(d.status, GM_ERR_STATE);
+    assert_ptr_equal(d.after, ctx);
+    assert_true(rt_log_contains(GM_LOG_ERROR, "not allowed inside a stream callback"));
+    assert_ok(gm_device_array(ctx, 1, &n, GM_UINT8, GM_ORDER_C, &a)); /* still alive */
+    gm_array_release(&a);
+    gm_stream_destroy(&st);
+    gm_context_destroy(&ctx);
+    assert_null(ctx);
 }
 
 /* The ops table is checked before use; a failing init leaves nothing behind. */
@@ -465,6 +517,7 @@ int main(void)
         cmocka_unit_test_setup(test_backend_selection, test_setup),
         cmocka_unit_test_setup(test_invalid_options, test_setup),
         cmocka_unit_test_setup(test_log_hook_option, test_setup),
+        cmocka_unit_test_setup(test_destroy_inside_callback, test_setup),
         cmocka_unit_test_setup(test_simulator_environment, test_setup),
         cmocka_unit_test_setup(test_device_info, test_setup),
         cmocka_unit_test_setup(test_memory_info, test_setup),

@@ -339,6 +339,31 @@ static void test_flush_stops_at_failure(void **state)
     gm_context_destroy(&ctx);
 }
 
+/* A flush whose first deallocation fails freed nothing: it is not counted (runtime.h). */
+static void test_failed_flush_not_counted(void **state)
+{
+    gm_context_options o = rt_options(1000, 10.0, BIG);
+    gm_context *ctx = NULL;
+    gm_array *a = NULL;
+    gm_dealloc_stats s;
+
+    (void)state;
+    assert_ok(rt_fault_context(&o, &ctx));
+    a = device_bytes(ctx, 1000);
+    gm_array_release(&a);
+    rt_fault_fail_at(RT_MEM_FREE, 1, GM_ERR_DRIVER);
+    assert_status(gm_deallocations_flush(ctx), GM_ERR_DRIVER);
+    s = rt_stats(ctx);
+    assert_int_equal(s.freed_count, 0);
+    assert_int_equal(s.flushes, 0);
+    assert_int_equal(s.pending_count, 1);
+    assert_ok(gm_deallocations_flush(ctx));
+    s = rt_stats(ctx);
+    assert_int_equal(s.freed_count, 1);
+    assert_int_equal(s.flushes, 1);
+    gm_context_destroy(&ctx);
+}
+
 /*
  * A flush uncounts what it freed by sums and pools the blocks of a batch at
  * once when they fit: a batch of mixed kinds, larger than the pool of spare
@@ -830,6 +855,7 @@ int main(void)
         cmocka_unit_test_setup(test_oom_inside_defer, test_setup),
         cmocka_unit_test_setup(test_defer_nesting, test_setup),
         cmocka_unit_test_setup(test_flush_stops_at_failure, test_setup),
+        cmocka_unit_test_setup(test_failed_flush_not_counted, test_setup),
         cmocka_unit_test_setup(test_flush_settles_large_mixed_batch, test_setup),
         cmocka_unit_test_setup(test_auto_flush_failure_logged, test_setup),
         cmocka_unit_test_setup(test_teardown, test_setup),
