@@ -135,7 +135,11 @@ typedef gm_status gm_op_stream_add_callback(gm_backend_ctx *bctx, gm_backend_str
 /* Run fn(user) in stream order on a host thread; its status becomes the stream's error.
  * cleanup (may be NULL) runs after fn, whatever fn returned. If the op fails (nothing
  * queued) cleanup is not called and the caller keeps `user` (the core relies on this).
- * stream_add_callback's fn is likewise never called when that op fails. */
+ * stream_add_callback's fn is likewise never called when that op fails. stream NULL
+ * (optional: the simulator and HSA take it, CUDA refuses it with GM_ERR_NULL_POINTER):
+ * fn runs now, after the legacy stream's work, and cleanup has run when the call
+ * returns, whatever it returns (fn's status, or the wait's when fn could not run): the
+ * caller never keeps `user` then. The core never passes NULL. */
 typedef gm_status gm_op_stream_enqueue_host(gm_backend_ctx *bctx, gm_backend_stream *stream,
                                             gm_backend_host_work_fn fn, void *user,
                                             void (*cleanup)(void *user));

@@ -866,6 +866,8 @@ static gm_status host_host_alloc(gm_backend_ctx *bctx, size_t bytes, unsigned fl
         return status;
     }
     r.locked = lock_pages(c, r.lock_base, r.lock_bytes, fn);
+    if (!r.locked)
+        gm__host_span_unlocked(c, r.base);
     status = add_allocation(c, &r, fn); /* on failure: unlocked, freed and uncharged */
     if (status != GM_OK)
         gm__host_span_release(c, r.base, 0, 0);
@@ -973,6 +975,8 @@ static gm_status host_host_register(gm_backend_ctx *bctx, void *ptr, size_t byte
             gm__host_span_claim(c, &r, bytes, (flags & GM_HOST_PORTABLE) != 0, "host_register");
         if (status == GM_OK) {
             r.locked = lock_pages(c, r.lock_base, r.lock_bytes, "host_register");
+            if (!r.locked)
+                gm__host_span_unlocked(c, r.base);
             status = region_insert(c, &r, "host_register");
             if (status != GM_OK)
                 gm__host_span_release(c, r.base, r.locked ? r.lock_base : 0,

@@ -339,14 +339,16 @@ gm_op_event_elapsed gm__host_event_elapsed;
  */
 gm_status gm__host_span_claim(const host_ctx *owner, const host_region *r, size_t bytes,
                               bool portable, const char *fn);
+/* Owner's span at base locks no page after all (its mlock failed or is off). */
+void gm__host_span_unlocked(const host_ctx *owner, uintptr_t base);
 /*
  * Release owner's span at base (none: only the unlocking) and munlock the
  * page-aligned [lo, hi) but its end pages when another span (of any context)
  * shares them: one step, so no claim comes between.
  */
 void gm__host_span_release(const host_ctx *owner, uintptr_t base, uintptr_t lo, uintptr_t hi);
-/* The kind of another context's portable span holding [addr, addr + bytes), else
- * GM_MEMORY_HOST. */
+/* The kind of another context's portable span whose user bytes (not its page-rounded
+ * tail) hold [addr, addr + bytes), else GM_MEMORY_HOST. */
 int gm__host_span_portable_kind(const host_ctx *owner, uintptr_t addr, size_t bytes);
 
 #endif /* GPUMEM_SRC_HOST_HOST_BACKEND_H */

@@ -31,7 +31,8 @@ typedef struct host_span {
     const host_ctx *owner;
     uintptr_t base;
     size_t bytes;        /* an allocation's charged bytes: its pages are its own */
-    uintptr_t lock_base; /* the pages it locks, or may be locking */
+    size_t user_bytes;   /* the bytes the user asked for: what other contexts may use */
+    uintptr_t lock_base; /* the pages it locks, or may be locking (none once mlock failed) */
     size_t lock_bytes;
     int kind;
     bool portable;
@@ -75,8 +76,8 @@ gm_status gm__host_span_claim(const host_ctx *owner, const host_region *r, size_
         }
     }
     if (status == GM_OK)
-        spans[nspans++] =
-            (host_span){owner, r->base, bytes, r->lock_base, r->lock_bytes, r->kind, portable};
+        spans[nspans++] = (host_span){owner,        r->base,       bytes,   r->bytes,
+                                      r->lock_base, r->lock_bytes, r->kind, portable};
     pthread_mutex_unlock(&spans_lock);
     return status;
 }
@@ -91,6 +92,16 @@ static bool page_shared(const host_span *self, uintptr_t page, size_t ps)
             return true;
     }
     return false;
+}
+
+void gm__host_span_unlocked(const host_ctx *owner, uintptr_t base)
+{
+    pthread_mutex_lock(&spans_lock);
+    for (size_t i = 0; i < nspans; i++) {
+        if (spans[i].owner == owner && spans[i].base == base)
+            spans[i].lock_bytes = 0; /* keeps no shared page locked for another span */
+    }
+    pthread_mutex_unlock(&spans_lock);
 }
 
 void gm__host_span_release(const host_ctx *owner, uintptr_t base, uintptr_t lo, uintptr_t hi)
@@ -127,8 +138,8 @@ int gm__host_span_portable_kind(const host_ctx *owner, uintptr_t addr, size_t by
     for (size_t i = 0; i < nspans && kind == GM_MEMORY_HOST; i++) {
         const host_span *s = &spans[i];
 
-        if (s->owner != owner && s->portable && addr >= s->base && addr - s->base < s->bytes &&
-            bytes <= s->bytes - (addr - s->base))
+        if (s->owner != owner && s->portable && addr >= s->base && addr - s->base < s->user_bytes &&
+            bytes <= s->user_bytes - (addr - s->base))
             kind = s->kind;
     }
     pthread_mutex_unlock(&spans_lock);

@@ -582,6 +582,71 @@ static void test_register_shared_page(void **state)
     free(buf);
 }
 
+/*
+ * A registration whose mlock did not happen (off here; a full RLIMIT_MEMLOCK
+ * alike) shares a page with another context's locked registration: once
+ * both are gone the page is unlocked (the unlocked span still counted as
+ * locking it, and VmLck stayed up a page with nothing registered).
+ */
+static void test_unlocked_registration_shares_a_page(void **state)
+{
+    gm_backend_ctx *ca = ctx_new(), *cb = NULL;
+    size_t ps = (size_t)sysconf(_SC_PAGESIZE);
+    char *buf = NULL;
+    long base = gm_test_vmlck_kb();
+
+    setenv(GM_HOST_MLOCK_ENV, "0", 1);
+    cb = ctx_new();
+    unsetenv(GM_HOST_MLOCK_ENV);
+    assert_int_equal(posix_memalign((void **)&buf, ps, 2 * ps), 0);
+    assert_ok(OPS->host_register(ca, buf, 100, 0)); /* locks page 0 */
+    if (!gm__host_is_locked(ca, buf) || base < 0 || gm_test_vmlck_kb() == base) {
+        OPS->fini(cb); /* not locked, no VmLck, or mlock is a no-op (ASan intercepts it) */
+        OPS->fini(ca);
+        free(buf);
+        skip();
+    }
+    assert_ok(OPS->host_register(cb, buf + 100, 100, 0)); /* page 0 too, not locked */
+    assert_false(gm__host_is_locked(cb, buf + 100));
+    assert_ok(OPS->host_unregister(ca, buf));
+    assert_ok(OPS->host_unregister(cb, buf + 100));
+    assert_int_equal(gm_test_vmlck_kb() - base, 0);
+    OPS->fini(cb);
+    OPS->fini(ca);
+    free(buf);
+}
+
+/*
+ * Another context sees a portable pinned allocation as the bytes asked for,
+ * as its owner does, not its page-rounded block: past the end, pointer_kind
+ * is host memory and device pointers, memsets and copies are refused.
+ */
+static void test_portable_allocation_ends_where_asked(void **state)
+{
+    gm_backend_ctx *c1 = ctx_new(), *c2 = ctx_new();
+    void *p = NULL;
+    unsigned char one = 1;
+    int kind = -1;
+    gm_devptr dp = 0;
+
+    assert_ok(OPS->host_alloc(c1, 100, GM_HOST_PORTABLE, &p));
+    for (int k = 0; k < 2; k++) {
+        gm_backend_ctx *c = k == 0 ? c1 : c2;
+
+        assert_ok(OPS->pointer_kind(c, (char *)p + 99, &kind));
+        assert_int_equal(kind, GM_MEMORY_PINNED);
+        assert_ok(OPS->pointer_kind(c, (char *)p + 200, &kind));
+        assert_int_equal(kind, GM_MEMORY_HOST);
+        assert_status(OPS->host_device_pointer(c, (char *)p + 200, &dp), GM_ERR_INVALID_ARG);
+        assert_status(OPS->memset(c, (gm_devptr)(uintptr_t)p, &one, 1, 200, NULL),
+                      GM_ERR_INVALID_ARG);
+        assert_ok(OPS->memset(c, (gm_devptr)(uintptr_t)p, &one, 1, 100, NULL));
+    }
+    assert_ok(OPS->host_free(c1, p));
+    OPS->fini(c2);
+    OPS->fini(c1);
+}
+
 /* ------------------------------------------------------------- copies */
 
 /* H2D, D2D, D2H pitched copies; 2-D pitched; strided copy; errors. */
@@ -1069,6 +1134,10 @@ static void test_callbacks(void **state)
     assert_int_equal(cleanups, 2);
     assert_ok(OPS->stream_enqueue_host(c, NULL, work_set_flag, &flag, count_cleanup));
     assert_int_equal(cleanups, 3);
+    /* no stream: fn's failure is returned, and cleanup ran all the same (backend.h) */
+    assert_status(OPS->stream_enqueue_host(c, NULL, work_fail, &id, count_cleanup),
+                  GM_ERR_INVALID_ARG);
+    assert_int_equal(cleanups, 4);
     assert_status(OPS->stream_add_callback(c, s, NULL, NULL), GM_ERR_NULL_POINTER);
     assert_ok(OPS->stream_destroy(c, s));
     OPS->fini(c);
@@ -1496,6 +1565,8 @@ int main(void)
         cmocka_unit_test(test_mlock_disabled_is_honest),
         cmocka_unit_test(test_register_unregister),
         cmocka_unit_test(test_register_shared_page),
+        cmocka_unit_test(test_unlocked_registration_shares_a_page),
+        cmocka_unit_test(test_portable_allocation_ends_where_asked),
         cmocka_unit_test(test_copy_sync),
         cmocka_unit_test(test_copy_run_matches_pitched),
         cmocka_unit_test(test_copy_strided_op),
