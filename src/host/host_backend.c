@@ -368,7 +368,10 @@ static gm_status host_mem_info(gm_backend_ctx *bctx, int64_t *free_p, int64_t *t
         return gm__error(GM_ERR_NULL_POINTER, "mem_info: %s is NULL",
                          free_p == NULL ? "free_p" : "total_p");
     gm__lock_take(&c->mem_lock);
-    *free_p = c->device_total - c->device_used;
+    /* in whole GM_HOST_DEVICE_ALIGNMENT units, the granule allocations are charged in:
+     * an allocation of the free bytes fits (a GM_HOST_DEVICE_MEMORY of 1000 has 768) */
+    *free_p =
+        (c->device_total - c->device_used) / GM_HOST_DEVICE_ALIGNMENT * GM_HOST_DEVICE_ALIGNMENT;
     *total_p = c->device_total;
     gm__lock_give(&c->mem_lock);
     return GM_OK;
