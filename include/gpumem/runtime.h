@@ -592,7 +592,10 @@ typedef struct gm_dealloc_stats {
  * @brief Numba's `with defer_cleanup()`: no deallocation happens inside, not
  *        even the flush-and-retry of an allocation that runs out of memory
  *        (Numba behaves the same way; the allocation then fails). Scopes nest;
- *        the scope belongs to the context, not to the calling thread.
+ *        the scope belongs to the context, not to the calling thread. A flush
+ *        another thread was running when the scope opened stops at its next
+ *        check: it may still free up to 32 device entries after
+ *        gm_defer_cleanup_begin returns.
  */
 GM_API gm_status gm_defer_cleanup_begin(gm_context *ctx);
 
