@@ -395,33 +395,84 @@ static gm_status job_noop_cb(void *user)
     return GM_OK;
 }
 
-/* Run the job's host step now (no stream) or in stream order. */
+/*
+ * Wait for the work queued on stream bs so far (NULL: what a synchronous
+ * operation waits for, the legacy stream's rule) without taking the
+ * stream's error, which stays for the user's synchronize: an event recorded
+ * there and waited for; stream_synchronize only when no event can be had.
+ */
+static gm_status wait_queued(gm_context *ctx, gm_backend_stream *bs)
+{
+    gm_backend_event *event = NULL;
+    gm_status status = GM_OK;
+
+    if (bs == NULL)
+        status = ctx->ops->stream_builtin(ctx->bctx, GM_BUILTIN_STREAM_LEGACY, &bs);
+    if (status == GM_OK)
+        status = ctx->ops->event_create(ctx->bctx, 0, &event);
+    if (status == GM_OK) {
+        status = ctx->ops->event_record(ctx->bctx, event, bs);
+        if (status == GM_OK)
+            status = ctx->ops->event_synchronize(ctx->bctx, event);
+        (void)ctx->ops->event_destroy(ctx->bctx, event);
+        return status;
+    }
+    return bs != NULL ? ctx->ops->stream_synchronize(ctx->bctx, bs) : status;
+}
+
+/*
+ * Run the job's host step now (no stream: after what a synchronous
+ * operation waits for, as the backends' synchronous copies do, so that a
+ * staged copy reads a host source, or a host fill writes, only after earlier
+ * queued work on it) or in stream order.
+ */
 static gm_status job_host_step(gm_context *ctx, copy_job *job, gm_backend_stream *bs)
 {
-    if (bs == NULL)
-        return gm__host_copy_strided(&job->host_dst, &job->host_src);
-    return ctx->ops->stream_enqueue_host(ctx->bctx, bs, job_host_step_cb, job, NULL);
+    gm_status status = GM_OK;
+
+    if (bs != NULL)
+        return ctx->ops->stream_enqueue_host(ctx->bctx, bs, job_host_step_cb, job, NULL);
+    status = gm__error_within("synchronous host step", wait_queued(ctx, NULL));
+    return status == GM_OK ? gm__host_copy_strided(&job->host_dst, &job->host_src) : status;
 }
 
 /*
  * End a job: free it now without a stream; with one, queue its release in
- * stream order. If that fails, or an earlier step failed, wait for the work
- * already queued (it may use the temporaries) before freeing.
+ * stream order (after a failed step too: behind what was queued). If that
+ * cannot be queued, wait for the work already queued (it may use the
+ * temporaries) before freeing, without taking the stream's error; inside a
+ * stream callback that wait could wait for the callback itself, so the job
+ * is left (logged) instead.
  */
 static gm_status job_finish(gm_context *ctx, copy_job *job, gm_backend_stream *bs, gm_status status)
 {
     char saved[512];
+    gm_status queued = GM_OK;
 
-    if (bs != NULL && status == GM_OK) {
-        status = ctx->ops->stream_enqueue_host(ctx->bctx, bs, job_noop_cb, job, job_release_cb);
-        if (status == GM_OK)
-            return GM_OK;
+    if (bs == NULL) {
+        job_free(job);
+        return status;
     }
-    if (bs != NULL) {
+    snprintf(saved, sizeof(saved), "%s", gm_last_error_message());
+    queued = ctx->ops->stream_enqueue_host(ctx->bctx, bs, job_noop_cb, job, job_release_cb);
+    if (queued == GM_OK) {
+        if (status != GM_OK)
+            (void)gm__error(status, "%s", saved);
+        return status;
+    }
+    if (status == GM_OK) {
+        status = queued;
         snprintf(saved, sizeof(saved), "%s", gm_last_error_message());
-        (void)ctx->ops->stream_synchronize(ctx->bctx, bs);
-        (void)gm__error(status, "%s", saved);
     }
+    if (gm__in_stream_callback()) {
+        gm__log(GM_LOG_ERROR,
+                "copy: a failed stream-ordered copy inside a stream callback cannot wait for its "
+                "queued steps; its temporaries are not freed");
+        (void)gm__error(status, "%s", saved);
+        return status;
+    }
+    (void)wait_queued(ctx, bs);
+    (void)gm__error(status, "%s", saved);
     job_free(job);
     return status;
 }

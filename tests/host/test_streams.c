@@ -365,6 +365,97 @@ static void test_per_thread_scopes_of_destroyed_contexts(void **state)
     run_on_thread(scopes_left_in_destroyed_contexts);
 }
 
+/*
+ * A synchronous copy waits for what the legacy stream's rule orders before
+ * it, whatever path it takes: a copy host -> device of a transposed host
+ * view, staged through a host temporary (the path CUDA and HSA take: their
+ * strided copies refuse host sides), read its host source before that wait,
+ * so it copied stale bytes that a device -> host copy queued on a blocking
+ * stream was about to write.
+ */
+static void test_sync_staged_copy_waits_for_blocking_streams(void **state)
+{
+    enum { N = 10 };
+    static double p[N * N * N], fresh[N * N * N], back[N * N * N];
+    int64_t shape[3] = {N, N, N};
+    gm_context *ctx = rt_fault_ctx();
+    gm_stream *a = NULL;
+    gm_array *dnew = NULL, *dout = NULL;
+    gm_ndview pv, pt, backv, nv;
+    gate g;
+    pthread_t th;
+
+    (void)state;
+    memset(&g, 0, sizeof(g));
+    rt_fault_ops()->copy_strided = gm__unsupported_copy_strided;
+    for (int k = 0; k < N * N * N; k++) {
+        p[k] = 1.0 + k;
+        fresh[k] = 5000.0 + k;
+    }
+    assert_ok(gm_ndview_init(p, GM_FLOAT64, 3, shape, NULL, GM_ORDER_C, &pv));
+    assert_ok(gm_ndview_init(back, GM_FLOAT64, 3, shape, NULL, GM_ORDER_C, &backv));
+    assert_ok(gm_ndview_init(fresh, GM_FLOAT64, 3, shape, NULL, GM_ORDER_C, &nv));
+    assert_ok(gm_device_array(ctx, 3, shape, GM_FLOAT64, GM_ORDER_C, &dnew));
+    assert_ok(gm_device_array(ctx, 3, shape, GM_FLOAT64, GM_ORDER_C, &dout));
+    assert_ok(gm_array_copy_to_device(dnew, &nv, NULL));
+    assert_ok(gm_stream_create(ctx, 0, &a)); /* blocking */
+    assert_ok(gm_stream_add_callback(a, gate_callback, &g));
+    assert_ok(gm_array_copy_to_host(dnew, &pv, a)); /* p <- fresh, after the gate */
+    assert_int_equal(pthread_create(&th, NULL, release_later, &g), 0);
+    assert_ok(gm_ndview_transpose(&pv, &pt));
+    assert_ok(gm_copy(ctx, gm_array_view(dout), &pt, NULL)); /* after a's copy */
+    assert_int_equal(pthread_join(th, NULL), 0);
+    assert_ok(gm_stream_synchronize(a));
+    assert_ok(gm_array_copy_to_host(dout, &backv, NULL));
+    for (int i = 0; i < N; i++)
+        for (int j = 0; j < N; j++)
+            for (int k = 0; k < N; k++)
+                if (back[(i * N + j) * N + k] != 5000.0 + (double)(k * N * N + j * N + i))
+                    fail_msg("dout[%d][%d][%d] = %g: the source's bytes before the copy queued "
+                             "on the blocking stream wrote them",
+                             i, j, k, back[(i * N + j) * N + k]);
+    gm_array_release(&dnew);
+    gm_array_release(&dout);
+    gm_stream_destroy(&a);
+    gm_context_destroy(&ctx);
+}
+
+/* Stream work standing for an earlier asynchronous failure (a kernel fault). */
+static gm_status work_fails(void *user)
+{
+    (void)user;
+    return gm__error(GM_ERR_LAUNCH, "earlier stream work failed");
+}
+
+/*
+ * A stream's error stays until the user's synchronize takes it (runtime.h):
+ * a later copy on that stream that fails part-way (its host step cannot be
+ * queued) must not take it while it waits for its own queued steps.
+ */
+static void test_failed_copy_keeps_stream_error(void **state)
+{
+    double a[4] = {1, 2, 3, 4}, b[4] = {0};
+    int64_t shape[1] = {4};
+    gm_context *ctx = rt_fault_ctx();
+    gm_stream *s = NULL;
+    gm_backend_stream *bs = NULL;
+    gm_ndview av, bv;
+
+    (void)state;
+    assert_ok(gm_ndview_init(a, GM_FLOAT64, 1, shape, NULL, GM_ORDER_C, &av));
+    assert_ok(gm_ndview_init(b, GM_FLOAT64, 1, shape, NULL, GM_ORDER_C, &bv));
+    assert_ok(gm_stream_create(ctx, 0, &s));
+    assert_ok(gm__stream_backend("test", ctx, s, &bs));
+    assert_ok(rt_fault_ops()->stream_enqueue_host(ctx->bctx, bs, work_fails, NULL, NULL));
+    rt_fault_fail_at(RT_ENQUEUE_HOST, 2, GM_ERR_NO_MEMORY);
+    assert_status(gm_copy(ctx, &bv, &av, s), GM_ERR_NO_MEMORY); /* host to host, on s */
+    assert_status(gm_stream_synchronize(s), GM_ERR_LAUNCH);
+    assert_message_contains("earlier stream work failed");
+    assert_ok(gm_stream_synchronize(s));
+    gm_stream_destroy(&s);
+    gm_context_destroy(&ctx);
+}
+
 /* A wrapped stream is never destroyed by gpumem: the owner keeps using it. */
 static void test_wrap_external(void **state)
 {
@@ -1035,6 +1126,8 @@ int main(void)
         cmocka_unit_test_setup(test_callback_destroys_streams_during_teardown, test_setup),
         cmocka_unit_test_setup(test_injected_alloc_failures, test_setup),
         cmocka_unit_test_setup(test_device_synchronize_fails, test_setup),
+        cmocka_unit_test_setup(test_sync_staged_copy_waits_for_blocking_streams, test_setup),
+        cmocka_unit_test_setup(test_failed_copy_keeps_stream_error, test_setup),
     };
     return cmocka_run_group_tests(tests, group_setup, gm_test_restore_allocator);
 }
