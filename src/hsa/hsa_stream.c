@@ -380,13 +380,26 @@ gm_status gm__hsa_op_finish_sync(gm_backend_ctx *bctx, gm_backend_stream *stream
  * Wait until every operation of the stream completed, oldest first; lock held
  * on entry and exit. Failed operations are left to the stream error (reap).
  */
+/* A pending signal of the stream's frontier (an event it waits for), or NULL. Lock held. */
+static gm__hsa_sig *pending_frontier(const gm_backend_ctx *bctx, const gm_backend_stream *stream)
+{
+    for (size_t i = 0; i < stream->nfrontier; i++)
+        if (!gm__hsa_sig_done(bctx, stream->frontier[i]))
+            return stream->frontier[i];
+    return NULL;
+}
+
 static gm_status drain(gm_backend_ctx *bctx, gm_backend_stream *stream, const char *call)
 {
     gm_status status = GM_OK;
 
     gm__hsa_stream_reap(bctx, stream);
-    while (stream->ops_head != NULL && status == GM_OK) {
-        gm__hsa_sig *sig = gm__hsa_sig_ref(stream->ops_head->done);
+    /* its operations, then the events it was made to wait for (a wait is work of the
+     * stream, as in CUDA, though no operation of its own stands for it) */
+    while ((stream->ops_head != NULL || pending_frontier(bctx, stream) != NULL) &&
+           status == GM_OK) {
+        gm__hsa_sig *sig = gm__hsa_sig_ref(
+            stream->ops_head != NULL ? stream->ops_head->done : pending_frontier(bctx, stream));
 
         pthread_mutex_unlock(&bctx->lock);
         status = gm__hsa_sig_wait(bctx, sig, call);
@@ -795,8 +808,8 @@ gm_status gm__hsa_stream_query(gm_backend_ctx *bctx, gm_backend_stream *stream)
     pthread_mutex_lock(&bctx->lock);
     stream = gm__hsa_stream_resolve(bctx, stream);
     gm__hsa_stream_reap(bctx, stream);
-    if (stream->ops_head != NULL)
-        status = GM_ERR_NOT_READY;
+    if (stream->ops_head != NULL || pending_frontier(bctx, stream) != NULL)
+        status = GM_ERR_NOT_READY; /* work, or an event it waits for, still pending */
     pthread_mutex_unlock(&bctx->lock);
     return status;
 }

@@ -1560,6 +1560,48 @@ static void test_failed_copy_fills_queue(void **state)
     failed_copy_end(&f, false);
 }
 
+/*
+ * A stream made to wait for an event is not idle, and its synchronize waits,
+ * until the event completes (CUDA's rule, the simulator's): the wait adds
+ * no operation of the stream's own, only the event's signal to its frontier,
+ * which query and synchronize did not look at.
+ */
+static void test_wait_event_then_synchronize(void **state)
+{
+    gm_backend_ctx *bctx = hsa_test_open(NULL, 0);
+    uint32_t *a = pattern(21);
+    gm_backend_stream *s1 = NULL, *s2 = NULL;
+    gm_backend_event *ev = NULL;
+    gm_devptr d = 0;
+    gm_status query = GM_OK, ev_done = GM_OK;
+    pthread_t t;
+
+    (void)state;
+    assert_ok(hsa_ops->mem_alloc(bctx, N * 4, &d));
+    assert_ok(hsa_ops->stream_create(bctx, GM_STREAM_NON_BLOCKING, &s1));
+    assert_ok(hsa_ops->stream_create(bctx, GM_STREAM_NON_BLOCKING, &s2));
+    assert_ok(hsa_ops->event_create(bctx, 0, &ev));
+    hsa_double_pause(1);
+    assert_ok(copy_async(bctx, s1, GM_COPY_DEVICE, (void *)(uintptr_t)d, GM_COPY_HOST, a, N * 4));
+    assert_ok(hsa_ops->event_record(bctx, ev, s1));
+    assert_ok(hsa_ops->stream_wait_event(bctx, s2, ev));
+    query = hsa_ops->stream_query(bctx, s2);
+    assert_int_equal(pthread_create(&t, NULL, unpause_later, NULL), 0);
+    assert_ok(hsa_ops->stream_synchronize(bctx, s2));
+    ev_done = hsa_ops->event_query(bctx, ev);
+    assert_int_equal(pthread_join(t, NULL), 0);
+    assert_status(query, GM_ERR_NOT_READY); /* s2 waits for ev */
+    assert_status(ev_done, GM_OK);          /* synchronize(s2) waited for ev */
+    assert_ok(hsa_ops->stream_query(bctx, s2));
+    assert_ok(hsa_ops->stream_synchronize(bctx, s1));
+    assert_ok(hsa_ops->event_destroy(bctx, ev));
+    assert_ok(hsa_ops->stream_destroy(bctx, s1));
+    assert_ok(hsa_ops->stream_destroy(bctx, s2));
+    assert_ok(hsa_ops->mem_free(bctx, d));
+    hsa_test_close(bctx);
+    free(a);
+}
+
 /* A kernel launched behind a failed copy: its barrier-AND packet never runs. */
 static void test_failed_copy_then_kernel(void **state)
 {
@@ -1718,6 +1760,7 @@ int main(void)
         cmocka_unit_test(test_failed_copy_then_sync_copy),
         cmocka_unit_test(test_failed_copy_then_kernel),
         cmocka_unit_test(test_failed_copy_fills_queue),
+        cmocka_unit_test(test_wait_event_then_synchronize),
         cmocka_unit_test(test_failed_sync_copy),
         cmocka_unit_test(test_sync_host_work_after_failed_copy),
     };
