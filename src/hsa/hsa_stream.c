@@ -628,11 +628,15 @@ gm_status gm__hsa_host_work(gm_backend_ctx *bctx, gm_backend_stream *stream, gm_
     status = GM_HSA_CALL(&bctx->api, hsa_amd_signal_async_handler,
                          (dep, HSA_SIGNAL_CONDITION_LT, 1, work_handler, work));
     if (status != GM_OK && merged != NULL) {
-        /* The merging barrier is in flight: its signal must outlive it. */
+        /* The merging barrier is in flight: its signal must outlive it. The stream's
+         * frontier keeps it (it merges what the stream waits for anyway), so no wait with
+         * the lock held, which a callback that needs the lock would deadlock; only when
+         * the frontier cannot take it, wait. */
         char detail[GM_HSA_ERROR_TEXT];
 
         snprintf(detail, sizeof(detail), "%s", gm_last_error_message());
-        if (gm__hsa_sig_wait_locked(bctx, merged, "host work") != GM_OK)
+        if (gm__hsa_frontier_add(bctx, stream, merged) != GM_OK &&
+            gm__hsa_sig_wait_locked(bctx, merged, "host work") != GM_OK)
             gm__log(GM_LOG_WARN, "HSA backend: %s", gm_last_error_message());
         status = gm__error(status, "%s", detail);
     }

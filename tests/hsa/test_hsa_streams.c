@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "hsa_test_util.h"
 
@@ -1008,8 +1009,10 @@ static void test_host_work_merge_refused(void **state)
         GM_ERR_DRIVER);
     assert_message_contains("hsa_amd_signal_async_handler");
     pthread_join(th, NULL);
-    assert_int_equal(hsa_double_packet_count(), 3); /* two records and the merging barrier */
+    /* the refusal does not wait for the merging barrier (the stream keeps its signal:
+     * a wait under the context lock could deadlock); the stream's synchronize does */
     assert_ok(hsa_ops->stream_synchronize(bctx, w.s));
+    assert_int_equal(hsa_double_packet_count(), 3); /* two records and the merging barrier */
     assert_int_equal(w.t.seen.ran, 0);
     assert_int_equal(w.t.seen.cleaned, 0);
     hsa_test_assert_no_violations();
@@ -1602,6 +1605,115 @@ static void test_wait_event_then_synchronize(void **state)
     free(a);
 }
 
+/* A callback that, as runtime.h allows, queries another stream of its context. */
+typedef struct query_cb {
+    gm_backend_ctx *bctx;
+    gm_backend_stream *other;
+    _Atomic int go, done;
+} query_cb;
+
+static void query_callback(gm_status status, void *user)
+{
+    query_cb *c = user;
+
+    (void)status;
+    while (atomic_load(&c->go) == 0)
+        sleep_ms(1);
+    sleep_ms(200);
+    (void)hsa_ops->stream_query(c->bctx, c->other); /* takes the context lock */
+    atomic_store(&c->done, 1);
+}
+
+typedef struct enqueue_call {
+    gm_backend_ctx *bctx;
+    gm_backend_stream *s;
+    gm_status status;
+    _Atomic int done;
+} enqueue_call;
+
+static gm_status nothing_to_do(void *user)
+{
+    (void)user;
+    return GM_OK;
+}
+
+static void *enqueue_thread(void *p)
+{
+    enqueue_call *e = p;
+
+    e->status = hsa_ops->stream_enqueue_host(e->bctx, e->s, nothing_to_do, NULL, NULL);
+    atomic_store(&e->done, 1);
+    return NULL;
+}
+
+/*
+ * Host work with two dependencies (a barrier merges them) whose async handler
+ * the runtime refuses: the merging barrier's signal must outlive the packet,
+ * and the refusal waited for it with the context lock held, while the
+ * barrier waited for a callback that needs that lock (a deadlock). A hang
+ * ends the process (the lock stays held): so this test runs last.
+ */
+static void test_refused_handler_does_not_wait_locked(void **state)
+{
+    gm_backend_ctx *bctx = hsa_test_open(NULL, 0);
+    uint32_t *a = pattern(31);
+    gm_backend_stream *s = NULL, *s1 = NULL;
+    gm_backend_event *ev = NULL;
+    gm_devptr d = 0;
+    query_cb cb;
+    enqueue_call e;
+    pthread_t t;
+    bool hung = true;
+
+    (void)state;
+    assert_ok(hsa_ops->mem_alloc(bctx, N * 4, &d));
+    assert_ok(hsa_ops->stream_create(bctx, GM_STREAM_NON_BLOCKING, &s));
+    assert_ok(hsa_ops->stream_create(bctx, GM_STREAM_NON_BLOCKING, &s1));
+    assert_ok(hsa_ops->event_create(bctx, 0, &ev));
+    cb.bctx = bctx;
+    cb.other = s1;
+    atomic_init(&cb.go, 0);
+    atomic_init(&cb.done, 0);
+    hsa_double_pause(1);
+    assert_ok(copy_async(bctx, s1, GM_COPY_DEVICE, (void *)(uintptr_t)d, GM_COPY_HOST, a, N * 4));
+    assert_ok(hsa_ops->event_record(bctx, ev, s1));
+    assert_ok(hsa_ops->stream_add_callback(bctx, s, query_callback, &cb));
+    assert_ok(hsa_ops->stream_wait_event(bctx, s, ev)); /* s waits for two signals */
+    hsa_double_fail("hsa_amd_signal_async_handler", 1, HSA_STATUS_ERROR_OUT_OF_RESOURCES, 0);
+    e.bctx = bctx;
+    e.s = s;
+    e.status = GM_OK;
+    atomic_init(&e.done, 0);
+    assert_int_equal(pthread_create(&t, NULL, enqueue_thread, &e), 0);
+    sleep_ms(100);
+    atomic_store(&cb.go, 1);
+    hsa_double_pause(0);
+    for (int i = 0; i < 5000 && hung; i++) {
+        hung = atomic_load(&e.done) == 0;
+        if (hung)
+            sleep_ms(1);
+    }
+    if (hung) {
+        print_error("stream_enqueue_host (its async handler refused) still waits after 5 s "
+                    "with the context lock held (the callback it waits for: done %d)\n",
+                    atomic_load(&cb.done));
+        fflush(NULL);
+        _exit(1);
+    }
+    pthread_join(t, NULL);
+    assert_int_equal(e.status, GM_ERR_OUT_OF_DEVICE_MEMORY); /* the runtime's OUT_OF_RESOURCES */
+    assert_ok(hsa_ops->stream_synchronize(bctx, s));
+    assert_int_equal(atomic_load(&cb.done), 1);
+    assert_ok(hsa_ops->stream_synchronize(bctx, s1));
+    assert_ok(hsa_ops->event_destroy(bctx, ev));
+    assert_ok(hsa_ops->stream_destroy(bctx, s));
+    assert_ok(hsa_ops->stream_destroy(bctx, s1));
+    assert_ok(hsa_ops->mem_free(bctx, d));
+    hsa_test_assert_no_violations();
+    hsa_test_close(bctx);
+    free(a);
+}
+
 /* A kernel launched behind a failed copy: its barrier-AND packet never runs. */
 static void test_failed_copy_then_kernel(void **state)
 {
@@ -1763,6 +1875,7 @@ int main(void)
         cmocka_unit_test(test_wait_event_then_synchronize),
         cmocka_unit_test(test_failed_sync_copy),
         cmocka_unit_test(test_sync_host_work_after_failed_copy),
+        cmocka_unit_test(test_refused_handler_does_not_wait_locked), /* last: may _exit */
     };
 
     return cmocka_run_group_tests(tests, gm_test_use_cmocka_allocator, gm_test_restore_allocator);
