@@ -424,7 +424,8 @@ static gm_status wait_queued(gm_context *ctx, gm_backend_stream *bs)
  * Run the job's host step now (no stream: after what a synchronous
  * operation waits for, as the backends' synchronous copies do, so that a
  * staged copy reads a host source, or a host fill writes, only after earlier
- * queued work on it) or in stream order.
+ * queued work on it; not inside a stream callback, whose own stream that
+ * wait would wait for) or in stream order.
  */
 static gm_status job_host_step(gm_context *ctx, copy_job *job, gm_backend_stream *bs)
 {
@@ -432,7 +433,8 @@ static gm_status job_host_step(gm_context *ctx, copy_job *job, gm_backend_stream
 
     if (bs != NULL)
         return ctx->ops->stream_enqueue_host(ctx->bctx, bs, job_host_step_cb, job, NULL);
-    status = gm__error_within("synchronous host step", wait_queued(ctx, NULL));
+    if (!gm__in_stream_callback())
+        status = gm__error_within("synchronous host step", wait_queued(ctx, NULL));
     return status == GM_OK ? gm__host_copy_strided(&job->host_dst, &job->host_src) : status;
 }
 
