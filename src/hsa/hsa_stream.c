@@ -395,12 +395,15 @@ static gm_status drain(gm_backend_ctx *bctx, gm_backend_stream *stream, const ch
 
     gm__hsa_stream_reap(bctx, stream);
     /* its operations, then the events it was made to wait for (a wait is work of the
-     * stream, as in CUDA, though no operation of its own stands for it) */
-    while ((stream->ops_head != NULL || pending_frontier(bctx, stream) != NULL) &&
-           status == GM_OK) {
-        gm__hsa_sig *sig = gm__hsa_sig_ref(
-            stream->ops_head != NULL ? stream->ops_head->done : pending_frontier(bctx, stream));
+     * stream, as in CUDA, though no operation of its own stands for it); the signal is
+     * picked once: a frontier signal may complete between two looks */
+    while (status == GM_OK) {
+        gm__hsa_sig *sig =
+            stream->ops_head != NULL ? stream->ops_head->done : pending_frontier(bctx, stream);
 
+        if (sig == NULL)
+            break;
+        sig = gm__hsa_sig_ref(sig);
         pthread_mutex_unlock(&bctx->lock);
         status = gm__hsa_sig_wait(bctx, sig, call);
         pthread_mutex_lock(&bctx->lock);
