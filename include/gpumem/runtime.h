@@ -268,7 +268,9 @@ GM_API gm_status gm_array_transpose(gm_array *array, gm_array **array_p);
  * backend's strided copy when it has one; otherwise a few pitched copies;
  * otherwise it is staged through packed host temporaries that mirror each
  * device side, with the rearrangement done on the host. Host-to-host copies
- * run on the host.
+ * run on the host; without a stream they run at once on the calling thread
+ * and, unlike every copy with a device side, do not wait for work queued on
+ * streams (synchronize the stream that writes their source first).
  *
  * Overlap is refused: when the byte extents (gm_ndview_extent) of the two
  * descriptors intersect, whatever their memory kinds, the copy fails with
