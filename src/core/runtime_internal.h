@@ -396,7 +396,7 @@ struct gm_stream {
     uint64_t serial;                 /* unique in the process (a freed wrapper's address is not) */
     gm__dealloc_entry *entry;        /* GM__STREAM_CREATED: preallocated queue entry */
     gm_stream *next_dead;            /* in ctx->dead_streams */
-    gm_stream *next_per_thread;      /* the per-thread handle: in stream.c's live list */
+    gm__link per_thread_link;        /* the per-thread handle: in stream.c's live list */
 };
 
 /*

@@ -293,25 +293,19 @@ void gm_stream_destroy(gm_stream **stream_p)
  * handle is made or freed and when a thread runs out of slots.
  */
 static pthread_mutex_t per_thread_lock = PTHREAD_MUTEX_INITIALIZER;
-static gm_stream *per_thread_live = NULL;
+static gm__link per_thread_live = {&per_thread_live, &per_thread_live};
 
 static void per_thread_list(gm_stream *stream)
 {
     pthread_mutex_lock(&per_thread_lock);
-    stream->next_per_thread = per_thread_live;
-    per_thread_live = stream;
+    gm__list_push(&per_thread_live, &stream->per_thread_link);
     pthread_mutex_unlock(&per_thread_lock);
 }
 
 static void per_thread_unlist(gm_stream *stream)
 {
-    gm_stream **link = &per_thread_live;
-
     pthread_mutex_lock(&per_thread_lock);
-    while (*link != NULL && *link != stream)
-        link = &(*link)->next_per_thread;
-    if (*link == stream)
-        *link = stream->next_per_thread;
+    gm__list_remove(&stream->per_thread_link);
     pthread_mutex_unlock(&per_thread_lock);
 }
 
@@ -321,8 +315,8 @@ static bool per_thread_alive(uint64_t serial)
     bool alive = false;
 
     pthread_mutex_lock(&per_thread_lock);
-    for (const gm_stream *s = per_thread_live; s != NULL && !alive; s = s->next_per_thread)
-        alive = s->serial == serial;
+    for (const gm__link *l = per_thread_live.next; l != &per_thread_live && !alive; l = l->next)
+        alive = GM__CONTAINER_OF(l, const gm_stream, per_thread_link)->serial == serial;
     pthread_mutex_unlock(&per_thread_lock);
     return alive;
 }

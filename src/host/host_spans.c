@@ -94,13 +94,24 @@ static bool page_shared(const host_span *self, uintptr_t page, size_t ps)
     return false;
 }
 
-void gm__host_span_unlocked(const host_ctx *owner, uintptr_t base)
+/* Owner's span at base, or NULL (spans_lock). */
+static host_span *span_at(const host_ctx *owner, uintptr_t base)
 {
-    pthread_mutex_lock(&spans_lock);
     for (size_t i = 0; i < nspans; i++) {
         if (spans[i].owner == owner && spans[i].base == base)
-            spans[i].lock_bytes = 0; /* keeps no shared page locked for another span */
+            return &spans[i];
     }
+    return NULL;
+}
+
+void gm__host_span_unlocked(const host_ctx *owner, uintptr_t base)
+{
+    host_span *self = NULL;
+
+    pthread_mutex_lock(&spans_lock);
+    self = span_at(owner, base);
+    if (self != NULL)
+        self->lock_bytes = 0; /* keeps no shared page locked for another span */
     pthread_mutex_unlock(&spans_lock);
 }
 
@@ -110,10 +121,7 @@ void gm__host_span_release(const host_ctx *owner, uintptr_t base, uintptr_t lo, 
     host_span *self = NULL;
 
     pthread_mutex_lock(&spans_lock);
-    for (size_t i = 0; i < nspans && self == NULL; i++) {
-        if (spans[i].owner == owner && spans[i].base == base)
-            self = &spans[i];
-    }
+    self = span_at(owner, base);
     if (hi > lo && page_shared(self, lo, ps))
         lo += ps;
     if (hi > lo && page_shared(self, hi - ps, ps))
