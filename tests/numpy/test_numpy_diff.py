@@ -42,6 +42,10 @@ try:
 except ImportError:
     print("SKIP: numpy cannot be imported by %s" % sys.executable)
     sys.exit(SKIP)
+try:  # NumPy 2.0 moved byte_bounds out of the top-level namespace
+    from numpy.lib.array_utils import byte_bounds
+except ImportError:
+    byte_bounds = np.byte_bounds
 
 MAX_DIMS = 64
 GM_NONE = -(2**63)
@@ -594,7 +598,7 @@ class Checker:
         if a.size == 0:  # documented: lo == hi == offset (byte_bounds is junk here)
             exp = (v.offset, v.offset)
         else:
-            blo, bhi = np.byte_bounds(a)
+            blo, bhi = byte_bounds(a)
             exp = (blo - v.data, bhi - v.data)
         if status != OK or (lo.value, hi.value) != exp:
             self.report.mismatch("extent", "%s: ours %s (%d, %d), numpy %s" % (
