@@ -1633,16 +1633,28 @@ static void test_kernel_poly_const(void **state)
                   GM_ERR_NOT_FOUND);
 }
 
-/* Launch errors: arity, zero grid, block too large. */
+/* Launch errors: arity, zero grid, block too large; then a good launch runs. */
 static void test_launch_errors(void **state)
 {
-    const int64_t n = 16;
+    enum { N = 16 };
+    const int64_t n = N;
+    float x[N];
+    float out[N];
     gm_kernel *k = kernel_or_skip("add_f32");
-    gm_array *a = f32_vector(n, NULL);
-    gm_arg args[] = {gm_arg_array(a), gm_arg_array(a), gm_arg_array(a), gm_arg_i64(n)};
+    gm_array *a = NULL;
+    gm_array *c = NULL;
+    gm_arg args[4];
     gm_device_info info;
 
     (void)state;
+    for (int i = 0; i < N; i++)
+        x[i] = (float)i + 0.5f;
+    a = f32_vector(n, x);
+    c = f32_vector(n, NULL);
+    args[0] = gm_arg_array(a);
+    args[1] = gm_arg_array(a);
+    args[2] = gm_arg_array(c);
+    args[3] = gm_arg_i64(n);
     assert_ok(gm_context_device_info(g_ctx, &info));
     assert_status(gm_launch(k, dim1(1), dim1(16), 0, NULL, 3, args), GM_ERR_INVALID_ARG);
     assert_message_contains("add_f32");
@@ -1652,7 +1664,11 @@ static void test_launch_errors(void **state)
         gm_launch(k, dim1(1), dim1((uint32_t)info.max_threads_per_block + 1u), 0, NULL, 4, args),
         GM_ERR_INVALID_ARG);
     assert_ok(gm_launch(k, dim1(1), dim1(16), 0, NULL, 4, args));
+    f32_download(c, out, n);
+    for (int i = 0; i < N; i++)
+        assert_float_equal(out[i], 2.0f * x[i], 0.0f);
     gm_array_release(&a);
+    gm_array_release(&c);
 }
 
 /* ------------------------------------------------------------------ DLPack */
