@@ -2,12 +2,16 @@
  * Transfer and allocation benchmark on whichever backend the context gets
  * (GM_BACKEND=host|cuda|hsa; prints figures, never fails on speed):
  *   - host<->device bandwidth from pageable, pinned and mapped host memory,
- *     4 KiB to 1 GiB (sizes above a quarter of device memory are skipped);
+ *     4 KiB to 1 GiB (sizes above a quarter of device memory are skipped),
+ *     through the public API (gm_copy), through the backend's copy op alone
+ *     (no core), and on CUDA through the driver's cuMemcpyHtoD / DtoH alone
+ *     (no synchronization after them), so the cost of each layer shows;
  *   - allocation latency: a device array through the queue and the context's
  *     memory manager, against the backend's raw allocate/free pair
  *     (cuMemAlloc/cuMemFree on CUDA, the pool on HSA, the simulator's heap).
  * Links the static library to reach the backend's raw ops for the comparison.
  */
+#include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,23 +37,81 @@ static double now_s(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-/*
- * Best GB/s of `reps` timings of synchronous copies dst <- src. Small copies
- * are timed in batches of at least 16 MiB moved, so that the clock's own
- * cost and resolution do not show in the figure.
- */
-static double copy_gbs(gm_context *ctx, const gm_ndview *dst, const gm_ndview *src, int reps)
+/* One synchronous copy of `bytes` bytes dst <- src, by one of the layers below. */
+typedef struct copy_case {
+    gm_context *ctx;
+    const gm_ndview *dst, *src;
+    int layer; /* 0 gm_copy, 1 the backend's copy op, 2 the CUDA driver's cuMemcpy */
+    int to_device;
+} copy_case;
+
+typedef int (*cu_memcpy_htod_fn)(unsigned long long dst, const void *src, size_t bytes);
+typedef int (*cu_memcpy_dtoh_fn)(void *dst, unsigned long long src, size_t bytes);
+static cu_memcpy_htod_fn cu_htod;
+static cu_memcpy_dtoh_fn cu_dtoh;
+
+/* The CUDA driver the library loaded, if it is the system's libcuda.so.1. */
+static int find_cuda_driver(void)
 {
-    int64_t bytes = gm_ndview_nbytes(src);
+    void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+
+    if (lib == NULL)
+        return 0;
+    cu_htod = (cu_memcpy_htod_fn)(uintptr_t)dlsym(lib, "cuMemcpyHtoD_v2");
+    cu_dtoh = (cu_memcpy_dtoh_fn)(uintptr_t)dlsym(lib, "cuMemcpyDtoH_v2");
+    return cu_htod != NULL && cu_dtoh != NULL;
+}
+
+static void copy_once(const copy_case *c)
+{
+    int64_t bytes = gm_ndview_nbytes(c->src);
+    gm_devptr dst = (gm_devptr)(uintptr_t)c->dst->data;
+    gm_devptr src = (gm_devptr)(uintptr_t)c->src->data;
+
+    if (c->layer == 0) {
+        CHECK(gm_copy(c->ctx, c->dst, c->src, NULL));
+    } else if (c->layer == 1) {
+        gm_copy_desc d = {c->to_device ? GM_COPY_DEVICE : GM_COPY_HOST,
+                          c->to_device ? GM_COPY_HOST : GM_COPY_DEVICE,
+                          dst,
+                          src,
+                          (size_t)bytes,
+                          1,
+                          1,
+                          (size_t)bytes,
+                          1,
+                          (size_t)bytes,
+                          1};
+
+        CHECK(c->ctx->ops->copy(c->ctx->bctx, &d, NULL));
+    } else {
+        int r = c->to_device ? cu_htod(dst, c->src->data, (size_t)bytes)
+                             : cu_dtoh(c->dst->data, src, (size_t)bytes);
+
+        if (r != 0) {
+            fprintf(stderr, "cuMemcpy failed: CUresult %d\n", r);
+            exit(1);
+        }
+    }
+}
+
+/*
+ * Best GB/s of `reps` timings of synchronous copies. Small copies are timed
+ * in batches of at least 16 MiB moved, so that the clock's own cost and
+ * resolution do not show in the figure.
+ */
+static double copy_gbs(const copy_case *c, int reps)
+{
+    int64_t bytes = gm_ndview_nbytes(c->src);
     int64_t batch = bytes >= (16 << 20) ? 1 : (16 << 20) / bytes;
     double best = 0.0;
 
-    CHECK(gm_copy(ctx, dst, src, NULL));
+    copy_once(c);
     for (int r = 0; r < reps; r++) {
         double t0 = now_s();
 
         for (int64_t b = 0; b < batch; b++)
-            CHECK(gm_copy(ctx, dst, src, NULL));
+            copy_once(c);
         double gbs = (double)bytes * (double)batch / (now_s() - t0) / 1e9;
 
         best = gbs > best ? gbs : best;
@@ -81,8 +143,13 @@ static void bench_bandwidth(gm_context *ctx, int64_t total)
 {
     static const char *const kinds[] = {"pageable", "pinned", "mapped"};
 
-    printf("host<->device bandwidth, GB/s (best of the repetitions)\n");
-    printf("  %10s %-9s %8s %8s\n", "bytes", "host", "H2D", "D2H");
+    int layers = gm_context_backend(ctx) == GM_BACKEND_CUDA && find_cuda_driver() ? 3 : 2;
+
+    printf("host<->device bandwidth, GB/s (best of the repetitions): gm_copy, the backend's\n"
+           "copy op alone%s\n",
+           layers == 3 ? ", the driver's cuMemcpyHtoD / DtoH alone" : "");
+    printf("  %10s %-9s %8s %8s %8s %8s", "bytes", "host", "H2D", "D2H", "op H2D", "op D2H");
+    printf(layers == 3 ? " %8s %8s\n" : "\n", "cu H2D", "cu D2H");
     static const int64_t sizes[] = {4096, 65536, 1 << 20, 16 << 20, 256 << 20, INT64_C(1) << 30};
 
     for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
@@ -105,9 +172,15 @@ static void bench_bandwidth(gm_context *ctx, int64_t total)
                        gm_last_error_message());
                 continue;
             }
-            printf("  %10lld %-9s %8.2f %8.2f\n", (long long)bytes, kinds[k],
-                   copy_gbs(ctx, gm_array_view(dev), &hv, reps),
-                   copy_gbs(ctx, &hv, gm_array_view(dev), reps));
+            printf("  %10lld %-9s", (long long)bytes, kinds[k]);
+            for (int layer = 0; layer < layers; layer++) {
+                copy_case h2d = {ctx, gm_array_view(dev), &hv, layer, 1};
+                copy_case d2h = {ctx, &hv, gm_array_view(dev), layer, 0};
+
+                printf(" %8.2f", copy_gbs(&h2d, reps));
+                printf(" %8.2f", copy_gbs(&d2h, reps));
+            }
+            printf("\n");
             gm_array_release(&host);
             free(pageable);
         }
