@@ -34,7 +34,11 @@ CUstream gm__cuda_stream_handle(const gm_backend_stream *stream)
 
 gm_status gm__cuda_finish_sync(gm_backend_ctx *bctx)
 {
-    return GM_CUDA_CALL(&bctx->drv, cuStreamSynchronize, CU_STREAM_LEGACY);
+    gm_status status = GM_CUDA_CALL(&bctx->drv, cuStreamSynchronize, CU_STREAM_LEGACY);
+
+    if (status == GM_OK)
+        gm__cuda_host_calls_seen(bctx);
+    return status;
 }
 
 /* cuInit, the driver version and the device: NO_DEVICE for every way this fails. */

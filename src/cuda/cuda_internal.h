@@ -80,6 +80,19 @@ CUstream gm__cuda_stream_handle(const gm_backend_stream *stream);
  */
 gm_status gm__cuda_finish_sync(gm_backend_ctx *bctx);
 
+/*
+ * After a wait the driver says is complete (a stream, event or context
+ * synchronize, or a query that found the work done): make the writes of the
+ * host steps and callbacks that ran before it (on the driver's thread)
+ * happen-before the caller's next reads. The driver synchronizes internally,
+ * but out of sight of the C11 memory model and of ThreadSanitizer; each host
+ * call ends with a release decrement of host_calls, which this acquires.
+ */
+static inline void gm__cuda_host_calls_seen(gm_backend_ctx *bctx)
+{
+    (void)atomic_load_explicit(&bctx->host_calls, memory_order_acquire);
+}
+
 /* ---- cuda_memory.c ---- */
 gm_op_mem_alloc gm__cuda_mem_alloc;
 gm_op_mem_free gm__cuda_mem_free;

@@ -282,8 +282,10 @@ gm_status gm__cuda_stream_synchronize(gm_backend_ctx *bctx, gm_backend_stream *s
 
     if (status == GM_OK)
         status = GM_CUDA_CALL(&bctx->drv, cuStreamSynchronize, gm__cuda_stream_handle(stream));
-    if (status == GM_OK)
+    if (status == GM_OK) {
+        gm__cuda_host_calls_seen(bctx);
         status = take_deferred(bctx, stream);
+    }
     return status;
 }
 
@@ -293,6 +295,8 @@ gm_status gm__cuda_stream_query(gm_backend_ctx *bctx, gm_backend_stream *stream)
 
     if (status == GM_OK)
         status = GM_CUDA_CALL(&bctx->drv, cuStreamQuery, gm__cuda_stream_handle(stream));
+    if (status == GM_OK)
+        gm__cuda_host_calls_seen(bctx);
     return status; /* a failed host work's error stays for stream_synchronize, as elsewhere */
 }
 
@@ -325,7 +329,8 @@ static void CUDA_CB run_host_call(CUstream handle, CUresult result, void *data)
     }
     stream_unref(call->stream);
     gm__free(call);
-    atomic_fetch_sub(&bctx->host_calls, 1); /* the last touch of bctx */
+    /* The last touch of bctx; releases the call's writes to gm__cuda_host_calls_seen. */
+    atomic_fetch_sub_explicit(&bctx->host_calls, 1, memory_order_acq_rel);
 }
 
 /*
@@ -462,6 +467,8 @@ gm_status gm__cuda_event_query(gm_backend_ctx *bctx, gm_backend_event *event)
 
     if (status == GM_OK)
         status = GM_CUDA_CALL(&bctx->drv, cuEventQuery, (CUevent)event);
+    if (status == GM_OK)
+        gm__cuda_host_calls_seen(bctx);
     return status;
 }
 
@@ -471,6 +478,8 @@ gm_status gm__cuda_event_synchronize(gm_backend_ctx *bctx, gm_backend_event *eve
 
     if (status == GM_OK)
         status = GM_CUDA_CALL(&bctx->drv, cuEventSynchronize, (CUevent)event);
+    if (status == GM_OK)
+        gm__cuda_host_calls_seen(bctx);
     return status;
 }
 
@@ -501,6 +510,8 @@ gm_status gm__cuda_device_synchronize(gm_backend_ctx *bctx)
     if (status == GM_OK)
         status = gm__cuda_check(&bctx->drv, bctx->drv.cuCtxSynchronize(), CUDA_SUCCESS,
                                 "cuCtxSynchronize", __FILE__, __LINE__);
+    if (status == GM_OK)
+        gm__cuda_host_calls_seen(bctx);
     if (status != GM_OK) {
         gm__saved_error saved;
 

@@ -163,7 +163,10 @@ static void test_stress(void **state)
 
     (void)state;
     assert_ok(gm_set_host_allocator(NULL));
+    if (getenv("GM_BACKEND") != NULL) /* the same stress on a GPU backend (README) */
+        o.backend = GM_BACKEND_DEFAULT;
     assert_ok(gm_context_create(&o, &ctx));
+    printf("stress on the %s backend\n", gm_backend_name(gm_context_backend(ctx)));
     assert_ok(gm_device_array(ctx, 2, shape, GM_FLOAT64, GM_ORDER_C, &shared));
     assert_ok(gm_array_fill(shared, &fortytwo, NULL));
     for (int i = 0; i < NTHREADS; i++) {
