@@ -11,10 +11,12 @@
  * free bookkeeping memory on driver threads.
  */
 #include <math.h>
+#include <spawn.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <time.h>
 
 #include "gm_test.h"
@@ -1817,6 +1819,126 @@ static void test_wrong_context(void **state)
     gm_context_destroy(&other);
 }
 
+/* -------------------------------------------------------------------- IPC */
+
+enum { IPC_N = 1024, IPC_SKIP = 16 }; /* the shared view is elements [IPC_SKIP, IPC_N) */
+
+extern char **environ;
+
+static int32_t ipc_value(int64_t i)
+{
+    return (int32_t)(3 * i + 1);
+}
+
+/*
+ * The other process (this program run again with GM_TEST_IPC_CHILD set to
+ * the handle in hex): open the handle on its own context with the exporter's
+ * descriptor (shape, dtype and offset: elements [IPC_SKIP, IPC_N) of the
+ * allocation), check the exporter's data through it, then fill it with 7.
+ */
+static int ipc_child(const char *hex)
+{
+    gm_ipc_handle h;
+    unsigned char *raw = (unsigned char *)&h;
+    int32_t got[IPC_N - IPC_SKIP];
+    int64_t n = IPC_N - IPC_SKIP;
+    const int32_t seven = 7;
+    gm_ndview layout;
+    gm_ndview out;
+    gm_context *ctx = NULL;
+    gm_array *a = NULL;
+    gm_status st = GM_OK;
+
+    if (strlen(hex) != 2 * sizeof(h))
+        return 2;
+    for (size_t i = 0; i < sizeof(h); i++) {
+        if (sscanf(hex + 2 * i, "%2hhx", &raw[i]) != 1)
+            return 2;
+    }
+    st = gm_context_create(NULL, &ctx);
+    if (st == GM_OK) /* the exporter's descriptor: its data is ignored, its offset kept */
+        st = gm_ndview_init(NULL, GM_INT32, 1, &n, NULL, GM_ORDER_C, &layout);
+    layout.offset = IPC_SKIP * (int64_t)sizeof(int32_t);
+    if (st == GM_OK)
+        st = gm_ndview_init(got, GM_INT32, 1, &n, NULL, GM_ORDER_C, &out);
+    if (st == GM_OK)
+        st = gm_array_from_ipc_handle(ctx, &h, &layout, &a);
+    if (st == GM_OK)
+        st = gm_copy(ctx, &out, gm_array_view(a), NULL);
+    for (int64_t i = 0; st == GM_OK && i < n; i++) {
+        if (got[i] != ipc_value(i + IPC_SKIP)) {
+            fprintf(stderr, "ipc child: element %lld is %d, the exporter wrote %d\n", (long long)i,
+                    got[i], ipc_value(i + IPC_SKIP));
+            st = GM_ERR_INTERNAL;
+        }
+    }
+    if (st == GM_OK)
+        st = gm_array_fill(a, &seven, NULL);
+    if (st != GM_OK)
+        fprintf(stderr, "ipc child: %s: %s\n", gm_status_name(st), gm_last_error_message());
+    gm_array_release(&a);
+    gm_context_destroy(&ctx);
+    return st == GM_OK ? 0 : 1;
+}
+
+/*
+ * Numba's get_ipc_handle / IpcHandle.open across two processes: a view at an
+ * offset into a device allocation is exported, opened by another process,
+ * read and overwritten there; the exporter sees the new data in that view
+ * only. Skipped where IPC does not exist (the host simulator) and on the
+ * driver test doubles, whose handles do not cross processes.
+ */
+static void test_ipc_other_process(void **state)
+{
+    int32_t host[IPC_N];
+    int64_t n = IPC_N;
+    gm_index_item tail[1] = {GM_IDX_SLICE(IPC_SKIP, GM_NONE, 1)};
+    char hex[2 * sizeof(gm_ipc_handle) + 1];
+    char *argv[] = {"/proc/self/exe", NULL};
+    gm_ndview hv;
+    gm_ipc_handle h;
+    gm_array *a = NULL;
+    gm_array *v = NULL;
+    gm_status st = GM_OK;
+    pid_t pid = 0;
+    int wstatus = 0;
+
+    (void)state;
+    for (int64_t i = 0; i < n; i++)
+        host[i] = ipc_value(i);
+    hv = host_view(host, GM_INT32, 1, &n, GM_ORDER_C);
+    a = upload(&hv);
+    assert_ok(gm_array_getitem(a, 1, tail, &v));
+    st = gm_array_ipc_handle(v, &h);
+    assert_int_equal(gm_array_view(v)->offset, IPC_SKIP * (int64_t)sizeof(int32_t));
+    if (st == GM_OK) { /* data minus the allocation's start: 0 for a fresh array's views */
+        assert_int_equal(h.offset, 0);
+        assert_true(h.bytes >= IPC_N * (int64_t)sizeof(int32_t));
+        assert_int_equal(h.backend, gm_context_backend(g_ctx));
+    }
+    if (st == GM_ERR_UNSUPPORTED || on_test_double()) {
+        print_message("[  SKIPPED ] no IPC across processes on backend %s%s: %s\n", backend_name(),
+                      on_test_double() ? " (test double)" : "", gm_status_name(st));
+        gm_array_release(&v);
+        gm_array_release(&a);
+        skip();
+    }
+    assert_ok(st);
+    for (size_t i = 0; i < sizeof(h); i++)
+        snprintf(hex + 2 * i, 3, "%02x", ((const unsigned char *)&h)[i]);
+    assert_int_equal(setenv("GM_TEST_IPC_CHILD", hex, 1), 0);
+    assert_int_equal(posix_spawn(&pid, argv[0], NULL, NULL, argv, environ), 0);
+    unsetenv("GM_TEST_IPC_CHILD");
+    assert_int_equal(waitpid(pid, &wstatus, 0), pid);
+    assert_true(WIFEXITED(wstatus));
+    assert_int_equal(WEXITSTATUS(wstatus), 0);
+    assert_ok(gm_copy(g_ctx, &hv, gm_array_view(a), NULL));
+    for (int64_t i = 0; i < n; i++)
+        assert_int_equal(host[i], i < IPC_SKIP ? ipc_value(i) : 7);
+    gm_array_release(&v);
+    gm_array_release(&a);
+}
+
 /* ------------------------------------------------------------------- main */
 
 /* Create the context; 77 (skip) when the backend has no driver or device. */
@@ -1883,10 +2005,12 @@ int main(void)
         cmocka_unit_test(test_mismatch_messages),
         cmocka_unit_test(test_wrong_context),
         cmocka_unit_test(test_memory_manager_base),
+        cmocka_unit_test(test_ipc_other_process),
     };
-    int rc = open_context();
+    const char *ipc = getenv("GM_TEST_IPC_CHILD");
+    int rc = ipc != NULL ? ipc_child(ipc) : open_context();
 
-    if (rc != 0)
+    if (ipc != NULL || rc != 0)
         return rc;
     rc = cmocka_run_group_tests(tests, NULL, NULL);
     gm_context_destroy(&g_ctx);
