@@ -743,9 +743,13 @@ static gm_status copy_device(gm_context *ctx, const char *fn, const gm_ndview *d
     if (plan.pieces == 1)
         return emit(ctx, &plan, bs);
     if (ctx->ops->copy_strided != gm__unsupported_copy_strided) {
+        gm__saved_error saved;
+
+        gm__error_save(&saved);
         status = ctx->ops->copy_strided(ctx->bctx, dst, src, bs);
         if (status != GM_ERR_UNSUPPORTED)
             return status;
+        gm__error_restore(&saved); /* not this copy's error: another way follows */
     }
     if (plan.pieces <= GM__DIRECT_MAX_PIECES)
         return emit(ctx, &plan, bs);

@@ -244,8 +244,14 @@ static gm_status pointer_kind(const char *fn, gm_context *ctx, const void *ptr,
 
     if (status != GM_OK)
         return status;
-    if (ptr != NULL)
+    if (ptr != NULL) {
+        gm__saved_error saved;
+
+        gm__error_save(&saved);
         status = ctx->ops->pointer_kind(ctx->bctx, ptr, &kind);
+        if (status == GM_ERR_UNSUPPORTED) /* the registry answers instead: no error */
+            gm__error_restore(&saved);
+    }
     if (status != GM_OK && status != GM_ERR_UNSUPPORTED)
         return status;
     if (ptr != NULL && (status == GM_ERR_UNSUPPORTED || kind == GM_MEMORY_HOST)) {

@@ -880,6 +880,7 @@ gm_status gm_kernel_find(gm_context *ctx, const char *name, gm_kernel **kernel_p
     gm_status status = gm__check_context(fn, ctx);
     gm_status first_error = GM_OK;
     char unloadable[GM__ERROR_MESSAGE_MAX] = "";
+    gm__saved_error saved;
     int n = 0;
 
     if (status == GM_OK && (name == NULL || kernel_p == NULL))
@@ -887,6 +888,7 @@ gm_status gm_kernel_find(gm_context *ctx, const char *name, gm_kernel **kernel_p
                            name == NULL ? "name" : "kernel_p");
     if (status != GM_OK)
         return status;
+    gm__error_save(&saved); /* a set tried before the one that has it leaves no error */
     pthread_mutex_lock(&kernels_lock);
     n = nregistered + gm__builtin_image_set_count;
     status = GM_ERR_NOT_FOUND;
@@ -903,8 +905,10 @@ gm_status gm_kernel_find(gm_context *ctx, const char *name, gm_kernel **kernel_p
             snprintf(unloadable, sizeof(unloadable), "%s", gm_last_error_message());
     }
     pthread_mutex_unlock(&kernels_lock);
-    if (status == GM_OK)
+    if (status == GM_OK) {
+        gm__error_restore(&saved);
         return GM_OK;
+    }
     if (first_error != GM_OK)
         return first_error;
     if (unloadable[0] != '\0') /* the kernel exists, built for other GPUs */

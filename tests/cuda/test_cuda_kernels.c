@@ -861,6 +861,28 @@ static void test_core_large_dynamic_shared(void **state)
     close_context(ctx);
 }
 
+/*
+ * A registered set (searched first) whose CUDA image loads but lacks the
+ * kernel: gm_kernel_find goes on to the built-in set that has it, and the
+ * miss is not left as the thread's error.
+ */
+static void test_find_after_a_miss_leaves_no_error(void **state)
+{
+    gm_context *ctx = open_context();
+    const gm_image_set *elementwise = builtin_set("add_f32");
+    const gm_image_set user = {"cuda image only",       NULL, elementwise->cuda,
+                               elementwise->cuda_bytes, NULL, 0};
+    gm_kernel *k = NULL;
+
+    (void)state;
+    assert_ok(gm_register_image_set(&user));
+    gm_clear_error();
+    assert_ok(gm_kernel_find(ctx, "matmul_f32", &k));
+    assert_int_equal(gm_last_error(), GM_OK);
+    assert_ok(gm_unregister_image_set(&user));
+    close_context(ctx);
+}
+
 /* Whether this build embedded CUDA images (nvcc was found; -Dkernels_cuda not disabled). */
 static int have_cuda_images(void)
 {
@@ -889,6 +911,7 @@ int main(void)
         cmocka_unit_test_setup(test_core_retries_after_transient_failure, cuda_test_setup),
         cmocka_unit_test_setup(test_core_launch_failure, cuda_test_setup),
         cmocka_unit_test_setup(test_core_large_dynamic_shared, cuda_test_setup),
+        cmocka_unit_test_setup(test_find_after_a_miss_leaves_no_error, cuda_test_setup),
     };
 
     if (!have_cuda_images()) {
