@@ -12,14 +12,17 @@ naming one entry of FIXTURES below, which says how the block is checked:
                   a context, host descriptors, ...) and its `after` code (which
                   checks what the block's comments claim and frees what the
                   fixture made); the program is built, linked against the
-                  built libgpumem.so and run with
-                  GM_BACKEND=host. It fails if a check fails, if the last error
+                  built libgpumem.so and run with GM_BACKEND=host (or
+                  --backend's). It fails if a check fails, if the last error
                   the snippet left on the thread (gm_last_error) is not the
-                  fixture's `expect_error`, if the library logs a warning or an
-                  error (e.g. arrays still alive at gm_context_destroy), or if a
+                  fixture's `expect_error` (a dict: by backend), if the
+                  library logs a warning or an error (e.g. arrays still
+                  alive at gm_context_destroy), or if a
                   sanitizer reports something (leaks included, in an ASan build).
   mode "compile": the block is a whole translation unit (a kernel file);
                   it is compiled (-c) only.
+  "backends":     the backends a "run" block is for (default: all); with
+                  --backend naming another, the block is skipped and says so.
 
 Blocks without a marker, unknown marker names and fixtures no block uses are
 errors, so that a new example cannot go unchecked.
@@ -87,6 +90,7 @@ for (int i = 0; i < 4; i++)
     # a 1-D shape and two user host descriptors `arrays`.
     "hostmem": {
         "mode": "run",
+        "expect_error": {"hsa": "GM_ERR_UNSUPPORTED"},  # managed memory (the snippet checks it)
         "before": r"""
 static float fx_a[1024], fx_b[300];
 gm_context *ctx = NULL;
@@ -102,8 +106,12 @@ CHECK(gm_array_view(tile)->memory == GM_MEMORY_PINNED);
 CHECK(gm_array_view(tile)->strides[0] == 64 && gm_array_view(tile)->strides[1] == 4);
 CHECK(gm_array_view(mapped)->memory == GM_MEMORY_MAPPED);
 CHECK(device_side.memory == GM_MEMORY_DEVICE && device_side.shape[0] == 1024);
-CHECK(gm_array_view(managed)->memory == GM_MEMORY_MANAGED);
-CHECK(((const float *)gm_array_view(managed)->data)[0] == 1.0f);
+if (gm_context_backend(ctx) == GM_BACKEND_HSA) {
+    CHECK(managed == NULL);
+} else {
+    CHECK(gm_array_view(managed)->memory == GM_MEMORY_MANAGED);
+    CHECK(((const float *)gm_array_view(managed)->data)[0] == 1.0f);
+}
 CHECK(scope == NULL);
 gm_array_release(&pinned);
 gm_array_release(&tile);
@@ -165,6 +173,7 @@ gm_context_destroy(&ctx);
     # Registering your own kernels: a kernel file's table (here in the same file).
     "register": {
         "mode": "run",
+        "backends": ("host",),  # the README's set has the host table only ("for the simulator")
         "globals": r"""
 #include <gpumem/kernel.h>
 
@@ -285,7 +294,7 @@ def indent(code, pad="    "):
     return "".join(pad + line if line.strip() else line for line in code.splitlines(True))
 
 
-def wrap(name, fixture, readme, first_line, code, out_name):
+def wrap(name, fixture, readme, first_line, code, out_name, backend="host"):
     """The C source for a snippet, with #line so diagnostics point at README.md."""
     if fixture["mode"] == "compile":
         return f"#line {first_line} {c_string(readme)}\n{code}"
@@ -295,7 +304,10 @@ def wrap(name, fixture, readme, first_line, code, out_name):
     text = head + f"#line {first_line} {c_string(readme)}\n" + code
     resume = text.count("\n") + 2
     text += f"#line {resume} {c_string(out_name)}\n"
-    text += EPILOGUE % {"expect": fixture.get("expect_error", "GM_OK")}
+    expect = fixture.get("expect_error", "GM_OK")
+    if isinstance(expect, dict):  # by backend
+        expect = expect.get(backend, "GM_OK")
+    text += EPILOGUE % {"expect": expect}
     text += "    /* fixture: checks of the snippet's claims, cleanup */\n"
     text += indent(fixture.get("after", "").lstrip("\n")) + END
     return text
@@ -326,6 +338,8 @@ def main():
     ap.add_argument("--std", default="c11", help="meson's c_std ('none': compiler default)")
     ap.add_argument("--sanitize", default="none", help="meson's b_sanitize")
     ap.add_argument("--keep", help="write the generated programs here and keep them")
+    ap.add_argument("--backend", default="host",
+                    help="GM_BACKEND for the programs (a GPU backend skips, 77, without a device)")
     ap.add_argument("cc", nargs="+", help="the compiler command (after --)")
     args = ap.parse_args()
 
@@ -362,7 +376,7 @@ def main():
     work = args.keep or tempfile.mkdtemp(prefix="gm-readme-")
     os.makedirs(work, exist_ok=True)
     env = dict(os.environ)
-    env["GM_BACKEND"] = "host"
+    env["GM_BACKEND"] = args.backend
     env.setdefault("ASAN_OPTIONS", "detect_leaks=1")
     env.setdefault("UBSAN_OPTIONS", "halt_on_error=1:print_stacktrace=1")
     try:
@@ -375,14 +389,41 @@ def main():
             print(f"SKIP: {' '.join(cc)} cannot build a trivial program with "
                   f"{' '.join(cflags)}:\n{out}")
             return SKIP
+        if args.backend != "host":
+            # Does the backend find a device here? (77 when it reports none)
+            with open(probe, "w") as f:
+                f.write("#include <gpumem/gpumem.h>\n"
+                        "int main(void) {\n"
+                        "    gm_context *ctx = NULL;\n"
+                        "    gm_status st = gm_context_create(NULL, &ctx);\n"
+                        "    if (st == GM_ERR_NO_DRIVER || st == GM_ERR_NO_DEVICE)\n"
+                        "        return 77;\n"
+                        "    gm_context_destroy(&ctx);\n"
+                        "    return st == GM_OK ? 0 : 1;\n"
+                        "}\n")
+            rc, out = run(cc + cflags + [probe, "-o", os.path.join(work, "probe")] + ldflags, work)
+            if rc == 0:
+                rc, out = run([os.path.join(work, "probe")], work, env=env)
+            if rc == SKIP:
+                print(f"SKIP: backend {args.backend} finds no driver or device here")
+                return SKIP
+            if rc != 0:
+                print(f"the probe of backend {args.backend} failed ({rc}):\n{out}")
+                return 1
 
         failed = 0
+        skipped = 0
         for name, line, code in blocks:
             fixture = FIXTURES[name]
             src = os.path.join(work, f"snippet_{name}.c")
             with open(src, "w") as f:
-                f.write(wrap(name, fixture, readme, line, code, src))
+                f.write(wrap(name, fixture, readme, line, code, src, args.backend))
             where = f"{os.path.basename(readme)}:{line - 1} snippet '{name}' ({fixture['mode']})"
+            if fixture["mode"] == "run" and args.backend not in fixture.get("backends",
+                                                                            (args.backend,)):
+                print(f"skip  {where}: for backend {', '.join(fixture['backends'])} only")
+                skipped += 1
+                continue
             if fixture["mode"] == "compile":
                 rc, out = run(cc + cflags + ["-c", src, "-o", src[:-2] + ".o"], work)
             else:
@@ -401,7 +442,8 @@ def main():
                 print(f"FAIL  {where}: generated source {src}\n{out.rstrip()}")
                 if not args.keep:
                     print("---- generated source ----\n" + open(src).read())
-        print(f"{len(blocks) - failed} of {len(blocks)} README C snippets ok")
+        print(f"{len(blocks) - failed - skipped} of {len(blocks)} README C snippets ok"
+              + (f", {skipped} not for backend {args.backend}" if skipped else ""))
         return 1 if failed else 0
     finally:
         if not args.keep:
