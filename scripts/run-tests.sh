@@ -11,7 +11,8 @@
 #      driver doubles, fault sweeps included) under ASan+UBSan when their headers exist
 #   6. clang TSan: the core (its lock), host runtime and kernel suites (streams, queue, stress,
 #      simulator), and with the HSA headers the HSA and conformance suites too; then the
-#      kernel suites again in a -O0 TSan build (the simulator's fiber switches)
+#      kernel suites again in a -O0 TSan build (the simulator's fiber switches); then the
+#      CUDA suites (stress on the driver double included) when cuda.h exists
 #   7. clang-format check of every C source
 #   8. libFuzzer smoke runs on the descriptor code, the copy engine, the runtime API and
 #      streams/events/callbacks (clang)
@@ -121,6 +122,18 @@ CC=clang meson setup build-ci-tsan-o0 -Dtests=enabled -Db_sanitize=thread -Db_lu
 ninja -C build-ci-tsan-o0 -j "$jobs"
 TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
     run_suite build-ci-tsan-o0 --suite kernels
+
+# The CUDA backend's threads (stream callbacks on the driver's side, per-thread
+# default-stream error slots, many user threads; cuda/stress-double) under TSan against
+# its driver double, which serializes its own entry points like a driver's locks.
+if [ -f /usr/local/cuda/include/cuda.h ] || [ -f /usr/include/cuda.h ]; then
+    step "6c. TSan, CUDA backend on its test double"
+    CC=clang meson setup build-ci-tsan-cuda -Dtests=enabled -Db_sanitize=thread \
+        -Db_lundef=false -Dgpu_backend=cuda -Dkernels_amdgpu=disabled >/dev/null
+    ninja -C build-ci-tsan-cuda -j "$jobs"
+    TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
+        run_suite build-ci-tsan-cuda --suite cuda
+fi
 
 step "7. clang-format"
 files=$(git ls-files '*.c' '*.h' 2>/dev/null || find include src tests examples bench kernels -name '*.[ch]')

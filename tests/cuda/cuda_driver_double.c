@@ -17,8 +17,8 @@
 #include "sim/sim.h"          /* the kernel simulator that runs them */
 
 #define MAX_DEVICES 4
-#define MAX_ALLOCS  1024
-#define MAX_HANDLES 256
+#define MAX_ALLOCS  8192
+#define MAX_HANDLES 1024
 #define MAX_KERNELS 16
 #define MAX_PARAMS  16
 #define MAX_GLOBALS 8
@@ -147,6 +147,32 @@ static _Thread_local int context_depth = 0;
 static _Thread_local int in_callback = 0; /* running a cuStreamAddCallback function */
 static pthread_mutex_t held_lock = PTHREAD_MUTEX_INITIALIZER; /* S.held, run by another thread */
 static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/*
+ * One lock around every entry point (API_LOCK, first thing in each): a test may
+ * call in from many threads (cuda/stress-double), and the tables above are
+ * shared. Stream callbacks run without it: they may not call the driver, and
+ * may wait for threads that do.
+ */
+static pthread_mutex_t api_lock = PTHREAD_MUTEX_INITIALIZER;
+static _Thread_local int api_locked = 0;
+
+static int api_lock_take(void)
+{
+    pthread_mutex_lock(&api_lock);
+    api_locked = 1;
+    return 1;
+}
+
+static void api_lock_drop(int *taken)
+{
+    if (*taken != 0) {
+        api_locked = 0;
+        pthread_mutex_unlock(&api_lock);
+    }
+}
+
+#define API_LOCK __attribute__((cleanup(api_lock_drop))) int api_lock_taken_ = api_lock_take()
 
 /* ------------------------------------------------------------ bookkeeping */
 
@@ -477,6 +503,7 @@ long gm_cuda_double_function_max_dynamic_shared(CUfunction function)
 
 CUresult CUDAAPI cuInit(unsigned int Flags)
 {
+    API_LOCK;
     CUresult rc = enter(__func__, NEED_NOTHING);
 
     if (rc != CUDA_SUCCESS)
@@ -489,6 +516,7 @@ CUresult CUDAAPI cuInit(unsigned int Flags)
 
 CUresult CUDAAPI cuDriverGetVersion(int *driverVersion)
 {
+    API_LOCK;
     CUresult rc = enter(__func__, NEED_NOTHING);
 
     if (rc != CUDA_SUCCESS)
@@ -541,6 +569,7 @@ CUresult CUDAAPI cuGetErrorString(CUresult error, const char **pStr)
 
 CUresult CUDAAPI cuDeviceGetCount(int *count)
 {
+    API_LOCK;
     CUresult rc = enter(__func__, NEED_INIT);
 
     if (rc != CUDA_SUCCESS)
@@ -559,6 +588,7 @@ static CUresult valid_device(const char *what, CUdevice dev)
 
 CUresult CUDAAPI cuDeviceGet(CUdevice *device, int ordinal)
 {
+    API_LOCK;
     CUresult rc = enter(__func__, NEED_INIT);
 
     if (rc == CUDA_SUCCESS)
@@ -570,6 +600,7 @@ CUresult CUDAAPI cuDeviceGet(CUdevice *device, int ordinal)
 
 CUresult CUDAAPI cuDeviceGetName(char *name, int len, CUdevice dev)
 {
+    API_LOCK;
     CUresult rc = enter(__func__, NEED_INIT);
 
     if (rc == CUDA_SUCCESS)
@@ -583,6 +614,7 @@ CUresult CUDAAPI cuDeviceGetName(char *name, int len, CUdevice dev)
 
 CUresult CUDAAPI cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevice dev)
 {
+    API_LOCK;
     CUresult rc = enter(__func__, NEED_INIT);
 
     if (rc == CUDA_SUCCESS)
@@ -629,6 +661,7 @@ CUresult CUDAAPI cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevi
 
 CUresult CUDAAPI cuDeviceTotalMem(size_t *bytes, CUdevice dev)
 {
+    API_LOCK;
     CUresult rc = enter(__func__, NEED_INIT);
 
     if (rc == CUDA_SUCCESS)
@@ -640,6 +673,7 @@ CUresult CUDAAPI cuDeviceTotalMem(size_t *bytes, CUdevice dev)
 
 CUresult CUDAAPI cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
 {
+    API_LOCK;
     CUresult rc = enter(__func__, NEED_INIT);
 
     if (rc == CUDA_SUCCESS)
@@ -654,6 +688,7 @@ CUresult CUDAAPI cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
 
 CUresult CUDAAPI cuDevicePrimaryCtxRelease(CUdevice dev)
 {
+    API_LOCK;
     CUresult rc = enter(__func__, NEED_INIT);
 
     if (rc == CUDA_SUCCESS)
@@ -667,6 +702,7 @@ CUresult CUDAAPI cuDevicePrimaryCtxRelease(CUdevice dev)
 
 CUresult CUDAAPI cuCtxGetCurrent(CUcontext *pctx)
 {
+    API_LOCK;
     CUresult rc = enter(__func__, NEED_INIT);
 
     if (rc == CUDA_SUCCESS)
@@ -676,6 +712,7 @@ CUresult CUDAAPI cuCtxGetCurrent(CUcontext *pctx)
 
 CUresult CUDAAPI cuCtxSetCurrent(CUcontext ctx)
 {
+    API_LOCK;
     CUresult rc = enter(__func__, NEED_INIT);
 
     if (rc != CUDA_SUCCESS)
@@ -693,6 +730,7 @@ CUresult CUDAAPI cuCtxSetCurrent(CUcontext ctx)
 
 CUresult CUDAAPI cuCtxPushCurrent(CUcontext ctx)
 {
+    API_LOCK;
     CUresult rc = enter(__func__, NEED_INIT);
 
     if (rc != CUDA_SUCCESS)
@@ -710,6 +748,7 @@ CUresult CUDAAPI cuCtxPushCurrent(CUcontext ctx)
 
 CUresult CUDAAPI cuCtxPopCurrent(CUcontext *pctx)
 {
+    API_LOCK;
     CUresult rc = enter(__func__, NEED_INIT);
 
     if (rc != CUDA_SUCCESS)
@@ -724,6 +763,7 @@ CUresult CUDAAPI cuCtxPopCurrent(CUcontext *pctx)
 
 CUresult CUDAAPI cuMemGetInfo(size_t *free_bytes, size_t *total_bytes)
 {
+    API_LOCK;
     CUresult rc = enter(__func__, NEED_CONTEXT);
 
     if (rc != CUDA_SUCCESS)
@@ -778,6 +818,7 @@ static CUresult release(const char *what, uintptr_t base, alloc_kind kind, alloc
 CUresult CUDAAPI cuMemAlloc(CUdeviceptr *dptr, size_t bytesize)
 {
     void *mem = NULL;
+    API_LOCK;
     CUresult rc = enter(__func__, NEED_CONTEXT);
 
     if (rc == CUDA_SUCCESS)
@@ -789,6 +830,7 @@ CUresult CUDAAPI cuMemAlloc(CUdeviceptr *dptr, size_t bytesize)
 
 CUresult CUDAAPI cuMemFree(CUdeviceptr dptr)
 {
+    API_LOCK;
     CUresult rc = enter(__func__, NEED_CONTEXT);
 
     if (rc == CUDA_SUCCESS)
@@ -798,6 +840,7 @@ CUresult CUDAAPI cuMemFree(CUdeviceptr dptr)
 
 CUresult CUDAAPI cuMemHostAlloc(void **pp, size_t bytesize, unsigned int Flags)
 {
+    API_LOCK;
     CUresult rc = enter(__func__, NEED_CONTEXT);
 
     if (rc == CUDA_SUCCESS && (Flags & ~HOST_ALLOC_FLAGS) != 0)
@@ -809,6 +852,7 @@ CUresult CUDAAPI cuMemHostAlloc(void **pp, size_t bytesize, unsigned int Flags)
 
 CUresult CUDAAPI cuMemFreeHost(void *p)
 {
+    API_LOCK;
     CUresult rc = enter(__func__, NEED_CONTEXT);
 
     if (rc == CUDA_SUCCESS)
@@ -819,6 +863,7 @@ CUresult CUDAAPI cuMemFreeHost(void *p)
 CUresult CUDAAPI cuMemHostGetDevicePointer(CUdeviceptr *pdptr, void *p, unsigned int Flags)
 {
     alloc *a = NULL;
+    API_LOCK;
     CUresult rc = enter(__func__, NEED_CONTEXT);
 
     if (rc != CUDA_SUCCESS)
@@ -835,6 +880,7 @@ CUresult CUDAAPI cuMemHostGetDevicePointer(CUdeviceptr *pdptr, void *p, unsigned
 CUresult CUDAAPI cuMemHostRegister(void *p, size_t bytesize, unsigned int Flags)
 {
     alloc *a = NULL;
+    API_LOCK;
     CUresult rc = enter(__func__, NEED_CONTEXT);
 
     if (rc != CUDA_SUCCESS)
@@ -855,6 +901,7 @@ CUresult CUDAAPI cuMemHostRegister(void *p, size_t bytesize, unsigned int Flags)
 CUresult CUDAAPI cuMemHostUnregister(void *p)
 {
     alloc *a = NULL;
+    API_LOCK;
     CUresult rc = enter(__func__, NEED_CONTEXT);
 
     if (rc != CUDA_SUCCESS)
@@ -869,6 +916,7 @@ CUresult CUDAAPI cuMemHostUnregister(void *p)
 CUresult CUDAAPI cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flags)
 {
     void *mem = NULL;
+    API_LOCK;
     CUresult rc = enter(__func__, NEED_CONTEXT);
 
     if (rc == CUDA_SUCCESS && flags != CU_MEM_ATTACH_GLOBAL && flags != CU_MEM_ATTACH_HOST)
@@ -884,6 +932,7 @@ CUresult CUDAAPI cuPointerGetAttribute(void *data, CUpointer_attribute attribute
 {
     alloc *a = NULL;
     unsigned value = 0;
+    API_LOCK;
     CUresult rc = enter(__func__, NEED_CONTEXT);
 
     if (rc != CUDA_SUCCESS)
@@ -906,6 +955,7 @@ CUresult CUDAAPI cuPointerGetAttribute(void *data, CUpointer_attribute attribute
 CUresult CUDAAPI cuMemGetAddressRange(CUdeviceptr *pbase, size_t *psize, CUdeviceptr dptr)
 {
     alloc *a = NULL;
+    API_LOCK;
     CUresult rc = enter(__func__, NEED_CONTEXT);
 
     if (rc != CUDA_SUCCESS)
@@ -925,6 +975,7 @@ CUresult CUDAAPI cuIpcGetMemHandle(CUipcMemHandle *pHandle, CUdeviceptr dptr)
 {
     alloc *a = NULL;
     uint32_t magic = MAGIC_IPC;
+    API_LOCK;
     CUresult rc = enter(__func__, NEED_CONTEXT);
 
     if (rc != CUDA_SUCCESS)
@@ -943,6 +994,7 @@ CUresult CUDAAPI cuIpcOpenMemHandle(CUdeviceptr *pdptr, CUipcMemHandle handle, u
     uint32_t magic = 0;
     uintptr_t base = 0;
     alloc *a = NULL;
+    API_LOCK;
     CUresult rc = enter(__func__, NEED_CONTEXT);
 
     if (rc != CUDA_SUCCESS)
@@ -963,6 +1015,7 @@ CUresult CUDAAPI cuIpcOpenMemHandle(CUdeviceptr *pdptr, CUipcMemHandle handle, u
 CUresult CUDAAPI cuIpcCloseMemHandle(CUdeviceptr dptr)
 {
     alloc *a = NULL;
+    API_LOCK;
     CUresult rc = enter(__func__, NEED_CONTEXT);
 
     if (rc != CUDA_SUCCESS)
@@ -988,6 +1041,7 @@ static CUresult copy_linear(const char *what, void *dst, const void *src, size_t
 
 CUresult CUDAAPI cuMemcpyHtoD(CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount)
 {
+    API_LOCK;
     CUresult rc = enter(__func__, NEED_CONTEXT);
 
     if (rc == CUDA_SUCCESS)
@@ -1001,6 +1055,7 @@ CUresult CUDAAPI cuMemcpyHtoD(CUdeviceptr dstDevice, const void *srcHost, size_t
 
 CUresult CUDAAPI cuMemcpyDtoH(void *dstHost, CUdeviceptr srcDevice, size_t ByteCount)
 {
+    API_LOCK;
     CUresult rc = enter(__func__, NEED_CONTEXT);
 
     if (rc == CUDA_SUCCESS)
@@ -1014,6 +1069,7 @@ CUresult CUDAAPI cuMemcpyDtoH(void *dstHost, CUdeviceptr srcDevice, size_t ByteC
 
 CUresult CUDAAPI cuMemcpyDtoD(CUdeviceptr dstDevice, CUdeviceptr srcDevice, size_t ByteCount)
 {
+    API_LOCK;
     CUresult rc = enter(__func__, NEED_CONTEXT);
 
     if (rc == CUDA_SUCCESS)
@@ -1029,6 +1085,7 @@ CUresult CUDAAPI cuMemcpyDtoD(CUdeviceptr dstDevice, CUdeviceptr srcDevice, size
 CUresult CUDAAPI cuMemcpyHtoDAsync(CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount,
                                    CUstream hStream)
 {
+    API_LOCK;
     CUresult rc = enter(__func__, NEED_CONTEXT);
 
     if (rc == CUDA_SUCCESS)
@@ -1043,6 +1100,7 @@ CUresult CUDAAPI cuMemcpyHtoDAsync(CUdeviceptr dstDevice, const void *srcHost, s
 CUresult CUDAAPI cuMemcpyDtoHAsync(void *dstHost, CUdeviceptr srcDevice, size_t ByteCount,
                                    CUstream hStream)
 {
+    API_LOCK;
     CUresult rc = enter(__func__, NEED_CONTEXT);
 
     if (rc == CUDA_SUCCESS)
@@ -1057,6 +1115,7 @@ CUresult CUDAAPI cuMemcpyDtoHAsync(void *dstHost, CUdeviceptr srcDevice, size_t 
 CUresult CUDAAPI cuMemcpyDtoDAsync(CUdeviceptr dstDevice, CUdeviceptr srcDevice, size_t ByteCount,
                                    CUstream hStream)
 {
+    API_LOCK;
     CUresult rc = enter(__func__, NEED_CONTEXT);
 
     if (rc == CUDA_SUCCESS)
@@ -1170,6 +1229,7 @@ static CUresult memcpy_2d(const char *what, const CUDA_MEMCPY2D *p, CUstream str
 
 CUresult CUDAAPI cuMemcpy2D(const CUDA_MEMCPY2D *pCopy)
 {
+    API_LOCK;
     CUresult rc = enter(__func__, NEED_CONTEXT);
 
     return rc == CUDA_SUCCESS ? memcpy_2d(__func__, pCopy, NULL) : rc;
@@ -1177,6 +1237,7 @@ CUresult CUDAAPI cuMemcpy2D(const CUDA_MEMCPY2D *pCopy)
 
 CUresult CUDAAPI cuMemcpy2DAsync(const CUDA_MEMCPY2D *pCopy, CUstream hStream)
 {
+    API_LOCK;
     CUresult rc = enter(__func__, NEED_CONTEXT);
 
     return rc == CUDA_SUCCESS ? memcpy_2d(__func__, pCopy, hStream) : rc;
@@ -1232,6 +1293,7 @@ static CUresult memcpy_3d(const char *what, const CUDA_MEMCPY3D *p, CUstream str
 
 CUresult CUDAAPI cuMemcpy3D(const CUDA_MEMCPY3D *pCopy)
 {
+    API_LOCK;
     CUresult rc = enter(__func__, NEED_CONTEXT);
 
     return rc == CUDA_SUCCESS ? memcpy_3d(__func__, pCopy, NULL) : rc;
@@ -1239,6 +1301,7 @@ CUresult CUDAAPI cuMemcpy3D(const CUDA_MEMCPY3D *pCopy)
 
 CUresult CUDAAPI cuMemcpy3DAsync(const CUDA_MEMCPY3D *pCopy, CUstream hStream)
 {
+    API_LOCK;
     CUresult rc = enter(__func__, NEED_CONTEXT);
 
     return rc == CUDA_SUCCESS ? memcpy_3d(__func__, pCopy, hStream) : rc;
@@ -1270,6 +1333,7 @@ static CUresult fill(const char *what, CUdeviceptr dst, size_t pitch, const void
 
 CUresult CUDAAPI cuMemsetD8(CUdeviceptr dstDevice, unsigned char uc, size_t N)
 {
+    API_LOCK;
     CUresult rc = enter(__func__, NEED_CONTEXT);
 
     return rc == CUDA_SUCCESS ? fill(__func__, dstDevice, N, &uc, 1, N, 1, NULL) : rc;
@@ -1277,6 +1341,7 @@ CUresult CUDAAPI cuMemsetD8(CUdeviceptr dstDevice, unsigned char uc, size_t N)
 
 CUresult CUDAAPI cuMemsetD16(CUdeviceptr dstDevice, unsigned short us, size_t N)
 {
+    API_LOCK;
     CUresult rc = enter(__func__, NEED_CONTEXT);
 
     return rc == CUDA_SUCCESS ? fill(__func__, dstDevice, 2 * N, &us, 2, N, 1, NULL) : rc;
@@ -1284,6 +1349,7 @@ CUresult CUDAAPI cuMemsetD16(CUdeviceptr dstDevice, unsigned short us, size_t N)
 
 CUresult CUDAAPI cuMemsetD32(CUdeviceptr dstDevice, unsigned int ui, size_t N)
 {
+    API_LOCK;
     CUresult rc = enter(__func__, NEED_CONTEXT);
 
     return rc == CUDA_SUCCESS ? fill(__func__, dstDevice, 4 * N, &ui, 4, N, 1, NULL) : rc;
@@ -1292,6 +1358,7 @@ CUresult CUDAAPI cuMemsetD32(CUdeviceptr dstDevice, unsigned int ui, size_t N)
 CUresult CUDAAPI cuMemsetD8Async(CUdeviceptr dstDevice, unsigned char uc, size_t N,
                                  CUstream hStream)
 {
+    API_LOCK;
     CUresult rc = enter(__func__, NEED_CONTEXT);
 
     return rc == CUDA_SUCCESS ? fill(__func__, dstDevice, N, &uc, 1, N, 1, hStream) : rc;
@@ -1300,6 +1367,7 @@ CUresult CUDAAPI cuMemsetD8Async(CUdeviceptr dstDevice, unsigned char uc, size_t
 CUresult CUDAAPI cuMemsetD16Async(CUdeviceptr dstDevice, unsigned short us, size_t N,
                                   CUstream hStream)
 {
+    API_LOCK;
     CUresult rc = enter(__func__, NEED_CONTEXT);
 
     return rc == CUDA_SUCCESS ? fill(__func__, dstDevice, 2 * N, &us, 2, N, 1, hStream) : rc;
@@ -1308,6 +1376,7 @@ CUresult CUDAAPI cuMemsetD16Async(CUdeviceptr dstDevice, unsigned short us, size
 CUresult CUDAAPI cuMemsetD32Async(CUdeviceptr dstDevice, unsigned int ui, size_t N,
                                   CUstream hStream)
 {
+    API_LOCK;
     CUresult rc = enter(__func__, NEED_CONTEXT);
 
     return rc == CUDA_SUCCESS ? fill(__func__, dstDevice, 4 * N, &ui, 4, N, 1, hStream) : rc;
@@ -1316,6 +1385,7 @@ CUresult CUDAAPI cuMemsetD32Async(CUdeviceptr dstDevice, unsigned int ui, size_t
 CUresult CUDAAPI cuMemsetD2D32(CUdeviceptr dstDevice, size_t dstPitch, unsigned int ui,
                                size_t Width, size_t Height)
 {
+    API_LOCK;
     CUresult rc = enter(__func__, NEED_CONTEXT);
 
     return rc == CUDA_SUCCESS ? fill(__func__, dstDevice, dstPitch, &ui, 4, Width, Height, NULL)
@@ -1325,6 +1395,7 @@ CUresult CUDAAPI cuMemsetD2D32(CUdeviceptr dstDevice, size_t dstPitch, unsigned 
 CUresult CUDAAPI cuMemsetD2D32Async(CUdeviceptr dstDevice, size_t dstPitch, unsigned int ui,
                                     size_t Width, size_t Height, CUstream hStream)
 {
+    API_LOCK;
     CUresult rc = enter(__func__, NEED_CONTEXT);
 
     return rc == CUDA_SUCCESS ? fill(__func__, dstDevice, dstPitch, &ui, 4, Width, Height, hStream)
@@ -1336,6 +1407,7 @@ CUresult CUDAAPI cuMemsetD2D32Async(CUdeviceptr dstDevice, size_t dstPitch, unsi
 CUresult CUDAAPI cuStreamCreate(CUstream *phStream, unsigned int Flags)
 {
     struct CUstream_st *stream = NULL;
+    API_LOCK;
     CUresult rc = enter(__func__, NEED_CONTEXT);
 
     if (rc != CUDA_SUCCESS)
@@ -1356,6 +1428,7 @@ CUresult CUDAAPI cuStreamCreate(CUstream *phStream, unsigned int Flags)
 
 CUresult CUDAAPI cuStreamDestroy(CUstream hStream)
 {
+    API_LOCK;
     CUresult rc = enter(__func__, NEED_CONTEXT);
 
     if (rc != CUDA_SUCCESS)
@@ -1374,11 +1447,14 @@ CUresult CUDAAPI cuStreamDestroy(CUstream hStream)
 /* Every stream's work is done when its call returns (the double runs nothing later). */
 CUresult CUDAAPI cuCtxSynchronize(void)
 {
+    API_LOCK;
+
     return enter(__func__, NEED_CONTEXT);
 }
 
 CUresult CUDAAPI cuStreamSynchronize(CUstream hStream)
 {
+    API_LOCK;
     CUresult rc = enter(__func__, NEED_CONTEXT);
 
     return rc == CUDA_SUCCESS ? valid_stream(__func__, hStream) : rc;
@@ -1386,6 +1462,7 @@ CUresult CUDAAPI cuStreamSynchronize(CUstream hStream)
 
 CUresult CUDAAPI cuStreamQuery(CUstream hStream)
 {
+    API_LOCK;
     CUresult rc = enter(__func__, NEED_CONTEXT);
 
     return rc == CUDA_SUCCESS ? valid_stream(__func__, hStream) : rc;
@@ -1393,6 +1470,7 @@ CUresult CUDAAPI cuStreamQuery(CUstream hStream)
 
 CUresult CUDAAPI cuStreamWaitEvent(CUstream hStream, CUevent hEvent, unsigned int Flags)
 {
+    API_LOCK;
     CUresult rc = enter(__func__, NEED_CONTEXT);
 
     if (rc == CUDA_SUCCESS)
@@ -1407,14 +1485,20 @@ CUresult CUDAAPI cuStreamWaitEvent(CUstream hStream, CUevent hEvent, unsigned in
 /* Run a stream callback as the driver would: no CUDA call is allowed inside it. */
 static void run_callback(CUstream stream, CUstreamCallback fn, CUresult status, void *data)
 {
+    int locked = api_locked;
+
+    api_lock_drop(&locked);
     in_callback++;
     fn(stream, status, data);
     in_callback--;
+    if (locked != 0)
+        api_lock_take();
 }
 
 CUresult CUDAAPI cuStreamAddCallback(CUstream hStream, CUstreamCallback callback, void *userData,
                                      unsigned int flags)
 {
+    API_LOCK;
     CUresult rc = enter(__func__, NEED_CONTEXT);
 
     if (rc == CUDA_SUCCESS)
@@ -1464,6 +1548,7 @@ void gm_cuda_double_set_callback_status(CUresult status)
 
 CUresult CUDAAPI cuStreamIsCapturing(CUstream hStream, CUstreamCaptureStatus *captureStatus)
 {
+    API_LOCK;
     CUresult rc = enter(__func__, NEED_CONTEXT);
 
     if (rc == CUDA_SUCCESS)
@@ -1484,6 +1569,7 @@ void gm_cuda_double_set_capturing(int capturing)
 CUresult CUDAAPI cuEventCreate(CUevent *phEvent, unsigned int Flags)
 {
     struct CUevent_st *event = NULL;
+    API_LOCK;
     CUresult rc = enter(__func__, NEED_CONTEXT);
 
     if (rc != CUDA_SUCCESS)
@@ -1507,6 +1593,7 @@ CUresult CUDAAPI cuEventCreate(CUevent *phEvent, unsigned int Flags)
 CUresult CUDAAPI cuEventDestroy(CUevent hEvent)
 {
     int slot = -1;
+    API_LOCK;
     CUresult rc = enter(__func__, NEED_CONTEXT);
 
     if (rc == CUDA_SUCCESS)
@@ -1521,6 +1608,7 @@ CUresult CUDAAPI cuEventDestroy(CUevent hEvent)
 
 CUresult CUDAAPI cuEventRecord(CUevent hEvent, CUstream hStream)
 {
+    API_LOCK;
     CUresult rc = enter(__func__, NEED_CONTEXT);
 
     if (rc == CUDA_SUCCESS)
@@ -1537,6 +1625,7 @@ CUresult CUDAAPI cuEventRecord(CUevent hEvent, CUstream hStream)
 
 CUresult CUDAAPI cuEventQuery(CUevent hEvent)
 {
+    API_LOCK;
     CUresult rc = enter(__func__, NEED_CONTEXT);
 
     return rc == CUDA_SUCCESS ? valid_event(__func__, hEvent) : rc;
@@ -1544,6 +1633,7 @@ CUresult CUDAAPI cuEventQuery(CUevent hEvent)
 
 CUresult CUDAAPI cuEventSynchronize(CUevent hEvent)
 {
+    API_LOCK;
     CUresult rc = enter(__func__, NEED_CONTEXT);
 
     return rc == CUDA_SUCCESS ? valid_event(__func__, hEvent) : rc;
@@ -1551,6 +1641,7 @@ CUresult CUDAAPI cuEventSynchronize(CUevent hEvent)
 
 CUresult CUDAAPI cuEventElapsedTime(float *pMilliseconds, CUevent hStart, CUevent hEnd)
 {
+    API_LOCK;
     CUresult rc = enter(__func__, NEED_CONTEXT);
 
     if (rc == CUDA_SUCCESS)
@@ -2174,6 +2265,7 @@ CUresult CUDAAPI cuModuleLoadDataEx(CUmodule *module, const void *image, unsigne
     struct CUmod_st *m = NULL;
     char *log = NULL;
     size_t log_size = 0;
+    API_LOCK;
     CUresult rc = enter(__func__, NEED_CONTEXT);
 
     if (rc == CUDA_SUCCESS)
@@ -2200,6 +2292,7 @@ CUresult CUDAAPI cuModuleLoadDataEx(CUmodule *module, const void *image, unsigne
 CUresult CUDAAPI cuModuleUnload(CUmodule hmod)
 {
     int slot = module_slot(hmod);
+    API_LOCK;
     CUresult rc = enter(__func__, NEED_CONTEXT);
 
     if (rc != CUDA_SUCCESS)
@@ -2213,6 +2306,7 @@ CUresult CUDAAPI cuModuleUnload(CUmodule hmod)
 
 CUresult CUDAAPI cuModuleGetFunction(CUfunction *hfunc, CUmodule hmod, const char *name)
 {
+    API_LOCK;
     CUresult rc = enter(__func__, NEED_CONTEXT);
 
     if (rc != CUDA_SUCCESS)
@@ -2231,6 +2325,7 @@ CUresult CUDAAPI cuModuleGetFunction(CUfunction *hfunc, CUmodule hmod, const cha
 CUresult CUDAAPI cuModuleGetGlobal(CUdeviceptr *dptr, size_t *bytes, CUmodule hmod,
                                    const char *name)
 {
+    API_LOCK;
     CUresult rc = enter(__func__, NEED_CONTEXT);
 
     if (rc != CUDA_SUCCESS)
@@ -2251,6 +2346,7 @@ CUresult CUDAAPI cuModuleGetGlobal(CUdeviceptr *dptr, size_t *bytes, CUmodule hm
 
 CUresult CUDAAPI cuFuncGetAttribute(int *pi, CUfunction_attribute attrib, CUfunction hfunc)
 {
+    API_LOCK;
     CUresult rc = enter(__func__, NEED_CONTEXT);
 
     if (rc == CUDA_SUCCESS)
@@ -2272,6 +2368,7 @@ CUresult CUDAAPI cuFuncGetAttribute(int *pi, CUfunction_attribute attrib, CUfunc
 
 CUresult CUDAAPI cuFuncSetAttribute(CUfunction hfunc, CUfunction_attribute attrib, int value)
 {
+    API_LOCK;
     CUresult rc = enter(__func__, NEED_CONTEXT);
 
     if (rc == CUDA_SUCCESS)
@@ -2289,6 +2386,7 @@ CUresult CUDAAPI cuFuncSetAttribute(CUfunction hfunc, CUfunction_attribute attri
 CUresult CUDAAPI cuFuncGetParamInfo(CUfunction func, size_t paramIndex, size_t *paramOffset,
                                     size_t *paramSize)
 {
+    API_LOCK;
     CUresult rc = enter(__func__, NEED_CONTEXT);
 
     if (rc == CUDA_SUCCESS)
@@ -2494,6 +2592,7 @@ CUresult CUDAAPI cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned in
                                 void **extra)
 {
     static launch l; /* large; calls do not overlap */
+    API_LOCK;
     CUresult rc = enter(__func__, NEED_CONTEXT);
 
     if (rc == CUDA_SUCCESS)
