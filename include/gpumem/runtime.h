@@ -64,7 +64,11 @@ typedef struct gm_context_options {
      *  when a release queues an entry on the calling thread; the bookkeeping of
      *  an asynchronous copy is queued by the stream's worker without a flush
      *  (nothing is freed on a driver thread), so the count may stand above the
-     *  limit until the next release or flush. */
+     *  limit until the next release or flush. A release that finds another
+     *  thread flushing does not wait for it (that flush frees its entry too), so
+     *  while many threads release at once the pending count can stand well above
+     *  the limit (thousands, with 8 threads on the CUDA test double); an
+     *  allocation that fails for lack of memory waits for the flush and retries. */
     int64_t max_pending_count;
     /** Flush when pending device bytes exceed this fraction of total device
      *  memory (default: GM_MAX_PENDING_DEALLOCS_RATIO env var, else 0.2). */
