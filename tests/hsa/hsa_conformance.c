@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "backend.h"
+#include "gm_test_file.h"
 #include "hsa_api.h"
 
 #define CHECK(expr)                                                           \
@@ -133,27 +134,6 @@ static void check_streams(gm_backend_ctx *b)
     printf("streams and events: ok (copy took %.3f ms)\n", (double)ms);
 }
 
-static void *read_file(const char *path, size_t *bytes)
-{
-    FILE *f = path != NULL ? fopen(path, "rb") : NULL;
-    char *data = NULL;
-    long size = 0;
-
-    if (f == NULL)
-        return NULL;
-    if (fseek(f, 0, SEEK_END) == 0)
-        size = ftell(f);
-    if (size > 0 && fseek(f, 0, SEEK_SET) == 0)
-        data = malloc((size_t)size);
-    if (data != NULL && fread(data, 1, (size_t)size, f) != (size_t)size) {
-        free(data);
-        data = NULL;
-    }
-    fclose(f);
-    *bytes = (size_t)size;
-    return data;
-}
-
 /* Host axpy for the double (offsets 0, 8, 16, 24 as in the code object). */
 static void host_axpy(const hsa_kernel_dispatch_packet_t *p, void *user)
 {
@@ -189,7 +169,7 @@ static void register_double_kernel(gm_devptr bias)
 static void check_kernels(gm_backend_ctx *b, const char *path, int on_double)
 {
     size_t bytes = 0, bias_bytes = 0;
-    void *image = read_file(path, &bytes);
+    void *image = gm_test_read_file(path, &bytes);
     static float x[N], y[N];
     int32_t bias[4] = {1, -1, 2, -2}, n = N;
     gm_backend_module *m = NULL;

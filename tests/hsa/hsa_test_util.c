@@ -2,6 +2,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gm_test_file.h"
 #include "hsa_test_util.h"
 
 const gm_backend_ops *const hsa_ops = &gm__hsa_backend;
@@ -54,24 +55,7 @@ void hsa_test_close(gm_backend_ctx *bctx)
 
 void *hsa_test_read_fixture(const char *env, size_t *bytes_p)
 {
-    const char *path = getenv(env);
-    FILE *f = path != NULL ? fopen(path, "rb") : NULL;
-    char *data = NULL;
-    long size = 0;
-
-    if (f == NULL)
-        return NULL;
-    if (fseek(f, 0, SEEK_END) == 0)
-        size = ftell(f);
-    if (size > 0 && fseek(f, 0, SEEK_SET) == 0)
-        data = malloc((size_t)size);
-    if (data != NULL && fread(data, 1, (size_t)size, f) != (size_t)size) {
-        free(data);
-        data = NULL;
-    }
-    fclose(f);
-    *bytes_p = (size_t)size;
-    return data;
+    return gm_test_read_file(getenv(env), bytes_p);
 }
 
 void hsa_test_axpy_host(const hsa_kernel_dispatch_packet_t *packet, void *user)

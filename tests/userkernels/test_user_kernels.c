@@ -13,33 +13,13 @@
 #include <string.h>
 
 #include "gm_test.h"
+#include "gm_test_file.h"
 
 #define SKIP 77
 
 extern const gm_host_table uk_host_table;
 
 static gm_context *g_ctx = NULL;
-
-/* The whole file at `path`, or NULL. */
-static void *read_file(const char *path, size_t *bytes_p)
-{
-    FILE *f = fopen(path, "rb");
-    void *data = NULL;
-    long n = 0;
-
-    if (f == NULL)
-        return NULL;
-    if (fseek(f, 0, SEEK_END) == 0 && (n = ftell(f)) > 0 && fseek(f, 0, SEEK_SET) == 0) {
-        data = malloc((size_t)n);
-        if (data != NULL && fread(data, 1, (size_t)n, f) != (size_t)n) {
-            free(data);
-            data = NULL;
-        }
-    }
-    fclose(f);
-    *bytes_p = (size_t)n;
-    return data;
-}
 
 static gm_kernel *find(const char *name)
 {
@@ -285,7 +265,7 @@ int main(void)
         return SKIP;
     }
 #ifdef UK_FATBIN
-    fatbin = read_file(UK_FATBIN, &set.cuda_bytes);
+    fatbin = gm_test_read_file(UK_FATBIN, &set.cuda_bytes);
     set.cuda = fatbin;
 #endif
 #ifdef UK_AMDGPU_DIR
@@ -297,7 +277,8 @@ int main(void)
 
             snprintf(path, sizeof(path), "%s/user_kernels-%s.co", UK_AMDGPU_DIR, archs[i]);
             amdgpu[set.amdgpu_count].arch = archs[i];
-            amdgpu[set.amdgpu_count].data = read_file(path, &amdgpu[set.amdgpu_count].bytes);
+            amdgpu[set.amdgpu_count].data =
+                gm_test_read_file(path, &amdgpu[set.amdgpu_count].bytes);
             if (amdgpu[set.amdgpu_count].data != NULL)
                 set.amdgpu_count++;
         }
