@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gm_test_file.h"
 #include "gm_test.h"
 #include "hsa_codeobj.h"
 
@@ -15,25 +16,10 @@ static const char isa[] = "amdgcn-amd-amdhsa--gfx906:sramecc+:xnack-";
 /* The code object an environment variable names; skip the test when it was not built. */
 static void *fixture_or_skip(const char *env, size_t *bytes)
 {
-    const char *path = getenv(env);
-    FILE *f = path != NULL ? fopen(path, "rb") : NULL;
-    char *data = NULL;
-    long size = 0;
+    void *data = gm_test_read_file(getenv(env), bytes);
 
-    if (f == NULL)
-        skip();
-    if (fseek(f, 0, SEEK_END) == 0)
-        size = ftell(f);
-    if (size > 0 && fseek(f, 0, SEEK_SET) == 0)
-        data = malloc((size_t)size);
-    if (data != NULL && fread(data, 1, (size_t)size, f) != (size_t)size) {
-        free(data);
-        data = NULL;
-    }
-    fclose(f);
     if (data == NULL)
         skip();
-    *bytes = (size_t)size;
     return data;
 }
 
