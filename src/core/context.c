@@ -249,6 +249,9 @@ static gm_status create_auto(const gm_context_options *options, gm_context **ctx
     gm_status status = GM_OK;
 
     if (gpu != GM_BACKEND_HOST && ops != NULL) {
+        gm__saved_error saved;
+
+        gm__error_save(&saved);
         status = gm__context_create_with_ops(ops, options, ctx_p);
         if (status != GM_ERR_NO_DRIVER && status != GM_ERR_NO_DEVICE)
             return status;
@@ -256,6 +259,7 @@ static gm_status create_auto(const gm_context_options *options, gm_context **ctx
                 "GM_BACKEND_AUTO: %s backend unavailable (%s); using the host "
                 "simulator",
                 gm_backend_name(gpu), gm_last_error_message());
+        gm__error_restore(&saved); /* said in the log; not this call's error */
     } else {
         gm__log(GM_LOG_INFO,
                 "GM_BACKEND_AUTO: this build has no %s backend (-Dgpu_backend=%s); "
