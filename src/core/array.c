@@ -417,10 +417,11 @@ static gm_status device_block_direct(gm_context *ctx, const char *fn, int64_t nb
     array_block *block = NULL;
     gm_devptr ptr = 0;
     void *owner = NULL;
+    uint64_t mark = gm__error_mark();
     gm_status status = ctx->ops->mem_alloc(ctx->bctx, (size_t)nbytes, &ptr);
 
     if (status != GM_OK)
-        status = gm__alloc_device_failed(ctx, status, (size_t)nbytes, &ptr, &owner);
+        status = gm__alloc_device_failed(ctx, status, mark, (size_t)nbytes, &ptr, &owner);
     if (status == GM_OK && ptr == 0)
         status = gm__error(GM_ERR_INTERNAL,
                            "memory manager 'builtin': memalloc of %" PRId64

@@ -645,9 +645,10 @@ static gm_status oom_in_defer(gm_context *ctx, gm_status status)
 }
 
 /* The rule after a first attempt that returned `status`: on OOM outside defer_cleanup,
- * flush and retry once. */
-static gm_status retry_after(gm_context *ctx, gm_status status, alloc_attempt_fn attempt,
-                             void *args)
+ * flush and retry once. A retry that succeeds puts the thread's error back as it was
+ * at `mark`, before the first attempt: the out-of-memory error was not the call's. */
+static gm_status retry_after(gm_context *ctx, gm_status status, uint64_t mark,
+                             alloc_attempt_fn attempt, void *args)
 {
     if (!is_oom(status) || gm__in_stream_callback())
         return status;
@@ -655,13 +656,18 @@ static gm_status retry_after(gm_context *ctx, gm_status status, alloc_attempt_fn
         return oom_in_defer(ctx, status);
     if (gm__dealloc_flush(ctx, "out-of-memory flush") != GM_OK)
         gm__log(GM_LOG_WARN, "out-of-memory flush stopped: %s", gm_last_error_message());
-    return attempt(ctx, args);
+    status = attempt(ctx, args);
+    if (status == GM_OK)
+        gm__error_back_to(mark);
+    return status;
 }
 
 /* Run an allocation with the out-of-memory rule. */
 static gm_status alloc_with_retry(gm_context *ctx, alloc_attempt_fn attempt, void *args)
 {
-    return retry_after(ctx, attempt(ctx, args), attempt, args);
+    uint64_t mark = gm__error_mark();
+
+    return retry_after(ctx, attempt(ctx, args), mark, attempt, args);
 }
 
 typedef struct device_request {
@@ -709,13 +715,14 @@ gm_status gm__alloc_device(gm_context *ctx, size_t bytes, gm_devptr *ptr_p, void
     return status;
 }
 
-/* gm__alloc_device after its first attempt was made by the caller and returned `status`. */
-gm_status gm__alloc_device_failed(gm_context *ctx, gm_status status, size_t bytes, gm_devptr *ptr_p,
-                                  void **owner_p)
+/* gm__alloc_device after its first attempt was made by the caller and returned `status`
+ * (`mark`: gm__error_mark() before that attempt). */
+gm_status gm__alloc_device_failed(gm_context *ctx, gm_status status, uint64_t mark, size_t bytes,
+                                  gm_devptr *ptr_p, void **owner_p)
 {
     device_request req = {bytes, 0, NULL, false};
 
-    status = retry_after(ctx, status, attempt_device, &req);
+    status = retry_after(ctx, status, mark, attempt_device, &req);
     if (status == GM_OK) {
         *ptr_p = req.ptr;
         *owner_p = req.owner;

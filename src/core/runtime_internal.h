@@ -199,9 +199,10 @@ gm_status gm__dealloc_flush(gm_context *ctx, const char *fn);
  * defer_cleanup, where nothing may be freed).
  */
 gm_status gm__alloc_device(gm_context *ctx, size_t bytes, gm_devptr *ptr_p, void **owner_p);
-/* The same rule when the caller made the first attempt itself and it returned `status`. */
-gm_status gm__alloc_device_failed(gm_context *ctx, gm_status status, size_t bytes, gm_devptr *ptr_p,
-                                  void **owner_p);
+/* The same rule when the caller made the first attempt itself and it returned `status`;
+ * `mark` is gm__error_mark() from before that attempt (a successful retry goes back to it). */
+gm_status gm__alloc_device_failed(gm_context *ctx, gm_status status, uint64_t mark, size_t bytes,
+                                  gm_devptr *ptr_p, void **owner_p);
 gm_status gm__alloc_host(gm_context *ctx, size_t bytes, unsigned flags, void **ptr_p,
                          void **owner_p);
 gm_status gm__alloc_managed(gm_context *ctx, size_t bytes, gm_devptr *ptr_p);

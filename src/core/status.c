@@ -18,6 +18,19 @@
 static _Thread_local gm_status tls_last_status = GM_OK;
 static _Thread_local char tls_last_message[GM__ERROR_MESSAGE_MAX];
 
+/*
+ * What the thread's last few gm__error calls overwrote, for gm__error_back_to:
+ * entry `n % GM__ERROR_HISTORY` holds the state before the thread's gm__error
+ * call number n (counted in tls_error_calls).
+ */
+#define GM__ERROR_HISTORY 4
+static _Thread_local uint64_t tls_error_calls;
+static _Thread_local struct {
+    uint64_t call;
+    gm_status status;
+    char message[GM__ERROR_MESSAGE_MAX];
+} tls_error_history[GM__ERROR_HISTORY];
+
 static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
 static gm_log_fn log_hook = NULL;
 static void *log_user = NULL;
@@ -68,7 +81,13 @@ void gm_clear_error(void)
 gm_status gm__error(gm_status status, const char *fmt, ...)
 {
     va_list ap;
+    size_t kept = strnlen(tls_last_message, sizeof(tls_last_message) - 1);
+    unsigned slot = (unsigned)(tls_error_calls % GM__ERROR_HISTORY);
 
+    tls_error_history[slot].call = tls_error_calls++;
+    tls_error_history[slot].status = tls_last_status;
+    memcpy(tls_error_history[slot].message, tls_last_message, kept);
+    tls_error_history[slot].message[kept] = '\0';
     va_start(ap, fmt);
     vsnprintf(tls_last_message, sizeof(tls_last_message), fmt, ap);
     va_end(ap);
@@ -87,6 +106,26 @@ void gm__error_restore(const gm__saved_error *saved)
 {
     tls_last_status = saved->status;
     memcpy(tls_last_message, saved->message, sizeof(tls_last_message));
+}
+
+uint64_t gm__error_mark(void)
+{
+    return tls_error_calls;
+}
+
+void gm__error_back_to(uint64_t mark)
+{
+    unsigned slot = (unsigned)(mark % GM__ERROR_HISTORY);
+
+    if (tls_error_calls == mark)
+        return; /* nothing recorded since */
+    if (tls_error_calls - mark <= GM__ERROR_HISTORY && tls_error_history[slot].call == mark) {
+        tls_last_status = tls_error_history[slot].status;
+        memcpy(tls_last_message, tls_error_history[slot].message,
+               strlen(tls_error_history[slot].message) + 1);
+    } else { /* more errors since than the history keeps: no error is better than a stale one */
+        gm_clear_error();
+    }
 }
 
 gm_status gm__error_within(const char *fn, gm_status status)

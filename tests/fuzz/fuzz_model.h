@@ -78,6 +78,11 @@ static void expect_status(gm_status got, gm_status want, const char *call)
     if (got != want)
         fail("%s returned %s, expected %s (%s)", call, gm_status_name(got), gm_status_name(want),
              gm_last_error_message());
+    /* The targets clear the thread's error after every error they expect, so a call
+     * that succeeds must find it clear: a way it tried first leaves nothing behind. */
+    if (got == GM_OK && gm_last_error() != GM_OK)
+        fail("%s succeeded but left %s as the thread's error (%s)", call,
+             gm_status_name(gm_last_error()), gm_last_error_message());
 }
 
 /* A modelled buffer: [base, base + bytes), its image and its defined bytes. */

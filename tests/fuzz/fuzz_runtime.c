@@ -144,6 +144,7 @@ static void expect_error(gm_status got, gm_status want, const char *call)
              gm_last_error_message());
     if (gm_last_error_message()[0] == '\0')
         fail("%s returned %s with an empty gm_last_error_message()", call, gm_status_name(got));
+    gm_clear_error(); /* seen: expect_status checks that later successes leave none */
 }
 
 /* ------------------------------------------------------------- elements */

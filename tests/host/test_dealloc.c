@@ -193,13 +193,23 @@ static void test_oom_flush_and_retry(void **state)
     a = device_bytes(ctx, 40 * MIB);
     gm_array_release(&a);
     assert_int_equal(rt_stats(ctx).pending_count, 1);
+    /* An earlier error the caller has not looked at yet survives the retry. */
+    assert_status(gm_deallocations_stats(ctx, NULL), GM_ERR_NULL_POINTER);
     b = device_bytes(ctx, 40 * MIB); /* fails once for lack of memory, then succeeds */
     assert_int_equal(rt_fault_calls(RT_MEM_ALLOC), 3);
     assert_int_equal(rt_fault_calls(RT_MEM_FREE), 1);
+    assert_int_equal(gm_last_error(), GM_ERR_NULL_POINTER);
+    assert_message_contains("gm_deallocations_stats");
     s = rt_stats(ctx);
     assert_int_equal(s.pending_count, 0);
     assert_int_equal(s.flushes, 1);
     assert_int_equal(s.freed_count, 1);
+    /* And with none: the out-of-memory error of the first attempt is not left behind. */
+    gm_array_release(&b);
+    gm_clear_error();
+    b = device_bytes(ctx, 40 * MIB);
+    assert_int_equal(rt_stats(ctx).flushes, 2);
+    assert_int_equal(gm_last_error(), GM_OK);
     gm_array_release(&b);
     gm_context_destroy(&ctx);
 }
