@@ -259,6 +259,8 @@ gm_status gm__cuda_copy(gm_backend_ctx *bctx, const gm_copy_desc *desc, gm_backe
         status = issue_copy(bctx, &d, gm__cuda_stream_handle(stream), stream != NULL);
     if (status == GM_OK && stream == NULL && d.dst_side == GM_COPY_DEVICE)
         status = gm__cuda_finish_sync(bctx);
+    else if (status == GM_OK && stream == NULL) /* the copy waited for the legacy stream */
+        gm__cuda_host_calls_seen(bctx);
     return status;
 }
 

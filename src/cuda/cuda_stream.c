@@ -198,6 +198,8 @@ gm_status gm__cuda_stream_destroy(gm_backend_ctx *bctx, gm_backend_stream *strea
     if (GM_CUDA_CALL(&bctx->drv, cuStreamSynchronize, stream->handle) != GM_OK)
         gm__log(GM_LOG_WARN, "cuda stream_destroy: pending work failed: %s",
                 gm_last_error_message());
+    else
+        gm__cuda_host_calls_seen(bctx);
     status = GM_CUDA_CALL(&bctx->drv, cuStreamDestroy, stream->handle);
     if (status != GM_OK)
         return status;

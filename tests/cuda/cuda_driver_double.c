@@ -1532,12 +1532,15 @@ void gm_cuda_double_hold_callbacks(int hold)
 int gm_cuda_double_run_held_callbacks(CUresult status)
 {
     int n = 0;
+    __typeof__(S.held) held; /* run outside held_lock: a callback may wait for a driver call */
 
     pthread_mutex_lock(&held_lock);
-    for (; n < S.held_count; n++)
-        run_callback(S.held[n].stream, S.held[n].fn, status, S.held[n].data);
+    n = S.held_count;
+    memcpy(held, S.held, sizeof(held));
     S.held_count = 0;
     pthread_mutex_unlock(&held_lock);
+    for (int i = 0; i < n; i++)
+        run_callback(held[i].stream, held[i].fn, status, held[i].data);
     return n;
 }
 
@@ -2291,12 +2294,13 @@ CUresult CUDAAPI cuModuleLoadDataEx(CUmodule *module, const void *image, unsigne
 
 CUresult CUDAAPI cuModuleUnload(CUmodule hmod)
 {
-    int slot = module_slot(hmod);
+    int slot = -1;
     API_LOCK;
     CUresult rc = enter(__func__, NEED_CONTEXT);
 
     if (rc != CUDA_SUCCESS)
         return rc;
+    slot = module_slot(hmod);
     if (slot < 0)
         return violation(CUDA_ERROR_INVALID_HANDLE, "cuModuleUnload: %p is not live", (void *)hmod);
     S.modules[slot] = NULL;
