@@ -8,20 +8,21 @@
  */
 #include <gpumem/kernel.h>
 
-/* Per-thread local memory: written forwards, read backwards; out[g] = 28 * g. */
+/* Per-thread local memory: written forwards, read backwards after a barrier (so an
+ * array shared between threads would hold another thread's values); out[g] = 28 * g. */
 GM_KERNEL(uk_local, (int32_t *, out), (int32_t, n))
 {
     GM_LOCAL_ARRAY(int32_t, tmp, 8);
     int64_t g = gm_global_id_x();
     int32_t acc = 0;
 
-    if (g >= n)
-        return;
     for (int i = 0; i < 8; i++)
         tmp[i] = (int32_t)g * i;
+    gm_syncthreads();
     for (int i = 7; i >= 0; i--)
         acc += tmp[i];
-    out[g] = acc;
+    if (g < n)
+        out[g] = acc;
 }
 
 /* A 3-D block (4 x 4 x 4) through a 3-D shared array: out[64 b + t] = 63 - t + 100 b. */
