@@ -251,9 +251,13 @@ static bool needs_idle_device(gm__dealloc_kind kind)
  */
 static void wait_device_idle(gm_context *ctx)
 {
-    if (ctx->ops->device_synchronize(ctx->bctx) != GM_OK)
+    uint64_t mark = gm__error_mark();
+
+    if (ctx->ops->device_synchronize(ctx->bctx) != GM_OK) {
         gm__log(GM_LOG_WARN, "deallocation queue: waiting for queued device work failed: %s",
                 gm_last_error_message());
+        gm__error_back_to(mark); /* logged; not the error of the call that flushed */
+    }
 }
 
 /* Record a failed deallocation with the backend's detail appended. */

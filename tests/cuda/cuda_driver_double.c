@@ -17,8 +17,8 @@
 #include "sim/sim.h"          /* the kernel simulator that runs them */
 
 #define MAX_DEVICES 4
-#define MAX_ALLOCS  8192
-#define MAX_HANDLES 1024
+#define MAX_ALLOCS  65536
+#define MAX_HANDLES 16384
 #define MAX_KERNELS 16
 #define MAX_PARAMS  16
 #define MAX_GLOBALS 8
@@ -114,6 +114,7 @@ static struct {
     int max_pitch;
     struct CUctx_st contexts[MAX_DEVICES];
     alloc allocs[MAX_ALLOCS];
+    int alloc_top; /* one past the highest entry ever used: the scans stop there */
     struct CUstream_st *streams[MAX_HANDLES];
     struct CUevent_st *events[MAX_HANDLES];
     struct CUmod_st *modules[MAX_HANDLES];
@@ -217,6 +218,8 @@ static alloc *new_alloc(alloc_kind kind, uintptr_t base, size_t bytes, unsigned 
     for (int i = 0; i < MAX_ALLOCS; i++) {
         if (S.allocs[i].used == 0) {
             S.allocs[i] = (alloc){1, kind, base, bytes, flags, mem};
+            if (i >= S.alloc_top)
+                S.alloc_top = i + 1;
             return &S.allocs[i];
         }
     }
@@ -226,7 +229,7 @@ static alloc *new_alloc(alloc_kind kind, uintptr_t base, size_t bytes, unsigned 
 /* The allocation of `kind` starting exactly at `base`. */
 static alloc *alloc_at(uintptr_t base, alloc_kind kind)
 {
-    for (int i = 0; i < MAX_ALLOCS; i++) {
+    for (int i = 0; i < S.alloc_top; i++) {
         if (S.allocs[i].used != 0 && S.allocs[i].kind == kind && S.allocs[i].base == base)
             return &S.allocs[i];
     }
@@ -244,7 +247,7 @@ static int device_visible(const alloc *a)
 /* The allocation containing [address, address + bytes), or NULL. */
 static alloc *containing(uintptr_t address, size_t bytes, int device_side)
 {
-    for (int i = 0; i < MAX_ALLOCS; i++) {
+    for (int i = 0; i < S.alloc_top; i++) {
         alloc *a = &S.allocs[i];
 
         if (a->used == 0 || address < a->base || address - a->base > a->bytes ||
@@ -350,7 +353,7 @@ static void free_module(struct CUmod_st *module)
 
 void gm_cuda_double_reset(void)
 {
-    for (int i = 0; i < MAX_ALLOCS; i++) {
+    for (int i = 0; i < S.alloc_top; i++) {
         if (S.allocs[i].used != 0 && S.allocs[i].kind != ALLOC_GLOBAL)
             free(S.allocs[i].mem);
     }
@@ -435,7 +438,7 @@ long gm_cuda_double_live_objects(void)
 {
     long live = 0;
 
-    for (int i = 0; i < MAX_ALLOCS; i++)
+    for (int i = 0; i < S.alloc_top; i++)
         live += S.allocs[i].used != 0 && S.allocs[i].kind != ALLOC_GLOBAL;
     for (int i = 0; i < MAX_HANDLES; i++)
         live += (S.streams[i] != NULL) + (S.events[i] != NULL) + (S.modules[i] != NULL);
