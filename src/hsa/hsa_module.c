@@ -192,6 +192,7 @@ static gm_status make_kernel(gm_backend_ctx *bctx, gm_backend_module *module, co
     gm_backend_kernel *k = gm__calloc(1, sizeof(*k));
     char symbol[GM_HSA_KERNEL_NAME_MAX + 4];
     hsa_executable_symbol_t sym = {0};
+    uint64_t mark = gm__error_mark();
     gm_status status = GM_OK;
 
     if (k == NULL)
@@ -207,6 +208,8 @@ static gm_status make_kernel(gm_backend_ctx *bctx, gm_backend_module *module, co
     if (status == GM_ERR_NOT_FOUND && k->meta == NULL) {
         sym.handle = 0;
         status = find_symbol(bctx, module, name, "module_get_kernel", HSA_SYMBOL_KIND_KERNEL, &sym);
+        if (status == GM_OK) /* the v2 name: the miss of the v3 one is not an error */
+            gm__error_back_to(mark);
         if (status == GM_ERR_NOT_FOUND && sym.handle == 0) /* neither exists */
             status = gm__error(GM_ERR_NOT_FOUND,
                                "module_get_kernel: no kernel symbol %s (code object v3 and "

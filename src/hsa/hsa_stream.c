@@ -661,6 +661,7 @@ gm_status gm__hsa_stream_create(gm_backend_ctx *bctx, unsigned flags, gm_backend
 gm_status gm__hsa_stream_destroy(gm_backend_ctx *bctx, gm_backend_stream *stream)
 {
     gm_status status = GM_OK;
+    uint64_t mark = 0;
 
     if (stream == NULL)
         return gm__error(GM_ERR_NULL_POINTER, "stream_destroy: stream is NULL");
@@ -669,16 +670,20 @@ gm_status gm__hsa_stream_destroy(gm_backend_ctx *bctx, gm_backend_stream *stream
                          stream->kind == GM_HSA_STREAM_WRAPPER
                              ? "a wrapped stream is released with stream_unwrap"
                              : "built-in streams belong to the context");
+    mark = gm__error_mark();
     pthread_mutex_lock(&bctx->lock);
     status = drain(bctx, stream, "stream_destroy");
     if (status == GM_OK)
         status = take_error(stream, "stream_destroy");
     stream_retire(bctx, stream);
     pthread_mutex_unlock(&bctx->lock);
-    /* The stream is gone either way: an error of its work is logged, not returned, so that
-     * the deallocation queue does not keep the entry and destroy the stream again. */
-    if (status != GM_OK)
+    /* The stream is gone either way: an error of its work is logged, not returned (nor left
+     * as the thread's error), so that the deallocation queue does not keep the entry and
+     * destroy the stream again. */
+    if (status != GM_OK) {
         gm__log(GM_LOG_WARN, "stream_destroy: pending work failed: %s", gm_last_error_message());
+        gm__error_back_to(mark);
+    }
     return GM_OK;
 }
 
