@@ -185,6 +185,7 @@ destroy_handle:
 gm_status gm__cuda_stream_destroy(gm_backend_ctx *bctx, gm_backend_stream *stream)
 {
     gm_status status = GM_OK;
+    uint64_t mark = 0;
 
     if (stream == NULL || stream->kind == GM_CUDA_STREAM_BUILTIN)
         return GM_OK;
@@ -195,11 +196,14 @@ gm_status gm__cuda_stream_destroy(gm_backend_ctx *bctx, gm_backend_stream *strea
     status = gm__cuda_enter(bctx);
     if (status != GM_OK)
         return status;
-    if (GM_CUDA_CALL(&bctx->drv, cuStreamSynchronize, stream->handle) != GM_OK)
+    mark = gm__error_mark();
+    if (GM_CUDA_CALL(&bctx->drv, cuStreamSynchronize, stream->handle) != GM_OK) {
         gm__log(GM_LOG_WARN, "cuda stream_destroy: pending work failed: %s",
                 gm_last_error_message());
-    else
+        gm__error_back_to(mark); /* logged; the stream goes either way */
+    } else {
         gm__cuda_host_calls_seen(bctx);
+    }
     status = GM_CUDA_CALL(&bctx->drv, cuStreamDestroy, stream->handle);
     if (status != GM_OK)
         return status;

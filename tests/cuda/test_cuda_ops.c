@@ -481,7 +481,11 @@ static void test_streams(void **state)
     gm_cuda_double_fail("cuStreamDestroy_v2", 1, CUDA_ERROR_UNKNOWN);
     assert_status(CUDA_OPS->stream_destroy(bctx, blocking), GM_ERR_DRIVER);
     assert_ok(CUDA_OPS->stream_destroy(bctx, blocking));
+    /* its work failing is logged, not returned nor left as the thread's error */
+    gm_clear_error();
+    gm_cuda_double_fail("cuStreamSynchronize", 1, CUDA_ERROR_UNKNOWN);
     assert_ok(CUDA_OPS->stream_destroy(bctx, non_blocking));
+    assert_int_equal(gm_last_error(), GM_OK);
     cuda_test_close(bctx);
 }
 
