@@ -80,7 +80,14 @@ GM_API const char *gm_status_name(gm_status status);
  *
  * Names the call, the argument and the offending values, e.g.
  * "gm_ndview_reshape: cannot reshape size 6 into shape (4,-1)".
- * Successful calls do not clear it. Driver errors carry the driver's code name.
+ * Successful calls neither clear nor change it: a call that returns GM_OK
+ * after a way it tried first failed (an allocation retried after the
+ * out-of-memory flush, a copy the backend's strided path refused, a GPU
+ * backend GM_BACKEND=auto could not start) leaves it as it was, and failures
+ * a successful call only logs (a stream's failed work at its destroy) are not
+ * recorded either. Void calls that fail (gm_array_release's free, a
+ * gm_context_destroy refused) record their error here. Driver errors carry
+ * the driver's code name.
  * @return thread-local storage owned by gpumem, valid until the next failing
  *         call on this thread; "" when nothing failed yet.
  */
