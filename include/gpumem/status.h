@@ -85,7 +85,9 @@ GM_API const char *gm_status_name(gm_status status);
  * out-of-memory flush, a copy the backend's strided path refused, a GPU
  * backend GM_BACKEND=auto could not start) leaves it as it was, and failures
  * a successful call only logs (a stream's failed work at its destroy) are not
- * recorded either. Void calls that fail (gm_array_release's free, a
+ * recorded either. (Should more than eight internal failures come between,
+ * which takes an allocation's out-of-memory flush failing repeatedly, it is
+ * cleared rather than left stale.) Void calls that fail (gm_array_release's free, a
  * gm_context_destroy refused) record their error here. Driver errors carry
  * the driver's code name.
  * @return thread-local storage owned by gpumem, valid until the next failing

@@ -32,6 +32,7 @@ gm_status gm__error_within(const char *fn, gm_status status);
 /* The calling thread's last error, kept across an internal step that may record its own. */
 typedef struct gm__saved_error {
     gm_status status;
+    uint64_t calls; /* the thread's count of recorded errors then (see gm__error_mark) */
     char message[GM__ERROR_MESSAGE_MAX];
 } gm__saved_error;
 

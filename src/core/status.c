@@ -23,7 +23,7 @@ static _Thread_local char tls_last_message[GM__ERROR_MESSAGE_MAX];
  * entry `n % GM__ERROR_HISTORY` holds the state before the thread's gm__error
  * call number n (counted in tls_error_calls).
  */
-#define GM__ERROR_HISTORY 4
+#define GM__ERROR_HISTORY 8
 static _Thread_local uint64_t tls_error_calls;
 static _Thread_local struct {
     uint64_t call;
@@ -81,16 +81,18 @@ void gm_clear_error(void)
 gm_status gm__error(gm_status status, const char *fmt, ...)
 {
     va_list ap;
+    char text[GM__ERROR_MESSAGE_MAX]; /* the arguments may point at the current message */
     size_t kept = strnlen(tls_last_message, sizeof(tls_last_message) - 1);
     unsigned slot = (unsigned)(tls_error_calls % GM__ERROR_HISTORY);
 
+    va_start(ap, fmt);
+    vsnprintf(text, sizeof(text), fmt, ap);
+    va_end(ap);
     tls_error_history[slot].call = tls_error_calls++;
     tls_error_history[slot].status = tls_last_status;
     memcpy(tls_error_history[slot].message, tls_last_message, kept);
     tls_error_history[slot].message[kept] = '\0';
-    va_start(ap, fmt);
-    vsnprintf(tls_last_message, sizeof(tls_last_message), fmt, ap);
-    va_end(ap);
+    memcpy(tls_last_message, text, strlen(text) + 1);
     tls_last_status = status;
     gm__log(GM_LOG_DEBUG, "%s (%s)", tls_last_message, gm_status_name(status));
     return status;
@@ -99,13 +101,19 @@ gm_status gm__error(gm_status status, const char *fmt, ...)
 void gm__error_save(gm__saved_error *saved)
 {
     saved->status = tls_last_status;
-    memcpy(saved->message, tls_last_message, sizeof(saved->message));
+    saved->calls = tls_error_calls;
+    memcpy(saved->message, tls_last_message,
+           strnlen(tls_last_message, sizeof(tls_last_message) - 1) + 1);
 }
 
 void gm__error_restore(const gm__saved_error *saved)
 {
     tls_last_status = saved->status;
-    memcpy(tls_last_message, saved->message, sizeof(tls_last_message));
+    memcpy(tls_last_message, saved->message, strlen(saved->message) + 1);
+    /* The errors undone here no longer count: a mark taken before the save keeps its
+     * entry of the history for as long as if they had never been recorded. */
+    if (saved->calls <= tls_error_calls)
+        tls_error_calls = saved->calls;
 }
 
 uint64_t gm__error_mark(void)
@@ -117,8 +125,8 @@ void gm__error_back_to(uint64_t mark)
 {
     unsigned slot = (unsigned)(mark % GM__ERROR_HISTORY);
 
-    if (tls_error_calls == mark)
-        return; /* nothing recorded since */
+    if (tls_error_calls <= mark)
+        return; /* nothing recorded since (or undone by a restore) */
     if (tls_error_calls - mark <= GM__ERROR_HISTORY && tls_error_history[slot].call == mark) {
         tls_last_status = tls_error_history[slot].status;
         memcpy(tls_last_message, tls_error_history[slot].message,

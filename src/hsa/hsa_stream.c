@@ -680,10 +680,9 @@ gm_status gm__hsa_stream_destroy(gm_backend_ctx *bctx, gm_backend_stream *stream
     /* The stream is gone either way: an error of its work is logged, not returned (nor left
      * as the thread's error), so that the deallocation queue does not keep the entry and
      * destroy the stream again. */
-    if (status != GM_OK) {
+    if (status != GM_OK)
         gm__log(GM_LOG_WARN, "stream_destroy: pending work failed: %s", gm_last_error_message());
-        gm__error_back_to(mark);
-    }
+    gm__error_back_to(mark); /* whatever was recorded on the way */
     return GM_OK;
 }
 

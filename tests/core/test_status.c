@@ -96,6 +96,53 @@ static void capture_hook(gm_log_level level, const char *message, void *user)
 }
 
 /* The hook receives messages at or above the threshold only; no hook, no output. */
+/* gm__error may be given the current message as an argument (it used to overlap). */
+static void test_error_wrapping_its_own_message(void **state)
+{
+    (void)state;
+    gm__error(GM_ERR_NOT_FOUND, "inner detail %d", 7);
+    gm__error(GM_ERR_INVALID_ARG, "outer: %s", gm_last_error_message());
+    assert_string_equal(gm_last_error_message(), "outer: inner detail 7");
+    gm_clear_error();
+}
+
+/* gm__error_mark / gm__error_back_to: the error as it was at the mark comes back. */
+static void test_error_back_to_mark(void **state)
+{
+    gm__saved_error saved;
+    uint64_t mark = 0;
+
+    (void)state;
+    gm__error(GM_ERR_STATE, "sentinel");
+    mark = gm__error_mark();
+    gm__error_back_to(mark); /* nothing since: unchanged */
+    assert_int_equal(gm_last_error(), GM_ERR_STATE);
+    gm__error(GM_ERR_OUT_OF_DEVICE_MEMORY, "first attempt");
+    gm__error(GM_ERR_DRIVER, "and another");
+    gm__error_back_to(mark);
+    assert_int_equal(gm_last_error(), GM_ERR_STATE);
+    assert_string_equal(gm_last_error_message(), "sentinel");
+    /* errors undone by a save/restore inside count no more (9 recorded, 6 left) */
+    mark = gm__error_mark();
+    gm__error(GM_ERR_OUT_OF_DEVICE_MEMORY, "first attempt");
+    gm__error_save(&saved);
+    for (int i = 0; i < 3; i++)
+        gm__error(GM_ERR_DRIVER, "undone %d", i);
+    gm__error_restore(&saved);
+    assert_string_equal(gm_last_error_message(), "first attempt");
+    for (int i = 0; i < 5; i++)
+        gm__error(GM_ERR_DRIVER, "after %d", i);
+    gm__error_back_to(mark);
+    assert_string_equal(gm_last_error_message(), "sentinel");
+    /* more errors since than the history holds: cleared rather than stale */
+    mark = gm__error_mark();
+    for (int i = 0; i < 9; i++)
+        gm__error(GM_ERR_DRIVER, "kept %d", i);
+    gm__error_back_to(mark);
+    assert_int_equal(gm_last_error(), GM_OK);
+    assert_string_equal(gm_last_error_message(), "");
+}
+
 static void test_log_hook_and_threshold(void **state)
 {
     captured_log log = {0, GM_LOG_OFF, ""};
@@ -212,6 +259,8 @@ int main(void)
         cmocka_unit_test(test_error_message_is_recorded),
         cmocka_unit_test(test_error_message_is_thread_local),
         cmocka_unit_test(test_long_message_is_truncated),
+        cmocka_unit_test(test_error_wrapping_its_own_message),
+        cmocka_unit_test(test_error_back_to_mark),
         cmocka_unit_test(test_log_hook_and_threshold),
         cmocka_unit_test(test_log_level_parsing),
         cmocka_unit_test(test_version_matches_header),
