@@ -128,7 +128,7 @@ TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
 # its driver double, which serializes its own entry points like a driver's locks.
 if [ -f /usr/local/cuda/include/cuda.h ] || [ -f /usr/include/cuda.h ]; then
     step "6c. TSan, CUDA backend on its test double"
-    CC=clang meson setup build-ci-tsan-cuda -Dtests=enabled -Db_sanitize=thread \
+    CC=clang meson setup build-ci-tsan-cuda -Dwerror=true -Dtests=enabled -Db_sanitize=thread \
         -Db_lundef=false -Dgpu_backend=cuda -Dkernels_amdgpu=disabled >/dev/null
     ninja -C build-ci-tsan-cuda -j "$jobs"
     TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \

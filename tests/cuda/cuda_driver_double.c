@@ -173,7 +173,8 @@ static void api_lock_drop(int *taken)
     }
 }
 
-#define API_LOCK __attribute__((cleanup(api_lock_drop))) int api_lock_taken_ = api_lock_take()
+#define API_LOCK \
+    __attribute__((cleanup(api_lock_drop), unused)) int api_lock_taken_ = api_lock_take()
 
 /* ------------------------------------------------------------ bookkeeping */
 
