@@ -78,11 +78,19 @@ void gm_clear_error(void)
     tls_last_message[0] = '\0';
 }
 
+/* Copy a message between the thread's buffers (all GM__ERROR_MESSAGE_MAX bytes long). */
+static void message_copy(char *dst, const char *src)
+{
+    size_t n = strnlen(src, GM__ERROR_MESSAGE_MAX - 1);
+
+    memcpy(dst, src, n);
+    dst[n] = '\0';
+}
+
 gm_status gm__error(gm_status status, const char *fmt, ...)
 {
     va_list ap;
     char text[GM__ERROR_MESSAGE_MAX]; /* the arguments may point at the current message */
-    size_t kept = strnlen(tls_last_message, sizeof(tls_last_message) - 1);
     unsigned slot = (unsigned)(tls_error_calls % GM__ERROR_HISTORY);
 
     va_start(ap, fmt);
@@ -90,9 +98,8 @@ gm_status gm__error(gm_status status, const char *fmt, ...)
     va_end(ap);
     tls_error_history[slot].call = tls_error_calls++;
     tls_error_history[slot].status = tls_last_status;
-    memcpy(tls_error_history[slot].message, tls_last_message, kept);
-    tls_error_history[slot].message[kept] = '\0';
-    memcpy(tls_last_message, text, strlen(text) + 1);
+    message_copy(tls_error_history[slot].message, tls_last_message);
+    message_copy(tls_last_message, text);
     tls_last_status = status;
     gm__log(GM_LOG_DEBUG, "%s (%s)", tls_last_message, gm_status_name(status));
     return status;
@@ -102,14 +109,13 @@ void gm__error_save(gm__saved_error *saved)
 {
     saved->status = tls_last_status;
     saved->calls = tls_error_calls;
-    memcpy(saved->message, tls_last_message,
-           strnlen(tls_last_message, sizeof(tls_last_message) - 1) + 1);
+    message_copy(saved->message, tls_last_message);
 }
 
 void gm__error_restore(const gm__saved_error *saved)
 {
     tls_last_status = saved->status;
-    memcpy(tls_last_message, saved->message, strlen(saved->message) + 1);
+    message_copy(tls_last_message, saved->message);
     /* The errors undone here no longer count: a mark taken before the save keeps its
      * entry of the history for as long as if they had never been recorded. */
     if (saved->calls <= tls_error_calls)
@@ -129,8 +135,7 @@ void gm__error_back_to(uint64_t mark)
         return; /* nothing recorded since (or undone by a restore) */
     if (tls_error_calls - mark <= GM__ERROR_HISTORY && tls_error_history[slot].call == mark) {
         tls_last_status = tls_error_history[slot].status;
-        memcpy(tls_last_message, tls_error_history[slot].message,
-               strlen(tls_error_history[slot].message) + 1);
+        message_copy(tls_last_message, tls_error_history[slot].message);
     } else { /* more errors since than the history keeps: no error is better than a stale one */
         gm_clear_error();
     }

@@ -21,6 +21,16 @@ static void set_int(gm_stream *stream, gm_status status, void *user)
     *(int *)user = status == GM_OK ? 42 : -1;
 }
 
+/* A stream of `flags` with set_int(written) queued on it (run later by the shim). */
+static gm_stream *stream_with_callback(unsigned flags, int *written)
+{
+    gm_stream *s = NULL;
+
+    assert_ok(gm_stream_create(g_ctx, flags, &s));
+    assert_ok(gm_stream_add_callback(s, set_int, written));
+    return s;
+}
+
 static int setup(void **state)
 {
     gm_context_options o;
@@ -44,11 +54,9 @@ static int teardown(void **state)
 static void test_stream_synchronize(void **state)
 {
     int written = 0;
-    gm_stream *s = NULL;
+    gm_stream *s = stream_with_callback(GM_STREAM_NON_BLOCKING, &written);
 
     (void)state;
-    assert_ok(gm_stream_create(g_ctx, GM_STREAM_NON_BLOCKING, &s));
-    assert_ok(gm_stream_add_callback(s, set_int, &written));
     assert_ok(gm_stream_synchronize(s));
     assert_int_equal(written, 42);
     gm_stream_destroy(&s);
@@ -57,13 +65,11 @@ static void test_stream_synchronize(void **state)
 static void test_event_synchronize(void **state)
 {
     int written = 0;
-    gm_stream *s = NULL;
+    gm_stream *s = stream_with_callback(GM_STREAM_NON_BLOCKING, &written);
     gm_event *e = NULL;
 
     (void)state;
-    assert_ok(gm_stream_create(g_ctx, GM_STREAM_NON_BLOCKING, &s));
     assert_ok(gm_event_create(g_ctx, false, &e));
-    assert_ok(gm_stream_add_callback(s, set_int, &written));
     assert_ok(gm_event_record(e, s));
     assert_ok(gm_event_synchronize(e));
     assert_int_equal(written, 42);
@@ -74,11 +80,9 @@ static void test_event_synchronize(void **state)
 static void test_context_synchronize(void **state)
 {
     int written = 0;
-    gm_stream *s = NULL;
+    gm_stream *s = stream_with_callback(GM_STREAM_NON_BLOCKING, &written);
 
     (void)state;
-    assert_ok(gm_stream_create(g_ctx, GM_STREAM_NON_BLOCKING, &s));
-    assert_ok(gm_stream_add_callback(s, set_int, &written));
     assert_ok(gm_context_synchronize(g_ctx));
     assert_int_equal(written, 42);
     gm_stream_destroy(&s);
@@ -98,8 +102,7 @@ static void test_sync_copy_to_host(void **state)
     assert_ok(gm_ndview_init(host, GM_FLOAT32, 1, &n, NULL, GM_ORDER_C, &hv));
     assert_ok(gm_ndview_init(back, GM_FLOAT32, 1, &n, NULL, GM_ORDER_C, &bv));
     assert_ok(gm_to_device(g_ctx, &hv, NULL, &dev));
-    assert_ok(gm_stream_create(g_ctx, GM_STREAM_DEFAULT, &s));
-    assert_ok(gm_stream_add_callback(s, set_int, &written));
+    s = stream_with_callback(GM_STREAM_DEFAULT, &written);
     assert_ok(gm_copy(g_ctx, &bv, gm_array_view(dev), NULL));
     assert_int_equal(written, 42);
     gm_stream_destroy(&s);
