@@ -218,6 +218,13 @@ struct gm_backend_ctx {
     _Atomic int queue_error;         /* that error, a gm_status */
     _Atomic int queue_error_claimed; /* the first failure writes queue_error_text */
     char queue_error_text[GM_HSA_ERROR_TEXT];
+    /* Async handlers ended (hsa_stream.c): each handler's last step adds one with release
+     * before it completes its signal, and whoever sees a signal complete loads it with
+     * acquire (gm__hsa_sig_done, the waits). ROCr orders the two already, but through
+     * signal memory and kernel events that ThreadSanitizer cannot see; this is the edge it
+     * sees from a handler's writes (a callback's, a host copy's, the work item it frees) to
+     * the thread that waited. */
+    _Atomic unsigned long handlers_ended;
     gm_backend_ctx *fault_next; /* the memory-fault handler's registry (hsa_fault.c) */
     pthread_mutex_t pack_lock;  /* guards the three pack_ fields (taken before lock, never after) */
     gm__hsa_pack_state pack_state;

@@ -74,9 +74,18 @@ void gm__hsa_sig_cache_drain(gm_backend_ctx *bctx)
     }
 }
 
+/* Acquire what the async handlers that ended so far wrote (handlers_ended). */
+static void handlers_seen(const gm_backend_ctx *bctx)
+{
+    (void)atomic_load_explicit(&bctx->handlers_ended, memory_order_acquire);
+}
+
 bool gm__hsa_sig_done(const gm_backend_ctx *bctx, const gm__hsa_sig *sig)
 {
-    return bctx->api.hsa_signal_load_scacquire(sig->handle) < 1;
+    if (bctx->api.hsa_signal_load_scacquire(sig->handle) >= 1)
+        return false;
+    handlers_seen(bctx);
+    return true;
 }
 
 /* The status recorded by a queue error callback, as an error with detail. */
@@ -181,8 +190,10 @@ static gm_status sig_wait(gm_backend_ctx *bctx, gm__hsa_sig *sig, const char *wh
     for (;;) {
         value = bctx->api.hsa_signal_wait_scacquire(sig->handle, HSA_SIGNAL_CONDITION_LT, 1, slice,
                                                     HSA_WAIT_STATE_BLOCKED);
-        if (value < 1)
+        if (value < 1) {
+            handlers_seen(bctx);
             break;
+        }
         if (!locked)
             pthread_mutex_lock(&bctx->lock);
         gm__hsa_check_stuck(bctx);

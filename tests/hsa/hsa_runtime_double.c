@@ -3,6 +3,19 @@
  * the whole state; one condition variable is broadcast on every change
  * (signal values, new work), and the worker threads (DMA engine, async
  * handler thread, one packet processor per queue) wait on it.
+ *
+ * Built with HSA_DOUBLE_OPAQUE_SYNC (hsa_runtime_double_opaque, without
+ * sanitizers), it synchronizes as ROCr does in ThreadSanitizer's eyes: the
+ * lock is a spin lock on plain atomics and waiters poll, so TSan sees no
+ * edge through a signal (ROCr's signals are memory the GPU and its own
+ * threads write, waited for by polling and kernel events). Registering an
+ * async handler stays an edge to the handler's run (ROCr takes a pthread
+ * mutex there, which TSan intercepts). The DMA engine and the packet
+ * processors, the "hardware", are ignored by TSan (their accesses and
+ * synchronization): only the async-handler thread, which runs the
+ * backend's handlers, is observed. Used by the hsa suites named -opaque under TSan: a race
+ * is reported wherever the backend relies on a signal's completion for
+ * what a handler wrote without an edge of its own.
  */
 #include <elf.h>
 #include <pthread.h>
@@ -20,6 +33,113 @@
 #include "hsa_runtime_double.h"
 #include "kernels_internal.h"
 #include "sim.h"
+
+#if defined(HSA_DOUBLE_OPAQUE_SYNC)
+#include <sched.h>
+
+/* ThreadSanitizer's interface, when the program has it (the annotations are exported). */
+extern void AnnotateIgnoreReadsBegin(const char *file, int line) __attribute__((weak));
+extern void AnnotateIgnoreReadsEnd(const char *file, int line) __attribute__((weak));
+extern void AnnotateIgnoreWritesBegin(const char *file, int line) __attribute__((weak));
+extern void AnnotateIgnoreWritesEnd(const char *file, int line) __attribute__((weak));
+extern void AnnotateIgnoreSyncBegin(const char *file, int line) __attribute__((weak));
+extern void AnnotateIgnoreSyncEnd(const char *file, int line) __attribute__((weak));
+extern void __tsan_acquire(void *addr) __attribute__((weak));
+extern void __tsan_release(void *addr) __attribute__((weak));
+
+/* Whether TSan sees this thread's accesses (the libc calls it intercepts here too). */
+static void tsan_ignore(bool begin)
+{
+    if (AnnotateIgnoreSyncEnd == NULL)
+        return;
+    if (begin) {
+        AnnotateIgnoreReadsBegin(__FILE__, __LINE__);
+        AnnotateIgnoreWritesBegin(__FILE__, __LINE__);
+        AnnotateIgnoreSyncBegin(__FILE__, __LINE__);
+    } else {
+        AnnotateIgnoreSyncEnd(__FILE__, __LINE__);
+        AnnotateIgnoreWritesEnd(__FILE__, __LINE__);
+        AnnotateIgnoreReadsEnd(__FILE__, __LINE__);
+    }
+}
+
+/*
+ * A spin lock TSan cannot see (this file is built without sanitizers); what
+ * the double does under it, the runtime's bookkeeping, is hidden from TSan
+ * too, as libhsa-runtime64's is (it is not instrumented).
+ */
+typedef struct dmutex {
+    int word;
+} dmutex;
+#define DMUTEX_INIT \
+    {               \
+        0           \
+    }
+
+static void dmu_lock(dmutex *m)
+{
+    while (__atomic_exchange_n(&m->word, 1, __ATOMIC_ACQUIRE) != 0)
+        sched_yield();
+    tsan_ignore(true);
+}
+
+static void dmu_unlock(dmutex *m)
+{
+    tsan_ignore(false);
+    __atomic_store_n(&m->word, 0, __ATOMIC_RELEASE);
+}
+
+/* Waiters poll (dwait_ms): nothing to wake. */
+static void dwake(void)
+{
+}
+
+/* A "hardware" thread: TSan ignores its accesses and synchronization until it ends. */
+static void hardware_thread(bool begin)
+{
+    tsan_ignore(begin);
+}
+
+/* An edge TSan sees from a registration (release) to the handler's run (acquire). */
+static void handler_edge(void *h, bool release)
+{
+    if (release && __tsan_release != NULL)
+        __tsan_release(h);
+    else if (!release && __tsan_acquire != NULL)
+        __tsan_acquire(h);
+}
+#else
+typedef pthread_mutex_t dmutex;
+#define DMUTEX_INIT PTHREAD_MUTEX_INITIALIZER
+
+static void dmu_lock(dmutex *m)
+{
+    pthread_mutex_lock(m);
+}
+
+static void dmu_unlock(dmutex *m)
+{
+    pthread_mutex_unlock(m);
+}
+
+static pthread_cond_t dcv = PTHREAD_COND_INITIALIZER;
+
+static void dwake(void)
+{
+    pthread_cond_broadcast(&dcv);
+}
+
+static void hardware_thread(bool begin)
+{
+    (void)begin;
+}
+
+static void handler_edge(void *h, bool release)
+{
+    (void)h;
+    (void)release;
+}
+#endif
 
 /* hsa.h declares these with empty parentheses; give them prototypes. */
 hsa_status_t hsa_init(void);
@@ -181,8 +301,7 @@ typedef struct call_count {
 } call_count;
 
 static struct {
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
+    dmutex mu;
     hsa_double_config cfg;
     int init_count;
     int configured; /* hsa_double_reset was called (else GM_HSA_DOUBLE_GPU applies) */
@@ -204,7 +323,7 @@ static struct {
     hsa_amd_gpu_memory_fault_info_t faults[MAX_FAULTS]; /* for the event thread to deliver */
     int nfaults;
     long faults_handled, faults_unhandled;
-    pthread_mutex_t host_globals_mu; /* host runs of kernels with constant arrays, one at a time */
+    dmutex host_globals_mu; /* host runs of kernels with constant arrays, one at a time */
     uint64_t used[HSA_DOUBLE_MAX_GPUS];
     uint64_t host_used;
     uint64_t next_id;
@@ -224,9 +343,8 @@ static struct {
     long npackets;
     hsa_double_copy done_copies[KEEP_RECORDS];
     long ncopies;
-} g = {.mu = PTHREAD_MUTEX_INITIALIZER,
-       .cv = PTHREAD_COND_INITIALIZER,
-       .host_globals_mu = PTHREAD_MUTEX_INITIALIZER,
+} g = {.mu = DMUTEX_INIT,
+       .host_globals_mu = DMUTEX_INIT,
        /* hsa_double_config_default(), for programs that never call hsa_double_reset */
        .cfg = {.gpu_count = 1,
                .gpu_memory_bytes = 64u << 20,
@@ -263,13 +381,23 @@ static uint32_t gpu_mach(void)
 /* Wait on the condition variable for at most ms milliseconds. Lock held. */
 static void wait_ms(long ms)
 {
+#if defined(HSA_DOUBLE_OPAQUE_SYNC)
+    /* Poll: a short sleep without the lock (callers wait in loops, as for a wake-up). */
+    const struct timespec pause = {0, 100 * 1000};
+
+    (void)ms;
+    dmu_unlock(&g.mu);
+    nanosleep(&pause, NULL);
+    dmu_lock(&g.mu);
+#else
     struct timespec ts;
 
     clock_gettime(CLOCK_REALTIME, &ts);
     ts.tv_nsec += ms * 1000000L;
     ts.tv_sec += ts.tv_nsec / 1000000000L;
     ts.tv_nsec %= 1000000000L;
-    pthread_cond_timedwait(&g.cv, &g.mu, &ts);
+    pthread_cond_timedwait(&dcv, &g.mu, &ts);
+#endif
 }
 
 /* Record a breach of the runtime's rules. Lock held. */
@@ -318,7 +446,7 @@ static hsa_status_t enter(const char *name)
     call_count *c = NULL;
     long count = 0;
 
-    pthread_mutex_lock(&g.mu);
+    dmu_lock(&g.mu);
     c = counter(name);
     count = c != NULL ? ++c->count : 0;
     g.total_calls++;
@@ -335,13 +463,13 @@ static hsa_status_t enter(const char *name)
                 g.rule.active = 0;
         }
     }
-    pthread_mutex_unlock(&g.mu);
+    dmu_unlock(&g.mu);
     return status;
 }
 
 void hsa_double_fail(const char *call, long nth, hsa_status_t status, int sticky)
 {
-    pthread_mutex_lock(&g.mu);
+    dmu_lock(&g.mu);
     memset(&g.rule, 0, sizeof(g.rule));
     g.rule.active = 1;
     g.rule.status = status;
@@ -354,23 +482,23 @@ void hsa_double_fail(const char *call, long nth, hsa_status_t status, int sticky
     } else {
         g.rule.at = g.total_calls + nth;
     }
-    pthread_mutex_unlock(&g.mu);
+    dmu_unlock(&g.mu);
 }
 
 void hsa_double_fail_copies(long n, const void *dst, hsa_signal_value_t value)
 {
-    pthread_mutex_lock(&g.mu);
+    dmu_lock(&g.mu);
     g.copy_fails = n > 0 ? n : 0;
     g.copy_fail_dst = dst;
     g.copy_fail_value = value < 0 ? value : -1;
-    pthread_mutex_unlock(&g.mu);
+    dmu_unlock(&g.mu);
 }
 
 void hsa_double_fail_clear(void)
 {
-    pthread_mutex_lock(&g.mu);
+    dmu_lock(&g.mu);
     memset(&g.rule, 0, sizeof(g.rule));
-    pthread_mutex_unlock(&g.mu);
+    dmu_unlock(&g.mu);
 }
 
 const char *hsa_double_last_injected(void)
@@ -382,7 +510,7 @@ long hsa_double_calls(const char *call)
 {
     long n = 0;
 
-    pthread_mutex_lock(&g.mu);
+    dmu_lock(&g.mu);
     if (call == NULL) {
         n = g.total_calls;
     } else {
@@ -391,7 +519,7 @@ long hsa_double_calls(const char *call)
                 n = g.counts[i].count;
         }
     }
-    pthread_mutex_unlock(&g.mu);
+    dmu_unlock(&g.mu);
     return n;
 }
 
@@ -436,7 +564,7 @@ static bool condition_met(hsa_signal_condition_t cond, int64_t v, int64_t cmp)
 static void set_value(dsig *sig, int64_t value)
 {
     atomic_store(&sig->value, value);
-    pthread_cond_broadcast(&g.cv);
+    dwake();
 }
 
 hsa_status_t hsa_signal_create(hsa_signal_value_t initial_value, uint32_t num_consumers,
@@ -453,10 +581,10 @@ hsa_status_t hsa_signal_create(hsa_signal_value_t initial_value, uint32_t num_co
     if (sig == NULL)
         return HSA_STATUS_ERROR_OUT_OF_RESOURCES;
     atomic_store(&sig->value, initial_value);
-    pthread_mutex_lock(&g.mu);
+    dmu_lock(&g.mu);
     sig->next = g.signals;
     g.signals = sig;
-    pthread_mutex_unlock(&g.mu);
+    dmu_unlock(&g.mu);
     signal->handle = (uint64_t)(uintptr_t)sig;
     return HSA_STATUS_SUCCESS;
 }
@@ -504,7 +632,7 @@ hsa_status_t hsa_signal_destroy(hsa_signal_t signal)
 
     if (st != HSA_STATUS_SUCCESS)
         return st;
-    pthread_mutex_lock(&g.mu);
+    dmu_lock(&g.mu);
     while (*link != NULL && (uint64_t)(uintptr_t)*link != signal.handle)
         link = &(*link)->next;
     if (*link == NULL) {
@@ -520,7 +648,7 @@ hsa_status_t hsa_signal_destroy(hsa_signal_t signal)
         *link = sig->next;
         free(sig);
     }
-    pthread_mutex_unlock(&g.mu);
+    dmu_unlock(&g.mu);
     return st;
 }
 
@@ -529,11 +657,11 @@ hsa_signal_value_t hsa_signal_load_scacquire(hsa_signal_t signal)
     hsa_signal_value_t v = 0;
     dsig *sig = NULL;
 
-    pthread_mutex_lock(&g.mu);
+    dmu_lock(&g.mu);
     sig = use_signal(signal, "hsa_signal_load_scacquire");
     if (sig != NULL)
         v = atomic_load(&sig->value);
-    pthread_mutex_unlock(&g.mu);
+    dmu_unlock(&g.mu);
     return v;
 }
 
@@ -541,22 +669,22 @@ void hsa_signal_store_screlease(hsa_signal_t signal, hsa_signal_value_t value)
 {
     dsig *sig = NULL;
 
-    pthread_mutex_lock(&g.mu);
+    dmu_lock(&g.mu);
     sig = use_signal(signal, "hsa_signal_store_screlease");
     if (sig != NULL)
         set_value(sig, value);
-    pthread_mutex_unlock(&g.mu);
+    dmu_unlock(&g.mu);
 }
 
 void hsa_signal_subtract_screlease(hsa_signal_t signal, hsa_signal_value_t value)
 {
     dsig *sig = NULL;
 
-    pthread_mutex_lock(&g.mu);
+    dmu_lock(&g.mu);
     sig = use_signal(signal, "hsa_signal_subtract_screlease");
     if (sig != NULL)
         set_value(sig, atomic_load(&sig->value) - value);
-    pthread_mutex_unlock(&g.mu);
+    dmu_unlock(&g.mu);
 }
 
 hsa_signal_value_t hsa_signal_wait_scacquire(hsa_signal_t signal, hsa_signal_condition_t condition,
@@ -570,7 +698,7 @@ hsa_signal_value_t hsa_signal_wait_scacquire(hsa_signal_t signal, hsa_signal_con
     dsig *sig = NULL;
 
     (void)wait_state_hint;
-    pthread_mutex_lock(&g.mu);
+    dmu_lock(&g.mu);
     sig = use_signal(signal, "hsa_signal_wait_scacquire");
     while (sig != NULL) {
         v = atomic_load(&sig->value);
@@ -579,7 +707,7 @@ hsa_signal_value_t hsa_signal_wait_scacquire(hsa_signal_t signal, hsa_signal_con
         wait_ms(5);
         sig = find_signal(signal); /* destroyed while waiting: stop */
     }
-    pthread_mutex_unlock(&g.mu);
+    dmu_unlock(&g.mu);
     return v;
 }
 
@@ -599,7 +727,8 @@ hsa_status_t hsa_amd_signal_async_handler(hsa_signal_t signal, hsa_signal_condit
     h = calloc(1, sizeof(*h));
     if (h == NULL)
         return HSA_STATUS_ERROR_OUT_OF_RESOURCES;
-    pthread_mutex_lock(&g.mu);
+    handler_edge(h, true); /* outside the lock: TSan ignores what is done under it */
+    dmu_lock(&g.mu);
     h->signal = find_signal(signal);
     if (h->signal == NULL) {
         violation("hsa_amd_signal_async_handler: invalid signal 0x%llx",
@@ -613,9 +742,9 @@ hsa_status_t hsa_amd_signal_async_handler(hsa_signal_t signal, hsa_signal_condit
         h->arg = arg;
         h->next = g.handlers;
         g.handlers = h;
-        pthread_cond_broadcast(&g.cv);
+        dwake();
     }
-    pthread_mutex_unlock(&g.mu);
+    dmu_unlock(&g.mu);
     return st;
 }
 
@@ -650,11 +779,11 @@ hsa_status_t hsa_amd_register_system_event_handler(hsa_amd_system_event_callback
         return HSA_STATUS_ERROR_OUT_OF_RESOURCES;
     h->fn = callback;
     h->data = data;
-    pthread_mutex_lock(&g.mu);
+    dmu_lock(&g.mu);
     while (*link != NULL) /* ROCr appends to a vector; there is no unregister */
         link = &(*link)->next;
     *link = h;
-    pthread_mutex_unlock(&g.mu);
+    dmu_unlock(&g.mu);
     return HSA_STATUS_SUCCESS;
 }
 
@@ -672,7 +801,7 @@ static void push_fault(int gpu, uint64_t address, uint32_t reason_mask)
     f->agent.handle = GPU_AGENT(gpu);
     f->virtual_address = address;
     f->fault_reason_mask = reason_mask;
-    pthread_cond_broadcast(&g.cv);
+    dwake();
 }
 
 /*
@@ -698,13 +827,13 @@ static void deliver_fault(void)
     copy = n != 0 ? calloc(n, sizeof(*copy)) : NULL;
     for (devent_handler *h = g.event_handlers; h != NULL && copy != NULL; h = h->next)
         copy[i++] = *h;
-    pthread_mutex_unlock(&g.mu);
+    dmu_unlock(&g.mu);
     for (i = 0; copy != NULL && i < n; i++) {
         if (copy[i].fn(&event, copy[i].data) == HSA_STATUS_SUCCESS)
             handled = true;
     }
     free(copy);
-    pthread_mutex_lock(&g.mu);
+    dmu_lock(&g.mu);
     if (handled) {
         g.faults_handled++;
     } else if (g.cfg.unhandled_fault_violation != 0) {
@@ -723,14 +852,14 @@ static void deliver_fault(void)
                 (unsigned)event.memory_fault.fault_reason_mask);
         abort();
     }
-    pthread_cond_broadcast(&g.cv);
+    dwake();
 }
 
 /* The runtime's async-event thread: deliver memory faults, run handlers whose condition holds. */
 static void *handler_thread(void *unused)
 {
     (void)unused;
-    pthread_mutex_lock(&g.mu);
+    dmu_lock(&g.mu);
     while (g.stop_threads == 0) {
         dhandler *h = NULL;
         int64_t value = 0;
@@ -745,17 +874,18 @@ static void *handler_thread(void *unused)
             continue;
         }
         value = atomic_load(&h->signal->value);
-        pthread_mutex_unlock(&g.mu);
+        dmu_unlock(&g.mu);
+        handler_edge(h, false);
         if (h->fn(value, h->arg)) {
-            pthread_mutex_lock(&g.mu);
+            dmu_lock(&g.mu);
             h->next = g.handlers;
             g.handlers = h;
         } else {
             free(h);
-            pthread_mutex_lock(&g.mu);
+            dmu_lock(&g.mu);
         }
     }
-    pthread_mutex_unlock(&g.mu);
+    dmu_unlock(&g.mu);
     return NULL;
 }
 
@@ -874,11 +1004,11 @@ hsa_status_t hsa_agent_get_info(hsa_agent_t agent, hsa_agent_info_t attribute, v
         return HSA_STATUS_ERROR_INVALID_ARGUMENT;
     if (gpu < 0 && !is_cpu(agent))
         return HSA_STATUS_ERROR_INVALID_AGENT;
-    pthread_mutex_lock(&g.mu);
+    dmu_lock(&g.mu);
     handled = agent_common_info(gpu >= 0, (int)attribute, value);
     if (handled == 0 && gpu >= 0)
         handled = agent_gpu_info(gpu, (int)attribute, value);
-    pthread_mutex_unlock(&g.mu);
+    dmu_unlock(&g.mu);
     return handled != 0 ? HSA_STATUS_SUCCESS : HSA_STATUS_ERROR_INVALID_ARGUMENT;
 }
 
@@ -1107,7 +1237,7 @@ hsa_status_t hsa_amd_memory_pool_allocate(hsa_amd_memory_pool_t memory_pool, siz
         return HSA_STATUS_ERROR_INVALID_ALLOCATION;
     if (size > max_alloc(memory_pool.handle)) /* ROCr: above the pool's ALLOC_MAX_SIZE */
         return HSA_STATUS_ERROR_INVALID_ALLOCATION;
-    pthread_mutex_lock(&g.mu);
+    dmu_lock(&g.mu);
     if (reserve_capacity(memory_pool.handle, rounded) == 0) {
         st = HSA_STATUS_ERROR_OUT_OF_RESOURCES;
     } else {
@@ -1121,7 +1251,7 @@ hsa_status_t hsa_amd_memory_pool_allocate(hsa_amd_memory_pool_t memory_pool, siz
             *ptr = mem;
         }
     }
-    pthread_mutex_unlock(&g.mu);
+    dmu_unlock(&g.mu);
     return st;
 }
 
@@ -1142,7 +1272,7 @@ hsa_status_t hsa_amd_memory_pool_free(void *ptr)
 
     if (st != HSA_STATUS_SUCCESS)
         return st;
-    pthread_mutex_lock(&g.mu);
+    dmu_lock(&g.mu);
     while (*link != NULL && ((*link)->base != ptr || (*link)->pool == POOL_CODE))
         link = &(*link)->next;
     if (*link == NULL) {
@@ -1160,7 +1290,7 @@ hsa_status_t hsa_amd_memory_pool_free(void *ptr)
         free(a->base);
         free(a);
     }
-    pthread_mutex_unlock(&g.mu);
+    dmu_unlock(&g.mu);
     return st;
 }
 
@@ -1174,7 +1304,7 @@ hsa_status_t hsa_amd_agents_allow_access(uint32_t num_agents, const hsa_agent_t 
         return st;
     if (num_agents == 0 || agents == NULL || flags != NULL)
         return HSA_STATUS_ERROR_INVALID_ARGUMENT;
-    pthread_mutex_lock(&g.mu);
+    dmu_lock(&g.mu);
     a = find_alloc(ptr, 1);
     if (a == NULL || a->base != ptr) {
         violation("hsa_amd_agents_allow_access: %p is not the base of a pool allocation", ptr);
@@ -1188,7 +1318,7 @@ hsa_status_t hsa_amd_agents_allow_access(uint32_t num_agents, const hsa_agent_t 
         else if (!is_cpu(agents[i]))
             st = HSA_STATUS_ERROR_INVALID_AGENT;
     }
-    pthread_mutex_unlock(&g.mu);
+    dmu_unlock(&g.mu);
     return st;
 }
 
@@ -1217,7 +1347,7 @@ hsa_status_t hsa_amd_memory_lock(void *host_ptr, size_t size, hsa_agent_t *agent
     l = calloc(1, sizeof(*l));
     if (l == NULL)
         return HSA_STATUS_ERROR_OUT_OF_RESOURCES;
-    pthread_mutex_lock(&g.mu);
+    dmu_lock(&g.mu);
     if (find_alloc(host_ptr, 1) != NULL)
         violation("hsa_amd_memory_lock: %p is runtime pool memory already", host_ptr);
     for (int i = 0; i < num_agent; i++) {
@@ -1237,7 +1367,7 @@ hsa_status_t hsa_amd_memory_lock(void *host_ptr, size_t size, hsa_agent_t *agent
     } else {
         free(l);
     }
-    pthread_mutex_unlock(&g.mu);
+    dmu_unlock(&g.mu);
     return st;
 }
 
@@ -1273,7 +1403,7 @@ hsa_status_t hsa_amd_memory_unlock(void *host_ptr)
 
     if (st != HSA_STATUS_SUCCESS)
         return st;
-    pthread_mutex_lock(&g.mu);
+    dmu_lock(&g.mu);
     while (*link != NULL && (*link)->base != host_ptr)
         link = &(*link)->next;
     if (*link == NULL) {
@@ -1291,7 +1421,7 @@ hsa_status_t hsa_amd_memory_unlock(void *host_ptr)
         *link = l->next;
         free(l);
     }
-    pthread_mutex_unlock(&g.mu);
+    dmu_unlock(&g.mu);
     return st;
 }
 
@@ -1344,7 +1474,7 @@ hsa_status_t hsa_amd_pointer_info(const void *ptr, hsa_amd_pointer_info_t *info,
     size = info->size;
     memset(info, 0, sizeof(*info));
     info->size = size;
-    pthread_mutex_lock(&g.mu);
+    dmu_lock(&g.mu);
     a = find_alloc(ptr, 1);
     l = find_lock(ptr, 1);
     if (a != NULL) {
@@ -1358,7 +1488,7 @@ hsa_status_t hsa_amd_pointer_info(const void *ptr, hsa_amd_pointer_info_t *info,
     } else {
         info->type = HSA_EXT_POINTER_TYPE_UNKNOWN;
     }
-    pthread_mutex_unlock(&g.mu);
+    dmu_unlock(&g.mu);
     return HSA_STATUS_SUCCESS;
 }
 
@@ -1373,7 +1503,7 @@ hsa_status_t hsa_amd_ipc_memory_create(void *ptr, size_t len, hsa_amd_ipc_memory
         return st;
     if (g.cfg.no_ipc != 0)
         return HSA_STATUS_ERROR;
-    pthread_mutex_lock(&g.mu);
+    dmu_lock(&g.mu);
     a = find_alloc(ptr, 1);
     if (a == NULL || a->base != ptr || a->size != len || handle == NULL) {
         violation("hsa_amd_ipc_memory_create: %p/%zu is not a whole allocation", ptr, len);
@@ -1382,7 +1512,7 @@ hsa_status_t hsa_amd_ipc_memory_create(void *ptr, size_t len, hsa_amd_ipc_memory
         memset(handle, 0, sizeof(*handle));
         memcpy(handle->handle, &a->id, sizeof(a->id));
     }
-    pthread_mutex_unlock(&g.mu);
+    dmu_unlock(&g.mu);
     return st;
 }
 
@@ -1402,7 +1532,7 @@ hsa_status_t hsa_amd_ipc_memory_attach(const hsa_amd_ipc_memory_t *handle, size_
     if (handle == NULL || mapped_ptr == NULL || (num_agents != 0 && mapping_agents == NULL))
         return HSA_STATUS_ERROR_INVALID_ARGUMENT;
     memcpy(&id, handle->handle, sizeof(id));
-    pthread_mutex_lock(&g.mu);
+    dmu_lock(&g.mu);
     for (a = g.allocs; a != NULL && a->id != id; a = a->next)
         continue;
     m = a != NULL && a->size == len ? calloc(1, sizeof(*m)) : NULL;
@@ -1415,7 +1545,7 @@ hsa_status_t hsa_amd_ipc_memory_attach(const hsa_amd_ipc_memory_t *handle, size_
         g.ipcs = m;
         *mapped_ptr = m->mapped;
     }
-    pthread_mutex_unlock(&g.mu);
+    dmu_unlock(&g.mu);
     return st;
 }
 
@@ -1426,7 +1556,7 @@ hsa_status_t hsa_amd_ipc_memory_detach(void *mapped_ptr)
 
     if (st != HSA_STATUS_SUCCESS)
         return st;
-    pthread_mutex_lock(&g.mu);
+    dmu_lock(&g.mu);
     while (*link != NULL && (*link)->mapped != mapped_ptr)
         link = &(*link)->next;
     if (*link == NULL) {
@@ -1438,7 +1568,7 @@ hsa_status_t hsa_amd_ipc_memory_detach(void *mapped_ptr)
         *link = m->next;
         free(m);
     }
-    pthread_mutex_unlock(&g.mu);
+    dmu_unlock(&g.mu);
     return st;
 }
 
@@ -1536,7 +1666,7 @@ static void queue_copy(dcopy *c, uint32_t ndeps, const hsa_signal_t *deps, hsa_s
     c->seq = ++g.next_id;
     c->next = g.copies;
     g.copies = c;
-    pthread_cond_broadcast(&g.cv);
+    dwake();
 }
 
 /* A copy record with room for ndeps dependencies (its deps NULL if that failed), or NULL. */
@@ -1555,7 +1685,7 @@ static hsa_status_t copy_finish(dcopy *c, hsa_status_t st, uint32_t ndeps, const
 {
     if (st == HSA_STATUS_SUCCESS)
         queue_copy(c, ndeps, deps, completion);
-    pthread_mutex_unlock(&g.mu);
+    dmu_unlock(&g.mu);
     if (st != HSA_STATUS_SUCCESS) {
         free(c->deps);
         free(c);
@@ -1576,7 +1706,7 @@ hsa_status_t hsa_amd_memory_async_copy(void *dst, hsa_agent_t dst_agent, const v
     c = copy_alloc(num_dep_signals);
     if (c == NULL)
         return HSA_STATUS_ERROR_OUT_OF_RESOURCES;
-    pthread_mutex_lock(&g.mu);
+    dmu_lock(&g.mu);
     st = c->deps == NULL ? HSA_STATUS_ERROR_OUT_OF_RESOURCES
                          : check_copy(dst, dst_agent, src, src_agent, size, num_dep_signals,
                                       dep_signals, completion_signal);
@@ -1694,7 +1824,7 @@ hsa_amd_memory_async_copy_rect(const hsa_pitched_ptr_t *dst, const hsa_dim3_t *d
     c = copy_alloc(num_dep_signals);
     if (c == NULL)
         return HSA_STATUS_ERROR_OUT_OF_RESOURCES;
-    pthread_mutex_lock(&g.mu);
+    dmu_lock(&g.mu);
     st = c->deps == NULL ? HSA_STATUS_ERROR_OUT_OF_RESOURCES
                          : check_copy_signals("hsa_amd_memory_async_copy_rect", num_dep_signals,
                                               dep_signals, completion_signal);
@@ -1777,7 +1907,8 @@ static void complete_copy(dcopy *c)
 static void *dma_thread(void *unused)
 {
     (void)unused;
-    pthread_mutex_lock(&g.mu);
+    hardware_thread(true);
+    dmu_lock(&g.mu);
     while (g.stop_threads == 0) {
         dcopy *c = g.paused != 0 ? NULL : take_copy();
 
@@ -1786,7 +1917,7 @@ static void *dma_thread(void *unused)
             continue;
         }
         g.running = c;
-        pthread_mutex_unlock(&g.mu);
+        dmu_unlock(&g.mu);
         if (g.cfg.copy_delay_us != 0) {
             struct timespec ts = {0, (long)g.cfg.copy_delay_us * 1000L};
 
@@ -1794,11 +1925,12 @@ static void *dma_thread(void *unused)
         }
         if (c->fail_value >= 0)
             run_copy(&c->rec);
-        pthread_mutex_lock(&g.mu);
+        dmu_lock(&g.mu);
         g.running = NULL;
         complete_copy(c);
     }
-    pthread_mutex_unlock(&g.mu);
+    dmu_unlock(&g.mu);
+    hardware_thread(false);
     return NULL;
 }
 
@@ -1819,10 +1951,10 @@ hsa_status_t hsa_code_object_reader_create_from_memory(const void *code_object, 
         return HSA_STATUS_ERROR_OUT_OF_RESOURCES;
     r->image = code_object;
     r->size = size;
-    pthread_mutex_lock(&g.mu);
+    dmu_lock(&g.mu);
     r->next = g.readers;
     g.readers = r;
-    pthread_mutex_unlock(&g.mu);
+    dmu_unlock(&g.mu);
     reader->handle = (uint64_t)(uintptr_t)r;
     return HSA_STATUS_SUCCESS;
 }
@@ -1834,7 +1966,7 @@ hsa_status_t hsa_code_object_reader_destroy(hsa_code_object_reader_t reader)
 
     if (st != HSA_STATUS_SUCCESS)
         return st;
-    pthread_mutex_lock(&g.mu);
+    dmu_lock(&g.mu);
     while (*link != NULL && (uint64_t)(uintptr_t)*link != reader.handle)
         link = &(*link)->next;
     if (*link == NULL) {
@@ -1845,7 +1977,7 @@ hsa_status_t hsa_code_object_reader_destroy(hsa_code_object_reader_t reader)
         *link = r->next;
         free(r);
     }
-    pthread_mutex_unlock(&g.mu);
+    dmu_unlock(&g.mu);
     return st;
 }
 
@@ -1867,10 +1999,10 @@ hsa_executable_create_alt(hsa_profile_t profile,
     if (e == NULL)
         return HSA_STATUS_ERROR_OUT_OF_RESOURCES;
     e->profile = profile;
-    pthread_mutex_lock(&g.mu);
+    dmu_lock(&g.mu);
     e->next = g.execs;
     g.execs = e;
-    pthread_mutex_unlock(&g.mu);
+    dmu_unlock(&g.mu);
     executable->handle = (uint64_t)(uintptr_t)e;
     return HSA_STATUS_SUCCESS;
 }
@@ -2063,7 +2195,7 @@ hsa_status_t hsa_executable_load_agent_code_object(hsa_executable_t executable, 
     (void)options;
     if (st != HSA_STATUS_SUCCESS)
         return st;
-    pthread_mutex_lock(&g.mu);
+    dmu_lock(&g.mu);
     e = find_exec(executable);
     r = find_reader(code_object_reader);
     if (e == NULL || r == NULL)
@@ -2084,7 +2216,7 @@ hsa_status_t hsa_executable_load_agent_code_object(hsa_executable_t executable, 
         if (loaded_code_object != NULL)
             loaded_code_object->handle = (uint64_t)(uintptr_t)seg->base;
     }
-    pthread_mutex_unlock(&g.mu);
+    dmu_unlock(&g.mu);
     return st;
 }
 
@@ -2096,7 +2228,7 @@ hsa_status_t hsa_executable_freeze(hsa_executable_t executable, const char *opti
     (void)options;
     if (st != HSA_STATUS_SUCCESS)
         return st;
-    pthread_mutex_lock(&g.mu);
+    dmu_lock(&g.mu);
     e = find_exec(executable);
     if (e == NULL)
         st = HSA_STATUS_ERROR_INVALID_EXECUTABLE;
@@ -2104,7 +2236,7 @@ hsa_status_t hsa_executable_freeze(hsa_executable_t executable, const char *opti
         st = HSA_STATUS_ERROR_FROZEN_EXECUTABLE;
     else
         e->frozen = 1;
-    pthread_mutex_unlock(&g.mu);
+    dmu_unlock(&g.mu);
     return st;
 }
 
@@ -2144,7 +2276,7 @@ hsa_status_t hsa_executable_destroy(hsa_executable_t executable)
 
     if (st != HSA_STATUS_SUCCESS)
         return st;
-    pthread_mutex_lock(&g.mu);
+    dmu_lock(&g.mu);
     while (*link != NULL && (uint64_t)(uintptr_t)*link != executable.handle)
         link = &(*link)->next;
     if (*link == NULL) {
@@ -2155,7 +2287,7 @@ hsa_status_t hsa_executable_destroy(hsa_executable_t executable)
         *link = e->next;
         free_exec(e);
     }
-    pthread_mutex_unlock(&g.mu);
+    dmu_unlock(&g.mu);
     return st;
 }
 
@@ -2171,7 +2303,7 @@ hsa_status_t hsa_executable_get_symbol_by_name(hsa_executable_t executable, cons
         return st;
     if (symbol_name == NULL || symbol == NULL)
         return HSA_STATUS_ERROR_INVALID_ARGUMENT;
-    pthread_mutex_lock(&g.mu);
+    dmu_lock(&g.mu);
     e = find_exec(executable);
     if (e == NULL) {
         st = HSA_STATUS_ERROR_INVALID_EXECUTABLE;
@@ -2187,7 +2319,7 @@ hsa_status_t hsa_executable_get_symbol_by_name(hsa_executable_t executable, cons
         else
             symbol->handle = (uint64_t)(uintptr_t)s;
     }
-    pthread_mutex_unlock(&g.mu);
+    dmu_unlock(&g.mu);
     return st;
 }
 
@@ -2246,13 +2378,13 @@ hsa_status_t hsa_executable_symbol_get_info(hsa_executable_symbol_t executable_s
 
     if (st != HSA_STATUS_SUCCESS)
         return st;
-    pthread_mutex_lock(&g.mu);
+    dmu_lock(&g.mu);
     s = find_symbol(executable_symbol.handle);
     if (s == NULL)
         st = HSA_STATUS_ERROR_INVALID_EXECUTABLE_SYMBOL;
     else if (symbol_info(s, (int)attribute, value) == 0)
         st = HSA_STATUS_ERROR_INVALID_ARGUMENT;
-    pthread_mutex_unlock(&g.mu);
+    dmu_unlock(&g.mu);
     return st;
 }
 
@@ -2295,9 +2427,9 @@ static void queue_fail(dqueue *q, hsa_status_t status)
                   (unsigned long long)q->q.id, (unsigned)status);
         return;
     }
-    pthread_mutex_unlock(&g.mu);
+    dmu_unlock(&g.mu);
     q->callback(status, &q->q, q->data);
-    pthread_mutex_lock(&g.mu);
+    dmu_lock(&g.mu);
 }
 
 /* Whether the packet at the read index may be processed (published and announced). */
@@ -2521,12 +2653,12 @@ static gm_status host_run_execute(host_run *run)
     gm_status status = GM_OK;
 
     if (run->nglobals > 0)
-        pthread_mutex_lock(&g.host_globals_mu);
+        dmu_lock(&g.host_globals_mu);
     for (int i = 0; i < run->nglobals; i++)
         memcpy(run->globals[i].host, run->globals[i].dev, run->globals[i].bytes);
     status = gm__sim_run("HSA double dispatch", &run->launch);
     if (run->nglobals > 0)
-        pthread_mutex_unlock(&g.host_globals_mu);
+        dmu_unlock(&g.host_globals_mu);
     return status;
 }
 
@@ -2563,13 +2695,13 @@ static bool run_dispatch(dqueue *q, uint64_t id, const hsa_kernel_dispatch_packe
     }
     fn = registered(k);
     if (fn != NULL) {
-        pthread_mutex_unlock(&g.mu);
+        dmu_unlock(&g.mu);
         fn->fn(p, fn->user);
-        pthread_mutex_lock(&g.mu);
+        dmu_lock(&g.mu);
     } else if (k->host != NULL && host_run_prepare(k, p, &run)) {
-        pthread_mutex_unlock(&g.mu);
+        dmu_unlock(&g.mu);
         status = host_run_execute(&run);
-        pthread_mutex_lock(&g.mu);
+        dmu_lock(&g.mu);
         if (status != GM_OK) { /* a barrier not every work-item reached: the wave faults */
             queue_fail(q, HSA_STATUS_ERROR_EXCEPTION);
             return false;
@@ -2592,7 +2724,7 @@ static void retire(dqueue *q, uint64_t id, hsa_signal_t completion)
     memset(slot + 4, 0xAB, 60); /* a producer writing the header first would publish this */
     __atomic_store_n((uint16_t *)(void *)slot, (uint16_t)HSA_PACKET_TYPE_INVALID, __ATOMIC_RELEASE);
     atomic_store(&q->read_index, id + 1);
-    pthread_cond_broadcast(&g.cv);
+    dwake();
 }
 
 /* Process the packet at the read index (it is published). Lock held. */
@@ -2635,14 +2767,16 @@ static void *queue_thread(void *arg)
 {
     dqueue *q = arg;
 
-    pthread_mutex_lock(&g.mu);
+    hardware_thread(true);
+    dmu_lock(&g.mu);
     while (q->stop == 0) {
         if (q->dead != 0 || g.paused != 0 || !packet_ready(q))
             wait_ms(20);
         else
             process(q);
     }
-    pthread_mutex_unlock(&g.mu);
+    dmu_unlock(&g.mu);
+    hardware_thread(false);
     return NULL;
 }
 
@@ -2653,10 +2787,10 @@ static void queue_free(dqueue *q)
     dsig **sig = &g.signals;
 
     q->stop = 1;
-    pthread_cond_broadcast(&g.cv);
-    pthread_mutex_unlock(&g.mu);
+    dwake();
+    dmu_unlock(&g.mu);
     pthread_join(q->thread, NULL);
-    pthread_mutex_lock(&g.mu);
+    dmu_lock(&g.mu);
     while (*link != NULL && *link != q)
         link = &(*link)->next;
     if (*link == q)
@@ -2715,7 +2849,7 @@ hsa_queue_create(hsa_agent_t agent, uint32_t size, hsa_queue_type32_t type,
     q = calloc(1, sizeof(*q));
     if (q == NULL)
         return HSA_STATUS_ERROR_OUT_OF_RESOURCES;
-    pthread_mutex_lock(&g.mu);
+    dmu_lock(&g.mu);
     if (callback == NULL)
         violation("hsa_queue_create: no error callback (ROCr aborts the process on queue errors)");
     st = queue_memory(q, size);
@@ -2734,7 +2868,7 @@ hsa_queue_create(hsa_agent_t agent, uint32_t size, hsa_queue_type32_t type,
     } else {
         free(q);
     }
-    pthread_mutex_unlock(&g.mu);
+    dmu_unlock(&g.mu);
     return st;
 }
 
@@ -2745,13 +2879,13 @@ hsa_status_t hsa_queue_destroy(hsa_queue_t *queue)
 
     if (st != HSA_STATUS_SUCCESS)
         return st;
-    pthread_mutex_lock(&g.mu);
+    dmu_lock(&g.mu);
     q = find_queue(queue);
     if (q == NULL)
         st = HSA_STATUS_ERROR_INVALID_QUEUE;
     else
         queue_free(q);
-    pthread_mutex_unlock(&g.mu);
+    dmu_unlock(&g.mu);
     return st;
 }
 
@@ -2760,13 +2894,13 @@ uint64_t hsa_queue_load_read_index_scacquire(const hsa_queue_t *queue)
     dqueue *q = NULL;
     uint64_t v = 0;
 
-    pthread_mutex_lock(&g.mu);
+    dmu_lock(&g.mu);
     q = find_queue(queue);
     if (q == NULL)
         violation("hsa_queue_load_read_index_scacquire: unknown queue");
     else
         v = atomic_load(&q->read_index);
-    pthread_mutex_unlock(&g.mu);
+    dmu_unlock(&g.mu);
     return v;
 }
 
@@ -2775,13 +2909,13 @@ uint64_t hsa_queue_add_write_index_scacq_screl(const hsa_queue_t *queue, uint64_
     dqueue *q = NULL;
     uint64_t v = 0;
 
-    pthread_mutex_lock(&g.mu);
+    dmu_lock(&g.mu);
     q = find_queue(queue);
     if (q == NULL)
         violation("hsa_queue_add_write_index_scacq_screl: unknown queue");
     else
         v = atomic_fetch_add(&q->write_index, value);
-    pthread_mutex_unlock(&g.mu);
+    dmu_unlock(&g.mu);
     return v;
 }
 
@@ -2801,11 +2935,11 @@ static void stop_threads(void)
     if (g.threads_running == 0)
         return;
     g.stop_threads = 1;
-    pthread_cond_broadcast(&g.cv);
-    pthread_mutex_unlock(&g.mu);
+    dwake();
+    dmu_unlock(&g.mu);
     pthread_join(g.dma_thread, NULL);
     pthread_join(g.handler_thread, NULL);
-    pthread_mutex_lock(&g.mu);
+    dmu_lock(&g.mu);
     g.threads_running = 0;
 }
 
@@ -2815,13 +2949,13 @@ hsa_status_t hsa_init(void)
 
     if (st != HSA_STATUS_SUCCESS)
         return st;
-    pthread_mutex_lock(&g.mu);
+    dmu_lock(&g.mu);
     if (g.configured == 0 && getenv("GM_HSA_DOUBLE_GPU") != NULL)
         g.cfg.gpu_arch = getenv("GM_HSA_DOUBLE_GPU");
     st = g.cfg.init_status;
     if (st == HSA_STATUS_SUCCESS && g.init_count++ == 0)
         start_threads();
-    pthread_mutex_unlock(&g.mu);
+    dmu_unlock(&g.mu);
     return st;
 }
 
@@ -2852,7 +2986,7 @@ hsa_status_t hsa_shut_down(void)
 
     if (st != HSA_STATUS_SUCCESS)
         return st;
-    pthread_mutex_lock(&g.mu);
+    dmu_lock(&g.mu);
     if (g.init_count == 0) {
         st = HSA_STATUS_ERROR_NOT_INITIALIZED;
     } else if (--g.init_count == 0) {
@@ -2867,7 +3001,7 @@ hsa_status_t hsa_shut_down(void)
         }
         g.nfaults = 0;
     }
-    pthread_mutex_unlock(&g.mu);
+    dmu_unlock(&g.mu);
     return st;
 }
 
@@ -2950,7 +3084,7 @@ static void free_everything(void)
 
 void hsa_double_reset(const hsa_double_config *cfg)
 {
-    pthread_mutex_lock(&g.mu);
+    dmu_lock(&g.mu);
     stop_threads();
     free_everything();
     g.init_count = 0;
@@ -2978,13 +3112,13 @@ void hsa_double_reset(const hsa_double_config *cfg)
         hsa_double_config_default(&g.cfg);
     if (g.cfg.gpu_count > HSA_DOUBLE_MAX_GPUS)
         g.cfg.gpu_count = HSA_DOUBLE_MAX_GPUS;
-    pthread_mutex_unlock(&g.mu);
+    dmu_unlock(&g.mu);
 }
 
 void hsa_double_get_live(hsa_double_live *live)
 {
     memset(live, 0, sizeof(*live));
-    pthread_mutex_lock(&g.mu);
+    dmu_lock(&g.mu);
     for (dsig *s = g.signals; s != NULL; s = s->next)
         live->signals++;
     for (dqueue *q = g.queues; q != NULL; q = q->next)
@@ -3006,44 +3140,44 @@ void hsa_double_get_live(hsa_double_live *live)
     for (devent_handler *h = g.event_handlers; h != NULL; h = h->next)
         live->system_event_handlers++;
     live->device_bytes = g.used[0];
-    pthread_mutex_unlock(&g.mu);
+    dmu_unlock(&g.mu);
 }
 
 long hsa_double_violations(char *buf, size_t bytes)
 {
     long n = 0;
 
-    pthread_mutex_lock(&g.mu);
+    dmu_lock(&g.mu);
     n = g.nviolations;
     if (buf != NULL && bytes > 0)
         snprintf(buf, bytes, "%s", g.violations);
-    pthread_mutex_unlock(&g.mu);
+    dmu_unlock(&g.mu);
     return n;
 }
 
 void hsa_double_memory_fault(int gpu, uint64_t address, uint32_t reason_mask)
 {
-    pthread_mutex_lock(&g.mu);
+    dmu_lock(&g.mu);
     push_fault(gpu, address, reason_mask);
-    pthread_mutex_unlock(&g.mu);
+    dmu_unlock(&g.mu);
 }
 
 void hsa_double_fault_counts(long *handled, long *unhandled)
 {
-    pthread_mutex_lock(&g.mu);
+    dmu_lock(&g.mu);
     if (handled != NULL)
         *handled = g.faults_handled;
     if (unhandled != NULL)
         *unhandled = g.faults_unhandled;
-    pthread_mutex_unlock(&g.mu);
+    dmu_unlock(&g.mu);
 }
 
 void hsa_double_pause(int paused)
 {
-    pthread_mutex_lock(&g.mu);
+    dmu_lock(&g.mu);
     g.paused = paused;
-    pthread_cond_broadcast(&g.cv);
-    pthread_mutex_unlock(&g.mu);
+    dwake();
+    dmu_unlock(&g.mu);
 }
 
 void hsa_double_register_kernel(const char *name, hsa_double_kernel_fn fn, void *user)
@@ -3055,19 +3189,19 @@ void hsa_double_register_kernel(const char *name, hsa_double_kernel_fn fn, void 
     snprintf(k->name, sizeof(k->name), "%s", name);
     k->fn = fn;
     k->user = user;
-    pthread_mutex_lock(&g.mu);
+    dmu_lock(&g.mu);
     k->next = g.kernels;
     g.kernels = k;
-    pthread_mutex_unlock(&g.mu);
+    dmu_unlock(&g.mu);
 }
 
 long hsa_double_packet_count(void)
 {
     long n = 0;
 
-    pthread_mutex_lock(&g.mu);
+    dmu_lock(&g.mu);
     n = g.npackets;
-    pthread_mutex_unlock(&g.mu);
+    dmu_unlock(&g.mu);
     return n;
 }
 
@@ -3075,12 +3209,12 @@ int hsa_double_get_packet(long index, hsa_double_packet *out)
 {
     int ok = 0;
 
-    pthread_mutex_lock(&g.mu);
+    dmu_lock(&g.mu);
     if (index >= 0 && index < g.npackets && index >= g.npackets - KEEP_RECORDS) {
         *out = g.packets[index % KEEP_RECORDS];
         ok = 1;
     }
-    pthread_mutex_unlock(&g.mu);
+    dmu_unlock(&g.mu);
     return ok;
 }
 
@@ -3088,9 +3222,9 @@ long hsa_double_copy_count(void)
 {
     long n = 0;
 
-    pthread_mutex_lock(&g.mu);
+    dmu_lock(&g.mu);
     n = g.ncopies;
-    pthread_mutex_unlock(&g.mu);
+    dmu_unlock(&g.mu);
     return n;
 }
 
@@ -3098,11 +3232,11 @@ int hsa_double_get_copy(long index, hsa_double_copy *out)
 {
     int ok = 0;
 
-    pthread_mutex_lock(&g.mu);
+    dmu_lock(&g.mu);
     if (index >= 0 && index < g.ncopies && index >= g.ncopies - KEEP_RECORDS) {
         *out = g.done_copies[index % KEEP_RECORDS];
         ok = 1;
     }
-    pthread_mutex_unlock(&g.mu);
+    dmu_unlock(&g.mu);
     return ok;
 }
