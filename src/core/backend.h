@@ -16,6 +16,7 @@
 #ifndef GPUMEM_SRC_CORE_BACKEND_H
 #define GPUMEM_SRC_CORE_BACKEND_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -23,7 +24,7 @@
 #include "gpumem/launch.h"
 #include "gpumem/runtime.h"
 
-#define GM_BACKEND_ABI_VERSION 2
+#define GM_BACKEND_ABI_VERSION 3
 
 typedef uint64_t gm_devptr;
 typedef struct gm_backend_ctx gm_backend_ctx;       /* per-context driver state */
@@ -103,7 +104,8 @@ typedef gm_status gm_op_managed_alloc(gm_backend_ctx *bctx, size_t bytes, gm_dev
 typedef gm_status gm_op_pointer_kind(gm_backend_ctx *bctx, const void *ptr, int *kind_p);
 
 /* ---- copies (MANDATORY) ---- */
-/* Pitched copy; stream NULL = synchronous. */
+/* Pitched copy; stream NULL = synchronous. With a stream, device memory is read and written
+ * in stream order; host memory too, unless the ops table's host_read_at_call says otherwise. */
 typedef gm_status gm_op_copy(gm_backend_ctx *bctx, const gm_copy_desc *desc,
                              gm_backend_stream *stream);
 /* OPTIONAL. Arbitrary strided copy between two descriptors of equal shape and dtype (the
@@ -235,6 +237,11 @@ typedef struct gm_backend_ops {
     uint32_t abi_version; /* GM_BACKEND_ABI_VERSION */
     const char *name;
     gm_backend_kind kind;
+    /* Whether an asynchronous copy from pageable host memory may read the source when it is
+     * called instead of in stream order (CUDA: the driver may stage it at once, without
+     * waiting for the stream's earlier work). The core then fills such a source before the
+     * call, never in a host step queued ahead of it. */
+    bool host_read_at_call;
     gm_op_init *init;
     gm_op_fini *fini;
     gm_op_device_info *device_info;

@@ -421,20 +421,22 @@ static gm_status wait_queued(gm_context *ctx, gm_backend_stream *bs)
 }
 
 /*
- * Run the job's host step now (no stream: after what a synchronous
- * operation waits for, as the backends' synchronous copies do, so that a
- * staged copy reads a host source, or a host fill writes, only after earlier
- * queued work on it; not inside a stream callback, whose own stream that
- * wait would wait for) or in stream order.
+ * Run the job's host step in stream order on bs, or now (bs NULL) after the
+ * work queued on `after` so far (NULL: what a synchronous operation waits
+ * for, as the backends' synchronous copies do), so that a staged copy reads
+ * a host source, or a host fill writes, only after earlier queued work on
+ * it; not inside a stream callback, whose own stream that wait would wait
+ * for.
  */
-static gm_status job_host_step(gm_context *ctx, copy_job *job, gm_backend_stream *bs)
+static gm_status job_host_step(gm_context *ctx, copy_job *job, gm_backend_stream *bs,
+                               gm_backend_stream *after)
 {
     gm_status status = GM_OK;
 
     if (bs != NULL)
         return ctx->ops->stream_enqueue_host(ctx->bctx, bs, job_host_step_cb, job, NULL);
     if (!gm__in_stream_callback())
-        status = gm__error_within("synchronous host step", wait_queued(ctx, NULL));
+        status = gm__error_within("synchronous host step", wait_queued(ctx, after));
     return status == GM_OK ? gm__host_copy_strided(&job->host_dst, &job->host_src) : status;
 }
 
@@ -547,7 +549,14 @@ static gm_status staged_steps(gm_context *ctx, copy_job *job, staging *s, const 
         s->dst_image.data = job->temp[1];
         job->host_dst = side_of(dst) == GM_COPY_HOST ? *dst : s->dst_image;
         job->host_src = s->src_image;
-        status = job_host_step(ctx, job, bs);
+        /* The image feeds a copy to the device that may read it when called (CUDA):
+         * fill it now, after the work queued on the stream so far (which may write the
+         * source), instead of in a host step that might run after the read. */
+        if (bs != NULL && side_of(dst) == GM_COPY_DEVICE && ctx->ops->host_read_at_call &&
+            !gm__in_stream_callback())
+            status = job_host_step(ctx, job, NULL, bs);
+        else
+            status = job_host_step(ctx, job, bs, NULL);
     }
     if (status != GM_OK || side_of(dst) == GM_COPY_HOST)
         return status;
@@ -584,7 +593,7 @@ static gm_status copy_host(gm_context *ctx, const char *fn, const gm_ndview *dst
         return status;
     job->host_dst = *dst;
     job->host_src = *src;
-    status = job_host_step(ctx, job, bs);
+    status = job_host_step(ctx, job, bs, NULL);
     return job_finish(ctx, job, bs, status);
 }
 
@@ -998,7 +1007,7 @@ static gm_status fill_staged(gm_context *ctx, const char *fn, const gm_ndview *v
     if (side_of(view) == GM_COPY_HOST) {
         job->host_dst = *view;
         job->host_src = image;
-        status = job_host_step(ctx, job, bs);
+        status = job_host_step(ctx, job, bs, NULL);
     } else {
         status = emit_views(ctx, view, &image, bs);
     }

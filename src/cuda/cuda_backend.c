@@ -370,6 +370,7 @@ const gm_backend_ops gm__cuda_backend = {
     .abi_version = GM_BACKEND_ABI_VERSION,
     .name = "cuda",
     .kind = GM_BACKEND_CUDA,
+    .host_read_at_call = true, /* cuMemcpyHtoDAsync from pageable memory may stage at once */
     .init = cuda_init,
     .fini = cuda_fini,
     .device_info = cuda_device_info,

@@ -143,12 +143,49 @@ static void test_host_step_result(void **state)
     gm_stream_destroy(&s);
 }
 
+/*
+ * A stream-ordered copy from a transposed pageable host view to the device:
+ * the core packs the source into a host image (a host step), then copies the
+ * image to the device. libcuda may stage a pageable source when the call is
+ * made instead of in stream order (the shim's copies run at once, the
+ * callbacks later), so the image must be complete before the host-to-device
+ * call, not merely queued before it.
+ */
+static void test_host_step_feeds_device(void **state)
+{
+    enum { R = 96, C = 80 }; /* over 64 pitched pieces either way: staged */
+    static float src[C][R], back[R][C];
+    const int64_t shape[2] = {R, C}, tshape[2] = {C, R};
+    gm_ndview tv, bv;
+    gm_array *dev = NULL;
+    gm_stream *s = NULL;
+
+    (void)state;
+    for (int j = 0; j < C; j++)
+        for (int i = 0; i < R; i++)
+            src[j][i] = (float)(100 * i + j);
+    memset(back, 0, sizeof(back));
+    assert_ok(gm_ndview_init(src, GM_FLOAT32, 2, tshape, NULL, GM_ORDER_C, &tv));
+    assert_ok(gm_ndview_transpose(&tv, &tv)); /* R x C, element (i, j) = src[j][i] */
+    assert_ok(gm_device_array(g_ctx, 2, shape, GM_FLOAT32, GM_ORDER_C, &dev));
+    assert_ok(gm_stream_create(g_ctx, GM_STREAM_NON_BLOCKING, &s));
+    assert_ok(gm_array_copy_to_device(dev, &tv, s));
+    assert_ok(gm_stream_synchronize(s));
+    assert_ok(gm_ndview_init(back, GM_FLOAT32, 2, shape, NULL, GM_ORDER_C, &bv));
+    assert_ok(gm_array_copy_to_host(dev, &bv, NULL));
+    for (int i = 0; i < R; i++)
+        for (int j = 0; j < C; j++)
+            assert_float_equal(back[i][j], (float)(100 * i + j), 0.0f);
+    gm_array_release(&dev);
+    gm_stream_destroy(&s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_stream_synchronize),  cmocka_unit_test(test_event_synchronize),
         cmocka_unit_test(test_context_synchronize), cmocka_unit_test(test_sync_copy_to_host),
-        cmocka_unit_test(test_host_step_result),
+        cmocka_unit_test(test_host_step_result),    cmocka_unit_test(test_host_step_feeds_device),
     };
 
     return cmocka_run_group_tests(tests, setup, teardown);
