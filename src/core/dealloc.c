@@ -517,6 +517,7 @@ static bool flush_due(gm__dealloc_queue *q)
 static void auto_flush(gm_context *ctx)
 {
     gm__dealloc_queue *q = &ctx->queue;
+    uint64_t mark = gm__error_mark();
     gm_status status = GM_OK;
 
     do {
@@ -525,7 +526,10 @@ static void auto_flush(gm_context *ctx)
         status = drain(ctx, "deallocation queue", DRAIN_NORMAL);
         pthread_mutex_unlock(&q->flush_lock);
         if (status != GM_OK) {
+            /* Only logged (the entry stays queued for the next flush, which returns it): the
+             * call that triggered the flush leaves the thread's error as it was. */
             gm__log(GM_LOG_WARN, "automatic flush stopped: %s", gm_last_error_message());
+            gm__error_back_to(mark);
             return;
         }
     } while (flush_due(q));

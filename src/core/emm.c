@@ -447,9 +447,24 @@ static const char *manager_name(const gm_context *ctx)
     return ctx->mm.table.name != NULL ? ctx->mm.table.name : "(unnamed)";
 }
 
-/* A manager call's status; a failure the base did not describe gets a message. */
-static gm_status finish(gm_context *ctx, const char *op, gm_status status)
+/* Before a manager call: no base failure yet; the thread's error mark (finish). */
+static uint64_t call_begin(void)
 {
+    tls_base_failed = false;
+    return gm__error_mark();
+}
+
+/*
+ * A manager call's status; a failure the base did not describe gets a
+ * message. `mark` is gm__error_mark() from before the call: a manager may try
+ * a base call that fails and then succeed another way (a pool trying a large
+ * slab first), and a call that returns GM_OK leaves the thread's error as it
+ * was (status.h).
+ */
+static gm_status finish(gm_context *ctx, const char *op, uint64_t mark, gm_status status)
+{
+    if (status == GM_OK)
+        gm__error_back_to(mark);
     if (status == GM_OK || tls_base_failed)
         return status;
     return gm__error(status, "memory manager '%s': %s returned %s", manager_name(ctx), op,
@@ -461,8 +476,8 @@ gm_status gm__mm_initialize(gm_context *ctx)
 {
     gm_status status = GM_OK;
 
-    tls_base_failed = false;
-    status = finish(ctx, "initialize", ctx->mm.table.initialize(&ctx->mm.base, ctx->mm.user));
+    const uint64_t mark = call_begin();
+    status = finish(ctx, "initialize", mark, ctx->mm.table.initialize(&ctx->mm.base, ctx->mm.user));
     ctx->mm.initialized = status == GM_OK;
     return status;
 }
@@ -502,8 +517,8 @@ gm_status gm__mm_memalloc(gm_context *ctx, size_t bytes, gm_devptr *ptr_p, void 
     if (ctx->mm.direct_device) { /* the built-in slots would only forward to the backend */
         status = ctx->ops->mem_alloc(ctx->bctx, bytes, &ptr);
     } else {
-        tls_base_failed = false;
-        status = finish(ctx, "memalloc",
+        const uint64_t mark = call_begin();
+        status = finish(ctx, "memalloc", mark,
                         ctx->mm.table.memalloc(&ctx->mm.base, ctx->mm.user, bytes, &ptr, &owner));
     }
     if (status == GM_OK && ptr == 0)
@@ -528,8 +543,8 @@ gm_status gm__mm_memhostalloc(gm_context *ctx, size_t bytes, unsigned flags, voi
     bool wc = (flags & GM_HOST_WRITECOMBINED) != 0;
     gm_status status = GM_OK;
 
-    tls_base_failed = false;
-    status = finish(ctx, "memhostalloc",
+    const uint64_t mark = call_begin();
+    status = finish(ctx, "memhostalloc", mark,
                     ctx->mm.table.memhostalloc(&ctx->mm.base, ctx->mm.user, bytes, mapped, portable,
                                                wc, &ptr, &owner));
     if (status == GM_OK && ptr == NULL)
@@ -550,8 +565,8 @@ gm_status gm__mm_mempin(gm_context *ctx, void *ptr, size_t bytes, bool mapped, v
     void *owner = NULL;
     gm_status status = GM_OK;
 
-    tls_base_failed = false;
-    status = finish(ctx, "mempin",
+    const uint64_t mark = call_begin();
+    status = finish(ctx, "mempin", mark,
                     ctx->mm.table.mempin(&ctx->mm.base, ctx->mm.user, ptr, bytes, mapped, &owner));
     if (status == GM_OK)
         *owner_p = owner;
@@ -561,8 +576,8 @@ gm_status gm__mm_mempin(gm_context *ctx, void *ptr, size_t bytes, bool mapped, v
 /* Unregister host memory through the manager (always immediate). */
 gm_status gm__mm_memunpin(gm_context *ctx, void *ptr, size_t bytes, void *owner)
 {
-    tls_base_failed = false;
-    return finish(ctx, "memunpin",
+    const uint64_t mark = call_begin();
+    return finish(ctx, "memunpin", mark,
                   ctx->mm.table.memunpin(&ctx->mm.base, ctx->mm.user, ptr, bytes, owner));
 }
 
@@ -574,15 +589,15 @@ gm_status gm__mm_free(gm_context *ctx, const gm__dealloc_entry *entry)
 
     if (entry->kind == GM__DEALLOC_DEVICE && ctx->mm.direct_device)
         return ctx->ops->mem_free(ctx->bctx, entry->device);
-    tls_base_failed = false;
+    const uint64_t mark = call_begin();
     switch (entry->kind) {
     case GM__DEALLOC_DEVICE:
-        return finish(ctx, "memfree",
+        return finish(ctx, "memfree", mark,
                       t->memfree(&ctx->mm.base, ctx->mm.user, entry->device, bytes, entry->owner));
     case GM__DEALLOC_PINNED:
     case GM__DEALLOC_MAPPED:
         return finish(
-            ctx, "memhostfree",
+            ctx, "memhostfree", mark,
             t->memhostfree(&ctx->mm.base, ctx->mm.user, entry->handle, bytes, entry->owner));
     case GM__DEALLOC_MANAGED:
         return ctx->ops->mem_free(ctx->bctx, entry->device);
@@ -599,9 +614,9 @@ gm_status gm__mm_memory_info(gm_context *ctx, int64_t *free_p, int64_t *total_p)
     int64_t free_bytes = -1, total_bytes = -1;
     gm_status status = GM_OK;
 
-    tls_base_failed = false;
+    const uint64_t mark = call_begin();
     status = finish(
-        ctx, "get_memory_info",
+        ctx, "get_memory_info", mark,
         ctx->mm.table.get_memory_info(&ctx->mm.base, ctx->mm.user, &free_bytes, &total_bytes));
     if (status == GM_OK && (free_bytes < 0 || total_bytes < 0))
         status = gm__error(GM_ERR_INTERNAL,
@@ -618,16 +633,16 @@ gm_status gm__mm_memory_info(gm_context *ctx, int64_t *free_p, int64_t *total_p)
 /* The manager's defer_cleanup_begin. */
 gm_status gm__mm_defer_begin(gm_context *ctx)
 {
-    tls_base_failed = false;
-    return finish(ctx, "defer_cleanup_begin",
+    const uint64_t mark = call_begin();
+    return finish(ctx, "defer_cleanup_begin", mark,
                   ctx->mm.table.defer_cleanup_begin(&ctx->mm.base, ctx->mm.user));
 }
 
 /* The manager's defer_cleanup_end. */
 gm_status gm__mm_defer_end(gm_context *ctx)
 {
-    tls_base_failed = false;
-    return finish(ctx, "defer_cleanup_end",
+    const uint64_t mark = call_begin();
+    return finish(ctx, "defer_cleanup_end", mark,
                   ctx->mm.table.defer_cleanup_end(&ctx->mm.base, ctx->mm.user));
 }
 
@@ -669,9 +684,9 @@ gm_status gm_array_ipc_handle(gm_array *array, gm_ipc_handle *handle_p)
         return status;
     ctx = array->ctx;
     memset(&handle, 0, sizeof(handle));
-    tls_base_failed = false;
+    const uint64_t mark = call_begin();
     status =
-        finish(ctx, "get_ipc_handle",
+        finish(ctx, "get_ipc_handle", mark,
                ctx->mm.table.get_ipc_handle(&ctx->mm.base, ctx->mm.user, entry->device,
                                             (size_t)entry->bytes, entry->owner, handle.handle));
     if (status != GM_OK)

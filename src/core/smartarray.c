@@ -340,6 +340,7 @@ void gm__smart_launch_end(gm_smart_array *sa, gm_stream *stream)
     if (stream != NULL) { /* a NULL-stream launch has finished already */
         /* the new record must also cover an earlier launch still pending on another stream:
          * this stream's later work waits for it (after the kernel, which it does not hold) */
+        uint64_t mark = gm__error_mark();
         gm_status status = sa->launch_pending ? gm_stream_wait_event(stream, sa->launched) : GM_OK;
 
         if (status == GM_OK)
@@ -351,7 +352,11 @@ void gm__smart_launch_end(gm_smart_array *sa, gm_stream *stream)
                     "gm_launch: recording the launch on a smart array's event failed (%s); "
                     "synchronizing the stream instead",
                     gm_last_error_message());
-            (void)gm_stream_synchronize(stream); /* the older record, if any, still stands */
+            status = gm_stream_synchronize(stream); /* the older record, if any, still stands */
+            if (status != GM_OK)
+                gm__log(GM_LOG_WARN, "gm_launch: synchronizing the stream failed too: %s",
+                        gm_last_error_message());
+            gm__error_back_to(mark); /* logged; the launch itself succeeded */
         }
     }
     pthread_mutex_unlock(&sa->lock);

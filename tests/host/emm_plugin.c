@@ -2,6 +2,7 @@
  * The test memory-manager plugin; see emm_plugin.h. Uses only the base
  * allocator it is given (it does not link libgpumem).
  */
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -87,6 +88,8 @@ static gm_status emm_memalloc(const gm_memory_manager_base *base, void *user, si
     }
     if (s->device_budget > 0 && s->live_device_bytes + (int64_t)bytes > s->device_budget)
         return GM_ERR_OUT_OF_DEVICE_MEMORY;
+    if (s->try_base_first && base->memalloc(base, SIZE_MAX / 2, ptr_p) != GM_OK)
+        s->base_tries++; /* a slab too large for the device */
     status = base->memalloc(base, bytes, ptr_p);
     if (status != GM_OK)
         return status;
@@ -144,6 +147,8 @@ static gm_status emm_memhostalloc(const gm_memory_manager_base *base, void *user
     s->last_mapped = mapped;
     s->last_portable = portable;
     s->last_wc = wc;
+    if (s->try_base_first && base->memhostalloc(base, 0, mapped, portable, wc, ptr_p) != GM_OK)
+        s->base_tries++; /* 0 bytes is refused */
     status = base->memhostalloc(base, bytes, mapped, portable, wc, ptr_p);
     if (status != GM_OK)
         return status;
@@ -173,6 +178,8 @@ static gm_status emm_mempin(const gm_memory_manager_base *base, void *user, void
 
     s->mempin++;
     s->last_mapped = mapped;
+    if (s->try_base_first && base->mempin(base, NULL, bytes, mapped) != GM_OK)
+        s->base_tries++; /* NULL is refused */
     status = base->mempin(base, ptr, bytes, mapped);
     if (status != GM_OK)
         return status;

@@ -40,6 +40,9 @@ typedef struct emm_state {
     gm_status fail_memory_info; /* returned by get_memory_info */
     gm_status fail_defer_begin; /* returned by defer_cleanup_begin */
     gm_status fail_defer_end;   /* returned by defer_cleanup_end */
+    bool try_base_first;        /* memalloc, memhostalloc and mempin first make a base call
+                                   that fails (counted in base_tries), then go on */
+    int64_t base_tries;
 } emm_state;
 
 /*

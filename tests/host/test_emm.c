@@ -462,19 +462,71 @@ static void test_defer_scope_flushes(void **state)
     assert_ok(gm_defer_cleanup_end(ctx)); /* over the bound: flushes */
     assert_int_equal(rt_stats(ctx).pending_count, 0);
     assert_int_equal(s.memfree, 3);
-    /* an automatic flush that failed leaves the queue over its bound ... */
+    /* an automatic flush that failed leaves the queue over its bound, is logged, and leaves
+     * the thread's error as it was (the release and the scope's end are no failures) ... */
     a[0] = device_bytes(ctx, 10);
     a[1] = device_bytes(ctx, 10);
+    a[2] = device_bytes(ctx, 10);
     s.fail_memfree = GM_ERR_DRIVER;
+    rt_log_capture(GM_LOG_WARN);
+    assert_status(gm_device_array(ctx, 1, NULL, GM_UINT8, GM_ORDER_C, &a[0]),
+                  GM_ERR_NULL_POINTER); /* an earlier error the caller has not read yet */
     gm_array_release(&a[0]);
     gm_array_release(&a[1]);
     assert_int_equal(rt_stats(ctx).pending_count, 2);
-    /* ... so a failing begin, which closes the queue's scope again, flushes */
+    assert_true(rt_log_contains(GM_LOG_WARN, "automatic flush stopped"));
+    assert_int_equal(gm_last_error(), GM_ERR_NULL_POINTER);
+    gm_clear_error();
+    assert_ok(gm_defer_cleanup_begin(ctx));
+    gm_array_release(&a[2]);
+    assert_ok(gm_defer_cleanup_end(ctx)); /* the flush due at the end fails again */
+    assert_int_equal(gm_last_error(), GM_OK);
+    assert_int_equal(rt_stats(ctx).pending_count, 3);
+    rt_log_stop();
+    /* ... so a failing begin, which closes the queue's scope again, flushes, and the
+     * manager's failure stays the thread's error */
     s.fail_memfree = GM_OK;
     s.fail_defer_begin = GM_ERR_PERMISSION;
     assert_status(gm_defer_cleanup_begin(ctx), GM_ERR_PERMISSION);
+    assert_message_contains("defer_cleanup_begin returned ERR_PERMISSION");
     assert_int_equal(rt_stats(ctx).pending_count, 0);
     assert_int_equal(rt_stats(ctx).defer_depth, 0);
+    gm_context_destroy(&ctx);
+    assert_balanced(&s);
+}
+
+/*
+ * A manager that tries a base call which fails (a pool asking for a large
+ * slab first) and then succeeds: the call returns GM_OK and leaves the
+ * thread's error as it was (status.h), here an earlier error not read yet.
+ */
+static void test_base_failure_then_success(void **state)
+{
+    emm_state s;
+    gm_context *ctx = NULL;
+    gm_array *a = NULL;
+    gm_array *h = NULL;
+    int64_t n = 64;
+    char buf[256];
+    gm_ndview view;
+    gm_host_scope *scope = NULL;
+
+    (void)state;
+    memset(&s, 0, sizeof(s));
+    ctx = mm_context(full_fn(), &s, 100);
+    s.try_base_first = true;
+    assert_status(gm_device_array(ctx, 1, &n, GM_UINT8, (gm_order)7, &a), GM_ERR_INVALID_ARG);
+    assert_ok(gm_device_array(ctx, 1, &n, GM_UINT8, GM_ORDER_C, &a));
+    assert_int_equal(gm_last_error(), GM_ERR_INVALID_ARG);
+    assert_ok(gm_pinned_array(ctx, 1, &n, GM_UINT8, GM_ORDER_C, &h));
+    assert_int_equal(gm_last_error(), GM_ERR_INVALID_ARG);
+    assert_ok(gm_ndview_init(buf, GM_UINT8, 1, &n, NULL, GM_ORDER_C, &view));
+    assert_ok(gm_pin(ctx, 1, &view, &scope));
+    assert_int_equal(gm_last_error(), GM_ERR_INVALID_ARG);
+    assert_int_equal(s.base_tries, 3); /* each tried the base first, and failed */
+    assert_ok(gm_host_scope_end(&scope));
+    gm_array_release(&a);
+    gm_array_release(&h);
     gm_context_destroy(&ctx);
     assert_balanced(&s);
 }
@@ -705,6 +757,7 @@ int main(void)
         cmocka_unit_test_setup(test_negative_memory_info, test_setup),
         cmocka_unit_test_setup(test_defer_hooks, test_setup),
         cmocka_unit_test_setup(test_defer_scope_flushes, test_setup),
+        cmocka_unit_test_setup(test_base_failure_then_success, test_setup),
         cmocka_unit_test_setup(test_ipc, test_setup),
         cmocka_unit_test_setup(test_release_in_stream_callback, test_setup),
         cmocka_unit_test_setup(test_validation, test_setup),
