@@ -150,9 +150,11 @@ static int coalesce(copy_axis *axes, int n)
 
     for (int i = 0; i < n; i++) {
         copy_axis *prev = out > 0 ? &axes[out - 1] : NULL;
+        int64_t dst_span = 0, src_span = 0; /* an overflow (strides no memory has) merges not */
 
-        if (prev != NULL && prev->dst_stride == axes[i].dst_stride * axes[i].extent &&
-            prev->src_stride == axes[i].src_stride * axes[i].extent) {
+        if (prev != NULL && !gm__mul_overflow(axes[i].dst_stride, axes[i].extent, &dst_span) &&
+            !gm__mul_overflow(axes[i].src_stride, axes[i].extent, &src_span) &&
+            prev->dst_stride == dst_span && prev->src_stride == src_span) {
             prev->extent *= axes[i].extent;
             prev->dst_stride = axes[i].dst_stride;
             prev->src_stride = axes[i].src_stride;
@@ -283,13 +285,15 @@ static void advance(const copy_plan *plan, int64_t *index, int64_t *dst_off, int
     for (int k = plan->nouter - 1; k >= 0; k--) {
         const copy_axis *a = &plan->outer[k];
 
+        /* In uint64_t: past an axis's last index the offset may leave int64 for a moment
+         * (validation bounds (extent - 1) * stride, not extent * stride). */
         index[k]++;
-        *dst_off += a->dst_stride;
-        *src_off += a->src_stride;
+        *dst_off = (int64_t)((uint64_t)*dst_off + (uint64_t)a->dst_stride);
+        *src_off = (int64_t)((uint64_t)*src_off + (uint64_t)a->src_stride);
         if (index[k] < a->extent)
             return;
-        *dst_off -= a->extent * a->dst_stride;
-        *src_off -= a->extent * a->src_stride;
+        *dst_off = (int64_t)((uint64_t)*dst_off - (uint64_t)a->extent * (uint64_t)a->dst_stride);
+        *src_off = (int64_t)((uint64_t)*src_off - (uint64_t)a->extent * (uint64_t)a->src_stride);
         index[k] = 0;
     }
 }

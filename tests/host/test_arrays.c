@@ -560,6 +560,84 @@ static void test_staged_device_to_device(void **state)
     gm_context_destroy(&ctx);
 }
 
+/*
+ * A backend whose asynchronous copies read pageable sources when called
+ * (host_read_at_call, CUDA's rule): a staged copy to the device on a stream
+ * fills its host image before the host-to-device call, after the stream's
+ * queued work, instead of in a queued host step; the result is the same.
+ */
+static void test_staged_host_read_at_call(void **state)
+{
+    static double in[16 * 9 * 10];
+    int64_t shape[3] = {16, 9, 10};
+    gm_ndview hin = host_view(in, 3, shape, NULL, 0), t;
+    gm_context *ctx = rt_fault_ctx();
+    gm_stream *st = NULL;
+    gm_array *a = NULL, *b = NULL, *h = NULL;
+    gm_ndview hv;
+
+    (void)state;
+    rt_fault_ops()->copy_strided = gm__unsupported_copy_strided;
+    rt_fault_ops()->host_read_at_call = true;
+    fill_f64(&hin, 1.0);
+    assert_ok(gm_ndview_transpose(&hin, &t));
+    assert_ok(gm_device_array(ctx, 3, t.shape, GM_FLOAT64, GM_ORDER_C, &b));
+    assert_ok(gm_stream_create(ctx, 0, &st));
+    assert_ok(gm_array_copy_to_device(b, &t, st));        /* host source: image, then one copy */
+    assert_int_equal(rt_fault_calls(RT_ENQUEUE_HOST), 1); /* only the job's release */
+    assert_ok(gm_array_copy_to_host_new(b, st, &h));
+    assert_ok(gm_stream_synchronize(st));
+    assert_ok(gm_ndview_transpose(gm_array_view(h), &hv));
+    check_f64(&hv, 1.0);
+    gm_array_release(&h);
+    /* device to device through two images: the same */
+    assert_ok(gm_to_device(ctx, &hin, NULL, &a));
+    assert_ok(gm_ndview_transpose(gm_array_view(a), &t));
+    assert_ok(gm_array_fill(b, &(double){0.0}, NULL));
+    rt_fault_reset();
+    rt_fault_ops()->copy_strided = gm__unsupported_copy_strided;
+    rt_fault_ops()->host_read_at_call = true;
+    assert_ok(gm_copy(ctx, gm_array_view(b), &t, st));
+    assert_int_equal(rt_fault_calls(RT_ENQUEUE_HOST), 1);
+    assert_ok(gm_array_copy_to_host_new(b, st, &h));
+    assert_ok(gm_stream_synchronize(st));
+    assert_ok(gm_ndview_transpose(gm_array_view(h), &hv));
+    check_f64(&hv, 1.0);
+    gm_array_release(&h);
+    gm_stream_destroy(&st);
+    gm_array_release(&a);
+    gm_array_release(&b);
+    gm_context_destroy(&ctx);
+}
+
+/*
+ * Strides that validate ((extent - 1) * stride fits) but whose extent *
+ * stride does not: the copy planner must not overflow (UBSan) on its way to
+ * the backend, which refuses the range.
+ */
+static void test_copy_huge_strides(void **state)
+{
+    int64_t shape[2] = {2, 2};
+    const int64_t huge[2] = {4, (int64_t)1 << 62};
+    gm_context *ctx = NULL;
+    gm_array *a = NULL, *b = NULL;
+    gm_ndview wild;
+
+    (void)state;
+    assert_ok(gm_context_create(NULL, &ctx));
+    assert_ok(gm_device_array(ctx, 2, shape, GM_INT32, GM_ORDER_C, &a));
+    assert_ok(gm_device_array(ctx, 2, shape, GM_INT32, GM_ORDER_C, &b));
+    wild = *gm_array_view(b);
+    wild.strides[0] = huge[0];
+    wild.strides[1] = huge[1];
+    assert_ok(gm_ndview_validate(&wild));
+    assert_status(gm_copy(ctx, gm_array_view(a), &wild, NULL), GM_ERR_INVALID_ARG);
+    assert_status(gm_copy(ctx, &wild, gm_array_view(a), NULL), GM_ERR_INVALID_ARG);
+    gm_array_release(&a);
+    gm_array_release(&b);
+    gm_context_destroy(&ctx);
+}
+
 /* Host to host copies run on the host engine, in stream order with a stream. */
 static void test_host_to_host(void **state)
 {
@@ -1148,6 +1226,8 @@ int main(void)
         cmocka_unit_test_setup(test_copy_strided_unsupported_falls_back, test_setup),
         cmocka_unit_test_setup(test_pitched_and_pieces, test_setup),
         cmocka_unit_test_setup(test_staged_device_to_device, test_setup),
+        cmocka_unit_test_setup(test_staged_host_read_at_call, test_setup),
+        cmocka_unit_test_setup(test_copy_huge_strides, test_setup),
         cmocka_unit_test_setup(test_host_to_host, test_setup),
         cmocka_unit_test_setup(test_staged_failure_paths, test_setup),
         cmocka_unit_test_setup(test_fill, test_setup),
