@@ -532,7 +532,10 @@ GM_API gm_status gm_stream_query(gm_stream *stream);
  * @brief Call fn(stream, status, user) once the work queued so far is done
  *        (Numba's add_callback). It runs on a driver or worker thread and
  *        must not call gpumem stream-ordered functions on that stream, nor
- *        anything that waits for streams. It may release arrays, streams and
+ *        anything that waits for streams: the synchronizing calls and the
+ *        synchronous ones (a copy, fill, memset, to_device, copy_to_host_new
+ *        or launch without a stream, gm_module_set_constant) return
+ *        GM_ERR_STATE there. It may release arrays, streams and
  *        events: their deallocation is only queued there (no flush runs on
  *        that thread; gm_deallocations_flush() returns GM_ERR_STATE).
  */

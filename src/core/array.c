@@ -636,6 +636,8 @@ gm_status gm_to_device(gm_context *ctx, const gm_ndview *host, gm_stream *stream
     if (status == GM_OK)
         status = gm__stream_backend(fn, ctx, stream, &bs);
     if (status == GM_OK)
+        status = gm__sync_allowed(fn, stream);
+    if (status == GM_OK)
         status = gm__validate(fn, host);
     if (status == GM_OK)
         status = gm_ndview_like(host, &layout);
@@ -834,6 +836,8 @@ gm_status gm_array_copy_to_host_new(gm_array *array, gm_stream *stream, gm_array
         status = gm__error(GM_ERR_NULL_POINTER, "%s: host_p is NULL", fn);
     if (status == GM_OK)
         status = gm__stream_backend(fn, array->ctx, stream, &bs);
+    if (status == GM_OK)
+        status = gm__sync_allowed(fn, stream);
     if (status == GM_OK)
         status = gm_ndview_like(&array->view, &layout);
     if (status == GM_OK)

@@ -890,6 +890,8 @@ static gm_status check_args(const char *fn, gm_context *ctx, const gm_ndview *ds
 
     if (status == GM_OK && stream != NULL)
         status = gm__stream_backend(fn, ctx, stream, bs_p);
+    if (status == GM_OK)
+        status = gm__sync_allowed(fn, stream);
     if (status == GM_OK && (dst == NULL || src == NULL))
         status = gm__error(GM_ERR_NULL_POINTER, "%s: %s is NULL", fn,
                            dst == NULL ? "destination" : "source");
@@ -1026,6 +1028,8 @@ static gm_status fill_checks(const char *fn, gm_context *ctx, const gm_ndview *v
 
     if (status == GM_OK)
         status = gm__stream_backend(fn, ctx, stream, bs_p);
+    if (status == GM_OK)
+        status = gm__sync_allowed(fn, stream);
     if (status == GM_OK)
         status = gm__validate(fn, view);
     if (status == GM_OK)

@@ -297,6 +297,8 @@ gm_status gm_launch(gm_kernel *kernel, gm_dim3 grid, gm_dim3 block, size_t dynam
         status = check_config(fn, kernel, &dev, grid, block, dynamic_shared_bytes);
     if (status == GM_OK)
         status = gm__stream_backend(fn, ctx, stream, &bstream);
+    if (status == GM_OK)
+        status = gm__sync_allowed(fn, stream);
     if (status != GM_OK)
         return status;
     if (ctx->ops->kind == GM_BACKEND_HOST && atomic_load(&kernel->host_pointer_checks) > 0 &&

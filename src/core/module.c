@@ -637,6 +637,9 @@ gm_status gm_module_set_constant(gm_module *module, const char *name, const void
     if (module == NULL || name == NULL || (data == NULL && bytes > 0))
         return gm__error(GM_ERR_NULL_POINTER, "%s: %s is NULL", fn,
                          module == NULL ? "module" : (name == NULL ? "name" : "data"));
+    status = gm__sync_allowed(fn, NULL); /* a synchronous copy */
+    if (status != GM_OK)
+        return status;
     ctx = module->ctx;
     if (ctx->ops->module_set_global != NULL &&
         ctx->ops->module_set_global != gm__unsupported_module_set_global) {

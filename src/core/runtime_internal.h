@@ -414,6 +414,13 @@ gm_status gm__stream_backend(const char *fn, const gm_context *ctx, const gm_str
  */
 bool gm__in_stream_callback(void);
 
+/*
+ * GM_OK unless a synchronous call (stream NULL), which waits for the legacy
+ * stream, is made inside a stream callback: GM_ERR_STATE then (the wait
+ * could wait for the callback's own stream, a hang; runtime.h forbids it).
+ */
+gm_status gm__sync_allowed(const char *fn, const gm_stream *stream);
+
 /* A backend query's status for the public call fn: GM_ERR_NOT_READY with `pending` as its
  * message, another error with fn before the backend's message (stream.c). */
 gm_status gm__query_result(const char *fn, gm_status status, const char *pending);

@@ -34,6 +34,17 @@ bool gm__in_stream_callback(void)
     return tls_in_callback;
 }
 
+gm_status gm__sync_allowed(const char *fn, const gm_stream *stream)
+{
+    if (stream != NULL || !tls_in_callback)
+        return GM_OK;
+    return gm__error(GM_ERR_STATE,
+                     "%s: a synchronous call (no stream) is not allowed inside a stream "
+                     "callback: it waits for the legacy stream, which may wait for the "
+                     "callback's own stream; pass a stream",
+                     fn);
+}
+
 /* A backend query's status for the public call fn: NOT_READY with `pending` as its message
  * (the thread's message must not be an older one), an error prefixed with fn. */
 gm_status gm__query_result(const char *fn, gm_status status, const char *pending)

@@ -690,6 +690,88 @@ static void test_context_synchronize(void **state)
     gm_context_destroy(&ctx);
 }
 
+/* What a callback's synchronous calls returned. */
+typedef struct sync_calls {
+    gm_context *ctx;
+    gm_array *x;
+    gm_kernel *fill_kernel;
+    gm_status fill, memset, copy, to_device, to_host_new, launch, constant;
+    char message[256];
+} sync_calls;
+
+static void sync_calls_callback(gm_stream *stream, gm_status status, void *user)
+{
+    sync_calls *c = user;
+    const struct timespec pause = {0, 50 * 1000 * 1000};
+    float host[16], v = 7.0f;
+    int64_t n = 16;
+    gm_ndview hv;
+    gm_array *a = NULL, *b = NULL;
+    gm_arg args[3];
+
+    (void)stream;
+    (void)status;
+    nanosleep(&pause, NULL); /* the main thread queues work on the legacy stream meanwhile */
+    (void)gm_ndview_init(host, GM_FLOAT32, 1, &n, NULL, GM_ORDER_C, &hv);
+    args[0] = gm_arg_array(c->x);
+    args[1] = gm_arg_f32(v);
+    args[2] = gm_arg_i64(n);
+    c->fill = gm_array_fill(c->x, &v, NULL);
+    snprintf(c->message, sizeof(c->message), "%s", gm_last_error_message());
+    c->memset = gm_array_memset(c->x, 0, NULL);
+    c->copy = gm_copy(c->ctx, &hv, gm_array_view(c->x), NULL);
+    c->to_device = gm_to_device(c->ctx, &hv, NULL, &a);
+    c->to_host_new = gm_array_copy_to_host_new(c->x, NULL, &b);
+    c->launch =
+        gm_launch(c->fill_kernel, (gm_dim3){1, 1, 1}, (gm_dim3){16, 1, 1}, 0, NULL, 3, args);
+    c->constant = gm_module_set_constant(gm_kernel_module(c->fill_kernel), "none", &v, sizeof(v));
+    gm_array_release(&a);
+    gm_array_release(&b);
+}
+
+/*
+ * A synchronous call (no stream) inside a callback waits for the legacy
+ * stream, whose work queued after the callback waits for the callback's
+ * stream: refused (GM_ERR_STATE, runtime.h forbids it), not a hang.
+ */
+static void test_sync_calls_in_callback(void **state)
+{
+    gm_context *ctx = NULL;
+    gm_stream *s = NULL;
+    gm_array *y = NULL;
+    int64_t n = 16;
+    float one = 1.0f;
+    sync_calls c;
+
+    (void)state;
+    memset(&c, 0, sizeof(c));
+    assert_ok(gm_set_host_allocator(NULL)); /* the callback allocates on a worker thread */
+    assert_ok(gm_context_create(NULL, &ctx));
+    c.ctx = ctx;
+    assert_ok(gm_device_array(ctx, 1, &n, GM_FLOAT32, GM_ORDER_C, &c.x));
+    assert_ok(gm_device_array(ctx, 1, &n, GM_FLOAT32, GM_ORDER_C, &y));
+    assert_ok(gm_kernel_find(ctx, "fill_f32", &c.fill_kernel));
+    assert_ok(gm_stream_create(ctx, 0, &s));
+    assert_ok(gm_stream_add_callback(s, sync_calls_callback, &c));
+    assert_ok(gm_array_fill(y, &one, gm_default_stream(ctx))); /* waits for s's callback */
+    assert_ok(gm_stream_synchronize(s));
+    assert_int_equal(c.fill, GM_ERR_STATE);
+    assert_non_null(strstr(c.message, "gm_array_fill: a synchronous call (no stream) is not "
+                                      "allowed inside a stream callback"));
+    assert_int_equal(c.memset, GM_ERR_STATE);
+    assert_int_equal(c.copy, GM_ERR_STATE);
+    assert_int_equal(c.to_device, GM_ERR_STATE);
+    assert_int_equal(c.to_host_new, GM_ERR_STATE);
+    assert_int_equal(c.launch, GM_ERR_STATE);
+    assert_int_equal(c.constant, GM_ERR_STATE);
+    assert_ok(gm_context_synchronize(ctx));
+    gm_array_release(&c.x);
+    gm_array_release(&y);
+    gm_stream_destroy(&s);
+    gm_context_destroy(&ctx);
+    assert_ok(gm_test_use_cmocka_allocator(NULL));
+}
+
 static void test_events(void **state)
 {
     gm_context *ctx = rt_fault_ctx(), *other = NULL;
@@ -1121,6 +1203,7 @@ int main(void)
         cmocka_unit_test_setup(test_no_chaining_during_teardown, test_setup),
         cmocka_unit_test_setup(test_wrapped_stream_outlives_its_callbacks, test_setup),
         cmocka_unit_test_setup(test_auto_synchronize, test_setup),
+        cmocka_unit_test_setup(test_sync_calls_in_callback, test_setup),
         cmocka_unit_test_setup(test_events, test_setup),
         cmocka_unit_test_setup(test_callback_releases, test_setup),
         cmocka_unit_test_setup(test_callbacks_not_queued, test_setup),
