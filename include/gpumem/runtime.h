@@ -548,10 +548,10 @@ GM_API gm_status gm_stream_add_callback(gm_stream *stream, gm_stream_callback fn
  *        handle, per thread, as it stands for each thread's own stream);
  *        ending the outermost one synchronizes
  *        the stream and returns its status; ending an inner one returns GM_OK;
- *        ending with no scope open, or inside a stream callback, is
- *        GM_ERR_STATE. One thread may have per-thread-handle scopes open in
- *        at most 8 contexts at once (the 9th begin is GM_ERR_STATE; a scope
- *        left open in a destroyed context no longer counts).
+ *        ending with no scope open is GM_ERR_STATE, and so are beginning and
+ *        ending inside a stream callback (its end could not synchronize). One thread may have
+ * per-thread-handle scopes open in at most 8 contexts at once (the 9th begin is GM_ERR_STATE; a
+ * scope left open in a destroyed context no longer counts).
  */
 GM_API gm_status gm_stream_auto_synchronize_begin(gm_stream *stream);
 GM_API gm_status gm_stream_auto_synchronize_end(gm_stream *stream);

@@ -217,7 +217,10 @@ static gm_status check_config(const char *fn, const gm_kernel *k, const gm_devic
 {
     uint64_t threads = (uint64_t)block.x * block.y * block.z;
     int64_t limit = dev->max_threads_per_block;
-    uint64_t shared = (uint64_t)k->attrs.static_shared_bytes + dynamic_shared;
+    /* saturating: a dynamic size near SIZE_MAX must not wrap below the limit */
+    uint64_t shared = (uint64_t)dynamic_shared > UINT64_MAX - k->attrs.static_shared_bytes
+                          ? UINT64_MAX
+                          : (uint64_t)k->attrs.static_shared_bytes + dynamic_shared;
     int64_t shared_limit = dev->shared_memory_per_block_optin > dev->shared_memory_per_block
                                ? dev->shared_memory_per_block_optin
                                : dev->shared_memory_per_block;

@@ -576,6 +576,8 @@ gm_status gm_stream_auto_synchronize_begin(gm_stream *stream)
     _Atomic int64_t *depth = NULL;
     gm_status status = check_stream(fn, stream);
 
+    if (status == GM_OK && gm__in_stream_callback()) /* its end would be refused there */
+        status = gm__error(GM_ERR_STATE, "%s: not allowed inside a stream callback", fn);
     if (status != GM_OK)
         return status;
     depth = scope_depth(stream, true);

@@ -13,6 +13,7 @@
 #include <math.h>
 #include <spawn.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1665,6 +1666,16 @@ static void test_launch_errors(void **state)
     assert_status(
         gm_launch(k, dim1(1), dim1((uint32_t)info.max_threads_per_block + 1u), 0, NULL, 4, args),
         GM_ERR_INVALID_ARG);
+    /* dynamic shared memory whose sum with the kernel's static shared memory would wrap */
+    {
+        gm_kernel *reduce = NULL;
+        gm_arg rargs[3] = {gm_arg_array(a), gm_arg_array(c), gm_arg_i64(n)};
+
+        assert_ok(gm_kernel_find(g_ctx, "reduce_sum_f32", &reduce));
+        assert_status(gm_launch(reduce, dim1(1), dim1(16), SIZE_MAX - 16, NULL, 3, rargs),
+                      GM_ERR_INVALID_ARG);
+        assert_message_contains("shared memory exceed");
+    }
     assert_ok(gm_launch(k, dim1(1), dim1(16), 0, NULL, 4, args));
     f32_download(c, out, n);
     for (int i = 0; i < N; i++)

@@ -695,7 +695,7 @@ typedef struct sync_calls {
     gm_context *ctx;
     gm_array *x;
     gm_kernel *fill_kernel;
-    gm_status fill, memset, copy, to_device, to_host_new, launch, constant;
+    gm_status fill, memset, copy, to_device, to_host_new, launch, constant, scope;
     char message[256];
 } sync_calls;
 
@@ -725,6 +725,7 @@ static void sync_calls_callback(gm_stream *stream, gm_status status, void *user)
     c->launch =
         gm_launch(c->fill_kernel, (gm_dim3){1, 1, 1}, (gm_dim3){16, 1, 1}, 0, NULL, 3, args);
     c->constant = gm_module_set_constant(gm_kernel_module(c->fill_kernel), "none", &v, sizeof(v));
+    c->scope = gm_stream_auto_synchronize_begin(gm_default_stream(c->ctx)); /* its end would be */
     gm_array_release(&a);
     gm_array_release(&b);
 }
@@ -764,6 +765,9 @@ static void test_sync_calls_in_callback(void **state)
     assert_int_equal(c.to_host_new, GM_ERR_STATE);
     assert_int_equal(c.launch, GM_ERR_STATE);
     assert_int_equal(c.constant, GM_ERR_STATE);
+    assert_int_equal(c.scope, GM_ERR_STATE);
+    assert_status(gm_stream_auto_synchronize_end(gm_default_stream(ctx)), GM_ERR_STATE);
+    assert_message_contains("no auto_synchronize scope is open"); /* none was opened */
     assert_ok(gm_context_synchronize(ctx));
     gm_array_release(&c.x);
     gm_array_release(&y);
