@@ -293,6 +293,13 @@ GM_API gm_status gm_array_transpose(gm_array *array, gm_array **array_p);
  *        source at the call; the simulator and HSA read it when the copy
  *        runs, and may write a pageable destination only then). Temporaries are then released in
  * stream order through the deallocation queue.
+ *
+ * Device memory of another context on the same device: CUDA (every context
+ * of a device shares its primary context) and HSA (one runtime per process)
+ * copy it; the simulator, where each context simulates a device memory of
+ * its own, refuses it with GM_ERR_INVALID_ARG ("... is not inside device,
+ * managed, pinned or mapped memory of this context"). Copy through the
+ * context that owns the memory to stay portable.
  * @return GM_ERR_SHAPE_MISMATCH / GM_ERR_DTYPE naming both sides;
  *         GM_ERR_WRONG_CONTEXT for a stream of another context or a device
  *         descriptor of another device; GM_ERR_INVALID_ARG for overlapping

@@ -77,16 +77,17 @@ static gm_status check_order(const char *fn, gm_order order, bool allow_k)
 
 /* Record GM_ERR_NEEDS_COPY for a reshape of v into `dims` in `order`. */
 static gm_status reshape_needs_copy(const char *fn, const gm_ndview *v, int ndim,
-                                    const int64_t *dims, gm_order order)
+                                    const int64_t *dims, gm_order order, gm_order resolved)
 {
     char shape[TEXT_MAX], strides[TEXT_MAX], target[TEXT_MAX];
 
     return gm__error(GM_ERR_NEEDS_COPY,
                      "%s: reshaping the array of shape %s and strides %s into shape %s in "
-                     "order '%c' would require a copy",
+                     "order '%c'%s would require a copy",
                      fn, gm_format_shape(v->ndim, v->shape, shape, sizeof(shape)),
                      gm_format_shape(v->ndim, v->strides, strides, sizeof(strides)),
-                     gm_format_shape(ndim, dims, target, sizeof(target)), (char)order);
+                     gm_format_shape(ndim, dims, target, sizeof(target)), (char)order,
+                     resolved_text(order, resolved));
 }
 
 /*
@@ -96,7 +97,8 @@ static gm_status reshape_needs_copy(const char *fn, const gm_ndview *v, int ndim
 typedef struct nocopy {
     const char *fn;
     const gm_ndview *src;
-    gm_order order; /* GM_ORDER_C or GM_ORDER_F */
+    gm_order order;     /* GM_ORDER_C or GM_ORDER_F */
+    gm_order requested; /* the caller's order ('A' resolved to `order`), for messages */
     int oldnd;
     int64_t olddims[GM_MAX_DIMS];
     int64_t oldstrides[GM_MAX_DIMS];
@@ -112,6 +114,7 @@ static void nocopy_init(nocopy *st, const char *fn, const gm_ndview *src, int ne
     st->fn = fn;
     st->src = src;
     st->order = order;
+    st->requested = order;
     st->oldnd = 0;
     for (int i = 0; i < src->ndim; i++) {
         if (src->shape[i] != 1) {
@@ -244,7 +247,8 @@ static gm_status attempt_nocopy(nocopy *st)
         int oj = oi + 1;
 
         if (!match_group(st, ni, oi, &nj, &oj) || !group_merges(st, oi, oj))
-            status = reshape_needs_copy(st->fn, st->src, st->newnd, st->newdims, st->order);
+            status = reshape_needs_copy(st->fn, st->src, st->newnd, st->newdims, st->requested,
+                                        st->order);
         else
             group_strides(st, ni, nj, oi, oj);
         ni = nj;
@@ -273,6 +277,7 @@ static gm_status reshape_layout(const char *fn, const gm_ndview *v, int ndim, co
         nocopy st;
 
         nocopy_init(&st, fn, v, ndim, dims, resolved, strides);
+        st.requested = order;
         status = attempt_nocopy(&st);
     }
     if (status == GM_OK)

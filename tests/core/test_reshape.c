@@ -773,6 +773,15 @@ static void test_reshape_fortran_source(void **state)
     gm_ndview out;
 
     (void)state;
+    {
+        /* a strided F-like source, neither C- nor F-contiguous: 'A' is 'C' here, and the
+         * message names the order the caller gave and what it resolved to */
+        static const int64_t fshape[] = {3, 4}, fstrides[] = {8, 48}, twelve[] = {12};
+        gm_ndview f = make_view(8, 2, fshape, fstrides, 0);
+
+        assert_status(gm_ndview_reshape(&f, 1, twelve, GM_ORDER_A, &out), GM_ERR_NEEDS_COPY);
+        assert_message_contains("in order 'A' (here 'C') would require a copy");
+    }
     assert_status(gm_ndview_reshape(&in, 1, flat, GM_ORDER_C, &out), GM_ERR_NEEDS_COPY);
     assert_message_contains("would require a copy");
     assert_message_contains("shape (2, 3)");
@@ -854,7 +863,7 @@ static const error_case error_cases[] = {
     {"needs copy, -1 resolved in message", 8, 2, {4, 3}, {48, 16}, 2, {-1, 4}, 'F',
      GM_ERR_NEEDS_COPY, {"into shape (3, 4)", NULL, NULL, NULL}},
     {"needs copy, A resolved", 8, 2, {4, 3}, {0, 8}, 1, {12}, 'A', GM_ERR_NEEDS_COPY,
-     {"strides (0, 8)", "in order 'C'", NULL, NULL}},
+     {"strides (0, 8)", "in order 'A' (here 'C')", NULL, NULL}},
 };
 /* clang-format on */
 

@@ -993,6 +993,12 @@ static void test_wrong_context(void **state)
     dv.device_id = 5;
     assert_status(gm_copy(c1, &hin, &dv, NULL), GM_ERR_WRONG_CONTEXT);
     assert_message_contains("the source is memory of device 5");
+    /* the simulator: device memory of another context on the same device is refused */
+    assert_ok(gm_device_array(c2, 1, &n, GM_FLOAT64, GM_ORDER_C, &b));
+    assert_status(gm_copy(c1, &hin, gm_array_view(b), NULL), GM_ERR_INVALID_ARG);
+    assert_message_contains("memory of this context");
+    assert_status(gm_copy(c1, gm_array_view(b), gm_array_view(a), NULL), GM_ERR_INVALID_ARG);
+    gm_array_release(&b);
     assert_null(b);
     gm_stream_destroy(&s2);
     gm_array_release(&a);
