@@ -410,6 +410,18 @@ static bool block_reaches(const host_region *r, uintptr_t addr)
 }
 
 /*
+ * The end of what a live region holds against a registration: a pinned or
+ * mapped allocation its whole pages (locked and charged with it, as other
+ * contexts see it: host_spans.c), anything else its bytes.
+ */
+static uintptr_t held_end(const host_region *r)
+{
+    if (!r->registered && (r->kind == GM_MEMORY_PINNED || r->kind == GM_MEMORY_MAPPED))
+        return r->base + r->charged;
+    return r->base + r->bytes;
+}
+
+/*
  * Make room for a registration of [base, base + bytes) (mem_lock held):
  * false, changing nothing, when it overlaps a live region. Otherwise the
  * cached blocks it meets (the caller registers freed device memory) are
@@ -424,7 +436,7 @@ static bool register_room(host_ctx *c, uintptr_t base, size_t bytes, void **evic
     uintptr_t end = base + bytes; /* check_register rules out overflow */
 
     if (below != NULL && below->base < base) {
-        if (gm__host_region_live(below) && below->base + below->bytes > base)
+        if (gm__host_region_live(below) && held_end(below) > base)
             return false;
         first = gm__host_registry_next(below);
     } else {

@@ -568,6 +568,32 @@ static void test_register_unregister(void **state)
     free(buf);
 }
 
+/*
+ * A pinned or mapped allocation holds its whole pages (locked and charged with
+ * it): registering its page-rounded tail is refused in the same context as in
+ * another one, so no registration outlives the block inside it.
+ */
+static void test_register_in_pinned_tail(void **state)
+{
+    gm_backend_ctx *c = ctx_new(), *other = ctx_new();
+    void *p = NULL;
+    int kind = -1;
+
+    (void)state;
+    assert_ok(OPS->host_alloc(c, 100, 0, &p));
+    assert_status(OPS->host_register(c, (char *)p + 200, 100, 0), GM_ERR_STATE);
+    assert_status(OPS->host_register(other, (char *)p + 200, 100, 0), GM_ERR_STATE);
+    assert_status(OPS->host_register(c, (char *)p + 50, 10, 0), GM_ERR_STATE);
+    assert_ok(OPS->host_free(c, p));
+    assert_ok(OPS->pointer_kind(c, (char *)p + 200, &kind));
+    assert_int_equal(kind, GM_MEMORY_HOST); /* nothing of the context is left there */
+    assert_ok(OPS->host_alloc(c, 100, GM_HOST_MAPPED, &p));
+    assert_status(OPS->host_register(c, (char *)p + 4000, 8, 0), GM_ERR_STATE);
+    assert_ok(OPS->host_free(c, p));
+    OPS->fini(other);
+    OPS->fini(c);
+}
+
 /* Two registrations sharing a page: unregistering one keeps the shared page locked. */
 static void test_register_shared_page(void **state)
 {
@@ -1575,6 +1601,7 @@ int main(void)
         cmocka_unit_test(test_pinned_and_mapped),
         cmocka_unit_test(test_mlock_disabled_is_honest),
         cmocka_unit_test(test_register_unregister),
+        cmocka_unit_test(test_register_in_pinned_tail),
         cmocka_unit_test(test_register_shared_page),
         cmocka_unit_test(test_unlocked_registration_shares_a_page),
         cmocka_unit_test(test_portable_allocation_ends_where_asked),
