@@ -102,13 +102,16 @@ static void scope_end(gm_backend_ctx *bctx, const cuda_scope *scope)
         gm__log(GM_LOG_ERROR, "cuda: cannot give the caller its current context back");
 }
 
-/* Undo retain_context; the calling thread is left with no context if it had ours. */
+/*
+ * Undo retain_context. The thread's current context is left alone: the
+ * primary context is shared by the whole process (the CUDA runtime, Numba,
+ * CuPy), so gpumem cannot tell whether the caller made it current, and
+ * cuCtxSetCurrent(NULL) would pop the caller's context stack. Releasing
+ * never pops it (cuDevicePrimaryCtxRelease), and a later retain reactivates
+ * the same handle.
+ */
 static void release_context(gm_backend_ctx *bctx)
 {
-    CUcontext current = NULL;
-
-    if (GM_CUDA_CALL(&bctx->drv, cuCtxGetCurrent, &current) == GM_OK && current == bctx->context)
-        (void)GM_CUDA_CALL(&bctx->drv, cuCtxSetCurrent, NULL);
     if (GM_CUDA_CALL(&bctx->drv, cuDevicePrimaryCtxRelease, bctx->device) != GM_OK)
         gm__log(GM_LOG_WARN, "cuda: releasing the primary context failed: %s",
                 gm_last_error_message());

@@ -497,6 +497,8 @@ gm_status gm__cuda_event_elapsed(gm_backend_ctx *bctx, gm_backend_event *start,
 
     if (status == GM_OK)
         status = GM_CUDA_CALL(&bctx->drv, cuEventElapsedTime, &ms, (CUevent)start, (CUevent)end);
+    if (status == GM_ERR_NOT_READY) /* not recorded as an error by GM_CUDA_CALL (queries) */
+        return gm__error(status, "cuda event_elapsed: an event has not completed yet");
     if (status != GM_OK)
         return status;
     *ms_p = ms;

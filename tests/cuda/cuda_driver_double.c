@@ -892,9 +892,11 @@ CUresult CUDAAPI cuMemHostRegister(void *p, size_t bytesize, unsigned int Flags)
     if (p == NULL || bytesize == 0 || (Flags & ~HOST_REGISTER_FLAGS) != 0)
         return violation(CUDA_ERROR_INVALID_VALUE, "cuMemHostRegister(%p, %zu, 0x%x)", p, bytesize,
                          Flags);
-    for (size_t off = 0; off < bytesize; off += 4096) {
-        a = containing((uintptr_t)p + off, 1, 0);
-        if (a != NULL && (a->kind == ALLOC_REGISTERED || a->kind == ALLOC_PINNED))
+    /* any byte of the range already registered or pinned (the ranges intersect) */
+    for (int i = 0; i < S.alloc_top; i++) {
+        a = &S.allocs[i];
+        if (a->used != 0 && (a->kind == ALLOC_REGISTERED || a->kind == ALLOC_PINNED) &&
+            a->base < (uintptr_t)p + bytesize && (uintptr_t)p < a->base + a->bytes)
             return CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED;
     }
     if (new_alloc(ALLOC_REGISTERED, (uintptr_t)p, bytesize, Flags, NULL) == NULL)

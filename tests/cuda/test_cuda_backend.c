@@ -399,6 +399,10 @@ static void test_host_memory(void **state)
     assert_ok(CUDA_OPS->host_unregister(bctx, user));
     assert_status(CUDA_OPS->host_unregister(bctx, user), GM_ERR_INVALID_ARG);
     assert_message_contains("CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED");
+    /* a range that only contains an earlier registration overlaps it too */
+    assert_ok(CUDA_OPS->host_register(bctx, (char *)user + 100, 100, 0));
+    assert_status(CUDA_OPS->host_register(bctx, user, 4096, 0), GM_ERR_STATE);
+    assert_ok(CUDA_OPS->host_unregister(bctx, (char *)user + 100));
     assert_status(CUDA_OPS->host_register(bctx, user, 64, GM_HOST_WRITECOMBINED),
                   GM_ERR_INVALID_ARG);
 

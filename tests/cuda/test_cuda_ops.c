@@ -854,6 +854,10 @@ static void test_events(void **state)
     assert_float_equal(ms, 3.0f, 1e-6f);
     assert_status(CUDA_OPS->event_elapsed(bctx, start, untimed, &ms), GM_ERR_INVALID_HANDLE);
     assert_message_contains("cuEventElapsedTime failed: CUDA_ERROR_INVALID_HANDLE");
+    /* an event not completed yet: NOT_READY with a message of its own, not an older one */
+    gm_cuda_double_fail("cuEventElapsedTime_v2", 1, CUDA_ERROR_NOT_READY);
+    assert_status(CUDA_OPS->event_elapsed(bctx, start, end, &ms), GM_ERR_NOT_READY);
+    assert_message_contains("an event has not completed yet");
 
     gm_clear_error();
     gm_cuda_double_fail("cuEventQuery", 1, CUDA_ERROR_NOT_READY);

@@ -289,6 +289,37 @@ static void test_caller_context_restored(void **state)
 }
 
 /*
+ * The caller made the same primary context current (as the CUDA runtime,
+ * Numba or CuPy do): ending a gpumem context leaves it current, and the
+ * caller's own driver calls keep working.
+ */
+static void test_caller_primary_context_kept(void **state)
+{
+    CUcontext mine = NULL, current = NULL;
+    CUdeviceptr p = 0;
+    gm_context *ctx = NULL;
+    gm_array *a = NULL;
+    int64_t n = 64;
+
+    (void)state;
+    assert_int_equal(cuInit(0), CUDA_SUCCESS);
+    assert_int_equal(cuDevicePrimaryCtxRetain(&mine, 0), CUDA_SUCCESS);
+    assert_int_equal(cuCtxSetCurrent(mine), CUDA_SUCCESS);
+    ctx = open_context();
+    assert_ok(gm_device_array(ctx, 1, &n, GM_FLOAT32, GM_ORDER_C, &a));
+    gm_array_release(&a);
+    gm_context_destroy(&ctx);
+    assert_int_equal(cuCtxGetCurrent(&current), CUDA_SUCCESS);
+    assert_ptr_equal(current, mine);
+    assert_int_equal(cuMemAlloc(&p, 256), CUDA_SUCCESS);
+    assert_int_equal(cuMemFree(p), CUDA_SUCCESS);
+    assert_int_equal(cuCtxSetCurrent(NULL), CUDA_SUCCESS);
+    assert_int_equal(cuDevicePrimaryCtxRelease(0), CUDA_SUCCESS);
+    assert_int_equal(gm_cuda_double_live_objects(), 0);
+    assert_no_violations();
+}
+
+/*
  * IPC round trip (the double maps a handle in the process that made it; a
  * real driver wants another process): the opened array views the exporter's
  * elements through the same descriptor; its last release closes the mapping
@@ -423,6 +454,7 @@ int main(void)
         cmocka_unit_test_setup(test_context_synchronize, cuda_test_setup),
         cmocka_unit_test_setup(test_managed_array, cuda_test_setup),
         cmocka_unit_test_setup(test_caller_context_restored, cuda_test_setup),
+        cmocka_unit_test_setup(test_caller_primary_context_kept, cuda_test_setup),
         cmocka_unit_test_setup(test_ipc_round_trip, cuda_test_setup),
     };
 
