@@ -63,7 +63,12 @@ static int target_matches(const char *id, size_t id_len, const char *isa_name)
     return 1;
 }
 
-/* Whether a bundle entry id ("hipv4-amdgcn-amd-amdhsa--gfx906") is for this ISA. */
+/*
+ * Whether a bundle entry id is for this ISA: "<kind>-<triple>-<target id>"
+ * with a four-part triple whose environment is empty
+ * ("hipv4-amdgcn-amd-amdhsa--gfx906", clang 13 on) or a three-part one
+ * ("hip-amdgcn-amd-amdhsa-gfx906", older clang, ROCm 4 code object v2/v3).
+ */
 static int bundle_entry_matches(const char *id, size_t id_len, const char *isa_name)
 {
     static const char triple[] = "amdgcn-amd-amdhsa-";
@@ -77,10 +82,10 @@ static int bundle_entry_matches(const char *id, size_t id_len, const char *isa_n
     if (at == NULL)
         return 0;
     skip = (size_t)(at - id) + sizeof(triple) - 1;
-    /* The environment part of the triple is empty: "amdgcn-amd-amdhsa--gfx906". */
-    if (skip >= id_len || id[skip] != '-')
+    if (skip < id_len && id[skip] == '-') /* the empty environment of a four-part triple */
+        skip++;
+    if (skip >= id_len)
         return 0;
-    skip++;
     return target_matches(id + skip, id_len - skip, isa_name);
 }
 

@@ -191,8 +191,10 @@ static size_t side_span(const gm_copy_desc *d, size_t pitch, size_t side_height)
  * the call and an SDMA engine (no_copy_rect), dword-aligned start addresses,
  * pitches and plane sizes, extents that fit hsa_dim3_t's 32 bits, pitches and
  * plane sizes within what the SDMA rectangle packet encodes even in 1-byte
- * elements (pitch < 2^19 bytes when planes are copied, else < 2^28; plane <
- * 2^28 bytes), and no overlap between the two sides (the runtime forbids it).
+ * elements (pitch < 2^19 bytes; plane < 2^28 bytes), and no overlap between
+ * the two sides (the runtime forbids it). Recent ROCr turns a 2-D copy of a
+ * wider pitch into an X-Z rectangle (the slice takes the pitch's place), but
+ * whether ROCm 5.2 does is not known here, so wider pitches go as pieces.
  * Lock held.
  */
 static bool use_rect(const gm_backend_ctx *bctx, const gm_copy_desc *d, const copy_plan *plan,
@@ -200,7 +202,7 @@ static bool use_rect(const gm_backend_ctx *bctx, const gm_copy_desc *d, const co
 {
     size_t dslice = d->dst_pitch * plane_rows(d, d->dst_height);
     size_t sslice = d->src_pitch * plane_rows(d, d->src_height);
-    size_t max_pitch = d->depth > 1 ? (size_t)1 << 19 : (size_t)1 << 28;
+    size_t max_pitch = (size_t)1 << 19;
     uintptr_t da = (uintptr_t)dst.addr, sa = (uintptr_t)src.addr;
     size_t dspan = side_span(d, d->dst_pitch, d->dst_height);
     size_t sspan = side_span(d, d->src_pitch, d->src_height);

@@ -630,6 +630,22 @@ static void test_copies_rect(void **state)
             assert_memory_equal(back + 1 + (z * HH + y) * HP, host + (z * HH + y) * HP, W);
     }
     assert_int_equal(hsa_double_calls("hsa_amd_memory_async_copy_rect"), 4);
+    /* a 2-D copy whose host pitch is 2^19 bytes, past the rectangle packet's pitch field (ROCm
+     * 5.2 may not turn it into an X-Z rectangle): one copy per row */
+    {
+        const size_t wide = (size_t)1 << 19;
+        unsigned char *big = malloc(wide * H);
+
+        assert_non_null(big);
+        memset(big, 0x5a, wide * H);
+        d = (gm_copy_desc){
+            GM_COPY_DEVICE, GM_COPY_HOST, dev, (gm_devptr)(uintptr_t)big, W, H, 1, DP, DH, wide, H};
+        copies = hsa_double_copy_count();
+        assert_ok(hsa_ops->copy(bctx, &d, NULL));
+        assert_int_equal(hsa_double_copy_count() - copies, H);
+        assert_int_equal(hsa_double_calls("hsa_amd_memory_async_copy_rect"), 4);
+        free(big);
+    }
     assert_ok(hsa_ops->mem_free(bctx, dev));
     assert_ok(hsa_ops->mem_free(bctx, dev2));
     hsa_test_close(bctx);

@@ -152,6 +152,9 @@ static void test_bundle_targets(void **state)
     assert_ok(try_bundle("hipv4-amdgcn-amd-amdhsa--gfx906"));
     assert_ok(try_bundle("hip-amdgcn-amd-amdhsa--gfx906:xnack-"));
     assert_ok(try_bundle("hipv4-amdgcn-amd-amdhsa--gfx906:sramecc+:xnack-"));
+    assert_ok(try_bundle("hip-amdgcn-amd-amdhsa-gfx906")); /* three-part triple (old clang) */
+    assert_status(try_bundle("hip-amdgcn-amd-amdhsa-gfx90a"), GM_ERR_NOT_FOUND);
+    assert_status(try_bundle("hip-amdgcn-amd-amdhsa-"), GM_ERR_NOT_FOUND);
     assert_status(try_bundle("hipv4-amdgcn-amd-amdhsa--gfx906:xnack+"), GM_ERR_NOT_FOUND);
     assert_status(try_bundle("hipv4-amdgcn-amd-amdhsa--gfx90a"), GM_ERR_NOT_FOUND);
     assert_status(try_bundle("hipv4-amdgcn-amd-amdhsa--gfx90"), GM_ERR_NOT_FOUND);
