@@ -190,12 +190,19 @@ static gm_status cuda_init(const gm_backend_init_args *args, gm_backend_ctx **bc
     status = open_device(bctx, args->device_id);
     if (status != GM_OK)
         goto unload_driver;
+    /* A device whose context cannot be had is no usable device (GM_BACKEND=auto then falls
+     * back to the simulator); the driver's reason stays in the message. */
     status = retain_context(bctx);
-    if (status != GM_OK)
+    if (status != GM_OK) {
+        status = gm__cuda_annotate(GM_ERR_NO_DEVICE, "cuda: cannot use the device's primary "
+                                                     "context");
         goto unload_driver;
+    }
     status = read_device_info(bctx);
-    if (status != GM_OK)
+    if (status != GM_OK) {
+        status = gm__cuda_annotate(GM_ERR_NO_DEVICE, "cuda: cannot read the device's properties");
         goto release_primary;
+    }
     status = gm__cuda_pack_init(bctx);
     if (status != GM_OK)
         goto release_primary;

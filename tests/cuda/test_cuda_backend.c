@@ -159,6 +159,29 @@ static void test_init_fini_call_order(void **state)
     assert_int_equal(gm_cuda_double_count_calls("cuDevicePrimaryCtxRelease_v2"), 1);
 }
 
+/*
+ * A device whose primary context cannot be had (another process holds it in
+ * exclusive mode, no memory left for it) is no usable device: GM_ERR_NO_DEVICE
+ * with the driver's reason, so that GM_BACKEND=auto falls back; nothing stays.
+ */
+static void test_primary_context_refused(void **state)
+{
+    gm_backend_init_args args = {0, 32};
+    gm_backend_ctx *bctx = NULL;
+
+    (void)state;
+    gm_cuda_double_fail("cuDevicePrimaryCtxRetain", 1, CUDA_ERROR_DEVICE_UNAVAILABLE);
+    assert_status(CUDA_OPS->init(&args, &bctx), GM_ERR_NO_DEVICE);
+    assert_message_contains("cannot use the device's primary context");
+    assert_message_contains("CUDA_ERROR_DEVICE_UNAVAILABLE");
+    assert_null(bctx);
+    gm_cuda_double_fail("cuDeviceGetName", 1, CUDA_ERROR_OUT_OF_MEMORY);
+    assert_status(CUDA_OPS->init(&args, &bctx), GM_ERR_NO_DEVICE);
+    assert_message_contains("cannot read the device's properties");
+    assert_null(bctx);
+    assert_int_equal(gm_cuda_double_live_objects(), 0);
+}
+
 /* No library at the path: GM_ERR_NO_DRIVER naming it. */
 static void test_no_driver(void **state)
 {
@@ -791,6 +814,7 @@ int main(void)
         cmocka_unit_test_setup(test_ops_table_complete, cuda_test_setup),
         cmocka_unit_test_setup(test_symbols_are_versioned, cuda_test_setup),
         cmocka_unit_test_setup(test_init_fini_call_order, cuda_test_setup),
+        cmocka_unit_test_setup(test_primary_context_refused, cuda_test_setup),
         cmocka_unit_test_setup(test_no_driver, cuda_test_setup),
         cmocka_unit_test_setup(test_no_device, cuda_test_setup),
         cmocka_unit_test_setup(test_init_unwinds, cuda_test_setup),
