@@ -496,8 +496,13 @@ static bool lock_pages(const host_ctx *c, uintptr_t base, size_t bytes, const ch
         int err = errno;
 
         (void)getrlimit(RLIMIT_MEMLOCK, &limit);
-        snprintf(reason, sizeof reason, "mlock failed with errno %d; RLIMIT_MEMLOCK is %llu bytes",
-                 err, (unsigned long long)limit.rlim_cur);
+        if (limit.rlim_cur == RLIM_INFINITY)
+            snprintf(reason, sizeof reason,
+                     "mlock failed with errno %d; RLIMIT_MEMLOCK is unlimited", err);
+        else
+            snprintf(reason, sizeof reason,
+                     "mlock failed with errno %d; RLIMIT_MEMLOCK is %llu bytes", err,
+                     (unsigned long long)limit.rlim_cur);
     }
     gm__log(GM_LOG_INFO,
             "%s: %zu bytes at %p are NOT page-locked (%s); they work, but as "
