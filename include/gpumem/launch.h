@@ -209,6 +209,13 @@ typedef struct gm_image_set {
  *        gm_kernel_find(). Sets registered later are searched first, so an
  *        application can replace a built-in kernel. Registering the same set
  *        twice is a no-op.
+ * @return GM_OK; GM_ERR_NULL_POINTER; GM_ERR_INVALID_ARG for a host table
+ *         without GM_HOST_TABLE_MAGIC or with malformed lists, a negative
+ *         amdgpu_count, amdgpu NULL with a count, or cuda and cuda_bytes
+ *         not both set or both unset; GM_ERR_VERSION_MISMATCH for a host
+ *         table of another GM_HOST_KERNEL_ABI; GM_ERR_PERMISSION when the
+ *         registry is full. (Each image's own contents are checked when a
+ *         context loads it: gm_kernel_find() then reports those errors.)
  */
 GM_API gm_status gm_register_image_set(const gm_image_set *set);
 
@@ -226,7 +233,9 @@ GM_API gm_status gm_unregister_image_set(const gm_image_set *set);
  *        sets (newest first), then the library's built-in kernels. The
  *        module holding it is loaded once per context and owned by it.
  * @return GM_OK; GM_ERR_NOT_FOUND naming the kernel and the backend (e.g. a
- *         library built without nvcc has no CUDA images).
+ *         library built without nvcc has no CUDA images); the errors of
+ *         loading the image that holds it (gm_module_load_image's: a corrupt
+ *         image, one for another architecture or simulator ABI).
  */
 GM_API gm_status gm_kernel_find(gm_context *ctx, const char *name, gm_kernel **kernel_p);
 

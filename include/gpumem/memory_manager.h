@@ -174,7 +174,9 @@ struct gm_memory_manager {
     /**
      * @brief Mandatory. Free memory from memalloc (ptr, bytes and owner as it
      *        returned them). A failure is reported by the flush that called
-     *        it (the entry stays queued) or logged (immediate frees).
+     *        it (the entry stays queued), or for an immediate free logged and
+     *        recorded as the thread's error by the void call that freed
+     *        (gm_array_release: status.h).
      */
     gm_status (*memfree)(const gm_memory_manager_base *base, void *user, uint64_t ptr, size_t bytes,
                          void *owner);

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "kernels_internal.h"
 
@@ -401,11 +402,17 @@ static gm_status read_file(const char *fn, const char *path, void **data_p, size
 {
     FILE *f = fopen(path, "rb");
     unsigned char *data = NULL;
+    struct stat st;
     long size = 0;
     gm_status status = GM_OK;
 
     if (f == NULL)
         return gm__error(GM_ERR_NOT_FOUND, "%s: cannot open '%s'", fn, path);
+    /* a directory opens too (its "size" is LONG_MAX): only regular files are images */
+    if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
+        status = gm__error(GM_ERR_NOT_FOUND, "%s: cannot read '%s': not a regular file", fn, path);
+        goto out;
+    }
     if (fseek(f, 0, SEEK_END) != 0 || (size = ftell(f)) < 0 || fseek(f, 0, SEEK_SET) != 0) {
         status = gm__error(GM_ERR_NOT_FOUND, "%s: cannot read '%s'", fn, path);
         goto out;
@@ -719,12 +726,47 @@ size_t gm_kernel_signature(const gm_kernel *kernel, char *buf, size_t size)
 
 /* ----------------------------------------------------------- registry */
 
+/* The checks of a set that need no backend (each image's own are made when it is loaded). */
+static gm_status check_set(const char *fn, const gm_image_set *set)
+{
+    const char *name = set->name != NULL ? set->name : "(unnamed)";
+    const gm_host_table *t = set->host;
+
+    if (t != NULL && t->magic != GM_HOST_TABLE_MAGIC)
+        return gm__error(GM_ERR_INVALID_ARG,
+                         "%s: set '%s': its host table is not one (magic 0x%x, expected 0x%x)", fn,
+                         name, (unsigned)t->magic, (unsigned)GM_HOST_TABLE_MAGIC);
+    if (t != NULL && t->abi != GM_HOST_KERNEL_ABI)
+        return gm__error(GM_ERR_VERSION_MISMATCH,
+                         "%s: set '%s': its host table was built for simulator ABI %u, this "
+                         "library runs ABI %u",
+                         fn, name, (unsigned)t->abi, (unsigned)GM_HOST_KERNEL_ABI);
+    if (t != NULL &&
+        (t->nkernels < 0 || t->nglobals < 0 || (t->nkernels > 0 && t->kernels == NULL) ||
+         (t->nglobals > 0 && t->globals == NULL)))
+        return gm__error(GM_ERR_INVALID_ARG,
+                         "%s: set '%s': its host table's kernel or global list is malformed", fn,
+                         name);
+    if (set->amdgpu_count < 0 || (set->amdgpu_count > 0 && set->amdgpu == NULL) ||
+        (set->cuda == NULL) != (set->cuda_bytes == 0))
+        return gm__error(GM_ERR_INVALID_ARG,
+                         "%s: set '%s': amdgpu_count %d with amdgpu %s, or cuda %s with "
+                         "cuda_bytes %zu",
+                         fn, name, (int)set->amdgpu_count, set->amdgpu != NULL ? "set" : "NULL",
+                         set->cuda != NULL ? "set" : "NULL", set->cuda_bytes);
+    return GM_OK;
+}
+
 gm_status gm_register_image_set(const gm_image_set *set)
 {
+    static const char fn[] = "gm_register_image_set";
     gm_status status = GM_OK;
 
     if (set == NULL)
-        return gm__error(GM_ERR_NULL_POINTER, "gm_register_image_set: set is NULL");
+        return gm__error(GM_ERR_NULL_POINTER, "%s: set is NULL", fn);
+    status = check_set(fn, set);
+    if (status != GM_OK)
+        return status;
     pthread_mutex_lock(&kernels_lock);
     for (int i = 0; i < nregistered; i++) {
         if (registered[i] == set)

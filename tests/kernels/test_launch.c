@@ -197,6 +197,26 @@ static void test_find_and_registry(void **state)
     assert_int_equal(info.nparams, 6);
     assert_int_equal(info.max_threads_per_block, 1024);
     assert_int_equal(info.format, GM_IMAGE_FORMAT_HOST);
+    /* Malformed sets are refused when registered, not at a later gm_kernel_find. */
+    {
+        static gm_host_table bad_magic, bad_abi;
+        static gm_image_set sets[4];
+
+        bad_magic = kt_test_table;
+        bad_magic.magic = 0;
+        bad_abi = kt_test_table;
+        bad_abi.abi = GM_HOST_KERNEL_ABI + 1;
+        sets[0] = (gm_image_set){"bad magic", &bad_magic, NULL, 0, NULL, 0};
+        sets[1] = (gm_image_set){"bad abi", &bad_abi, NULL, 0, NULL, 0};
+        sets[2] = (gm_image_set){"bad count", &kt_test_table, NULL, 0, NULL, -1};
+        sets[3] = (gm_image_set){"cuda size", NULL, NULL, 16, NULL, 0};
+        assert_status(gm_register_image_set(&sets[0]), GM_ERR_INVALID_ARG);
+        assert_message_contains("gm_register_image_set: set 'bad magic'");
+        assert_status(gm_register_image_set(&sets[1]), GM_ERR_VERSION_MISMATCH);
+        assert_status(gm_register_image_set(&sets[2]), GM_ERR_INVALID_ARG);
+        assert_status(gm_register_image_set(&sets[3]), GM_ERR_INVALID_ARG);
+        assert_status(gm_unregister_image_set(&sets[0]), GM_ERR_NOT_FOUND); /* not listed */
+    }
     /* A registered set comes first: its add_f32 replaces the built-in one. */
     assert_ok(gm_register_image_set(&kt_override_set));
     assert_ok(gm_register_image_set(&kt_override_set));
@@ -342,6 +362,9 @@ static void test_module_errors(void **state)
     assert_status(gm_module_load_file(ctx, GM_IMAGE_FORMAT_AUTO, "/nonexistent/k.fatbin", &m),
                   GM_ERR_NOT_FOUND);
     assert_message_contains("/nonexistent/k.fatbin");
+    /* a directory opens, but is no image (its size reads as LONG_MAX) */
+    assert_status(gm_module_load_file(ctx, GM_IMAGE_FORMAT_AUTO, "/tmp", &m), GM_ERR_NOT_FOUND);
+    assert_message_contains("not a regular file");
     fd = mkstemp(path);
     assert_true(fd >= 0);
     f = fdopen(fd, "wb");
