@@ -67,6 +67,11 @@
  * barrier under a thread-dependent branch) with GM_ERR_BARRIER_DIVERGENCE.
  * gm_wavebarrier() waits for the threads of the calling warp that have not
  * returned.
+ *
+ * A kernel that faults (a wild or NULL pointer) on the simulator faults the
+ * process, as any C code does: there is no device to lose, so no
+ * GM_ERR_CONTEXT_LOST as on CUDA and HSA. Run it under AddressSanitizer to
+ * locate the access (the report names the kernel's body).
  */
 #ifndef GPUMEM_KERNEL_H
 #define GPUMEM_KERNEL_H
@@ -951,12 +956,91 @@ GM__DEVINL int64_t gm_global_size_z(void)
 /* ------------------------------------------------------ host tables */
 
 #if defined(GM_TARGET_HOST)
-/** List the kernels of a host table: GM_HOST_KERNELS(k1, k2, ...). */
-#define GM_HOST_KERNELS(...) GM__MAP(GM__M_KREF, GM__COMMA, __VA_ARGS__)
-#define GM__M_KREF(i, k)     &k##__gm_kernel
-/** List the constant arrays of a host table: GM_HOST_GLOBALS(c1, ...). */
-#define GM_HOST_GLOBALS(...) GM__MAP(GM__M_GREF, GM__COMMA, __VA_ARGS__)
-#define GM__M_GREF(i, g)     &g##__gm_global
+/** The most kernels (or constant arrays) one GM_HOST_KERNELS (GM_HOST_GLOBALS) lists. */
+#define GM_HOST_LIST_MAX 64
+/* GM__LIST(m, a, b, ...) is m(a), m(b), ...: up to GM_HOST_LIST_MAX names. */
+#define GM__LNARGS(...)                                                                          \
+    GM__LNARGS_(__VA_ARGS__, 64, 63, 62, 61, 60, 59, 58, 57, 56, 55, 54, 53, 52, 51, 50, 49, 48, \
+                47, 46, 45, 44, 43, 42, 41, 40, 39, 38, 37, 36, 35, 34, 33, 32, 31, 30, 29, 28,  \
+                27, 26, 25, 24, 23, 22, 21, 20, 19, 18, 17, 16, 15, 14, 13, 12, 11, 10, 9, 8, 7, \
+                6, 5, 4, 3, 2, 1, 0)
+#define GM__LNARGS_(a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15, a16, a17, \
+                    a18, a19, a20, a21, a22, a23, a24, a25, a26, a27, a28, a29, a30, a31, a32,  \
+                    a33, a34, a35, a36, a37, a38, a39, a40, a41, a42, a43, a44, a45, a46, a47,  \
+                    a48, a49, a50, a51, a52, a53, a54, a55, a56, a57, a58, a59, a60, a61, a62,  \
+                    a63, a64, N, ...)                                                           \
+    N
+#define GM__LIST(m, ...)       GM__CAT(GM__LIST_, GM__LNARGS(__VA_ARGS__))(m, __VA_ARGS__)
+#define GM__LIST_1(m, a)       m(a)
+#define GM__LIST_2(m, a, ...)  m(a), GM__LIST_1(m, __VA_ARGS__)
+#define GM__LIST_3(m, a, ...)  m(a), GM__LIST_2(m, __VA_ARGS__)
+#define GM__LIST_4(m, a, ...)  m(a), GM__LIST_3(m, __VA_ARGS__)
+#define GM__LIST_5(m, a, ...)  m(a), GM__LIST_4(m, __VA_ARGS__)
+#define GM__LIST_6(m, a, ...)  m(a), GM__LIST_5(m, __VA_ARGS__)
+#define GM__LIST_7(m, a, ...)  m(a), GM__LIST_6(m, __VA_ARGS__)
+#define GM__LIST_8(m, a, ...)  m(a), GM__LIST_7(m, __VA_ARGS__)
+#define GM__LIST_9(m, a, ...)  m(a), GM__LIST_8(m, __VA_ARGS__)
+#define GM__LIST_10(m, a, ...) m(a), GM__LIST_9(m, __VA_ARGS__)
+#define GM__LIST_11(m, a, ...) m(a), GM__LIST_10(m, __VA_ARGS__)
+#define GM__LIST_12(m, a, ...) m(a), GM__LIST_11(m, __VA_ARGS__)
+#define GM__LIST_13(m, a, ...) m(a), GM__LIST_12(m, __VA_ARGS__)
+#define GM__LIST_14(m, a, ...) m(a), GM__LIST_13(m, __VA_ARGS__)
+#define GM__LIST_15(m, a, ...) m(a), GM__LIST_14(m, __VA_ARGS__)
+#define GM__LIST_16(m, a, ...) m(a), GM__LIST_15(m, __VA_ARGS__)
+#define GM__LIST_17(m, a, ...) m(a), GM__LIST_16(m, __VA_ARGS__)
+#define GM__LIST_18(m, a, ...) m(a), GM__LIST_17(m, __VA_ARGS__)
+#define GM__LIST_19(m, a, ...) m(a), GM__LIST_18(m, __VA_ARGS__)
+#define GM__LIST_20(m, a, ...) m(a), GM__LIST_19(m, __VA_ARGS__)
+#define GM__LIST_21(m, a, ...) m(a), GM__LIST_20(m, __VA_ARGS__)
+#define GM__LIST_22(m, a, ...) m(a), GM__LIST_21(m, __VA_ARGS__)
+#define GM__LIST_23(m, a, ...) m(a), GM__LIST_22(m, __VA_ARGS__)
+#define GM__LIST_24(m, a, ...) m(a), GM__LIST_23(m, __VA_ARGS__)
+#define GM__LIST_25(m, a, ...) m(a), GM__LIST_24(m, __VA_ARGS__)
+#define GM__LIST_26(m, a, ...) m(a), GM__LIST_25(m, __VA_ARGS__)
+#define GM__LIST_27(m, a, ...) m(a), GM__LIST_26(m, __VA_ARGS__)
+#define GM__LIST_28(m, a, ...) m(a), GM__LIST_27(m, __VA_ARGS__)
+#define GM__LIST_29(m, a, ...) m(a), GM__LIST_28(m, __VA_ARGS__)
+#define GM__LIST_30(m, a, ...) m(a), GM__LIST_29(m, __VA_ARGS__)
+#define GM__LIST_31(m, a, ...) m(a), GM__LIST_30(m, __VA_ARGS__)
+#define GM__LIST_32(m, a, ...) m(a), GM__LIST_31(m, __VA_ARGS__)
+#define GM__LIST_33(m, a, ...) m(a), GM__LIST_32(m, __VA_ARGS__)
+#define GM__LIST_34(m, a, ...) m(a), GM__LIST_33(m, __VA_ARGS__)
+#define GM__LIST_35(m, a, ...) m(a), GM__LIST_34(m, __VA_ARGS__)
+#define GM__LIST_36(m, a, ...) m(a), GM__LIST_35(m, __VA_ARGS__)
+#define GM__LIST_37(m, a, ...) m(a), GM__LIST_36(m, __VA_ARGS__)
+#define GM__LIST_38(m, a, ...) m(a), GM__LIST_37(m, __VA_ARGS__)
+#define GM__LIST_39(m, a, ...) m(a), GM__LIST_38(m, __VA_ARGS__)
+#define GM__LIST_40(m, a, ...) m(a), GM__LIST_39(m, __VA_ARGS__)
+#define GM__LIST_41(m, a, ...) m(a), GM__LIST_40(m, __VA_ARGS__)
+#define GM__LIST_42(m, a, ...) m(a), GM__LIST_41(m, __VA_ARGS__)
+#define GM__LIST_43(m, a, ...) m(a), GM__LIST_42(m, __VA_ARGS__)
+#define GM__LIST_44(m, a, ...) m(a), GM__LIST_43(m, __VA_ARGS__)
+#define GM__LIST_45(m, a, ...) m(a), GM__LIST_44(m, __VA_ARGS__)
+#define GM__LIST_46(m, a, ...) m(a), GM__LIST_45(m, __VA_ARGS__)
+#define GM__LIST_47(m, a, ...) m(a), GM__LIST_46(m, __VA_ARGS__)
+#define GM__LIST_48(m, a, ...) m(a), GM__LIST_47(m, __VA_ARGS__)
+#define GM__LIST_49(m, a, ...) m(a), GM__LIST_48(m, __VA_ARGS__)
+#define GM__LIST_50(m, a, ...) m(a), GM__LIST_49(m, __VA_ARGS__)
+#define GM__LIST_51(m, a, ...) m(a), GM__LIST_50(m, __VA_ARGS__)
+#define GM__LIST_52(m, a, ...) m(a), GM__LIST_51(m, __VA_ARGS__)
+#define GM__LIST_53(m, a, ...) m(a), GM__LIST_52(m, __VA_ARGS__)
+#define GM__LIST_54(m, a, ...) m(a), GM__LIST_53(m, __VA_ARGS__)
+#define GM__LIST_55(m, a, ...) m(a), GM__LIST_54(m, __VA_ARGS__)
+#define GM__LIST_56(m, a, ...) m(a), GM__LIST_55(m, __VA_ARGS__)
+#define GM__LIST_57(m, a, ...) m(a), GM__LIST_56(m, __VA_ARGS__)
+#define GM__LIST_58(m, a, ...) m(a), GM__LIST_57(m, __VA_ARGS__)
+#define GM__LIST_59(m, a, ...) m(a), GM__LIST_58(m, __VA_ARGS__)
+#define GM__LIST_60(m, a, ...) m(a), GM__LIST_59(m, __VA_ARGS__)
+#define GM__LIST_61(m, a, ...) m(a), GM__LIST_60(m, __VA_ARGS__)
+#define GM__LIST_62(m, a, ...) m(a), GM__LIST_61(m, __VA_ARGS__)
+#define GM__LIST_63(m, a, ...) m(a), GM__LIST_62(m, __VA_ARGS__)
+#define GM__LIST_64(m, a, ...) m(a), GM__LIST_63(m, __VA_ARGS__)
+/** List the kernels of a host table: GM_HOST_KERNELS(k1, k2, ...), 1 to 64 names. */
+#define GM_HOST_KERNELS(...) GM__LIST(GM__M_KREF, __VA_ARGS__)
+#define GM__M_KREF(k)        &k##__gm_kernel
+/** List the constant arrays of a host table: GM_HOST_GLOBALS(c1, ...), 1 to 64 names. */
+#define GM_HOST_GLOBALS(...) GM__LIST(GM__M_GREF, __VA_ARGS__)
+#define GM__M_GREF(g)        &g##__gm_global
 /** A table without constant arrays. */
 #define GM_HOST_NO_GLOBALS NULL
 /**

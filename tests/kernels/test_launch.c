@@ -47,6 +47,114 @@ GM_KERNEL(kt_mixed_scalars, (double *, out), (int8_t, c), (double, x), (int16_t,
 GM_HOST_TABLE(kt_typedef_table, GM_HOST_KERNELS(kt_scale_typedefs, kt_mixed_scalars),
               GM_HOST_NO_GLOBALS);
 
+/* A table of more kernels than a parameter list may have (GM_HOST_KERNELS takes up to 64). */
+GM_KERNEL(kt_many_0, (int32_t *, out))
+{
+    out[0] = 0;
+}
+
+GM_KERNEL(kt_many_1, (int32_t *, out))
+{
+    out[0] = 1;
+}
+
+GM_KERNEL(kt_many_2, (int32_t *, out))
+{
+    out[0] = 2;
+}
+
+GM_KERNEL(kt_many_3, (int32_t *, out))
+{
+    out[0] = 3;
+}
+
+GM_KERNEL(kt_many_4, (int32_t *, out))
+{
+    out[0] = 4;
+}
+
+GM_KERNEL(kt_many_5, (int32_t *, out))
+{
+    out[0] = 5;
+}
+
+GM_KERNEL(kt_many_6, (int32_t *, out))
+{
+    out[0] = 6;
+}
+
+GM_KERNEL(kt_many_7, (int32_t *, out))
+{
+    out[0] = 7;
+}
+
+GM_KERNEL(kt_many_8, (int32_t *, out))
+{
+    out[0] = 8;
+}
+
+GM_KERNEL(kt_many_9, (int32_t *, out))
+{
+    out[0] = 9;
+}
+
+GM_KERNEL(kt_many_10, (int32_t *, out))
+{
+    out[0] = 10;
+}
+
+GM_KERNEL(kt_many_11, (int32_t *, out))
+{
+    out[0] = 11;
+}
+
+GM_KERNEL(kt_many_12, (int32_t *, out))
+{
+    out[0] = 12;
+}
+
+GM_KERNEL(kt_many_13, (int32_t *, out))
+{
+    out[0] = 13;
+}
+
+GM_KERNEL(kt_many_14, (int32_t *, out))
+{
+    out[0] = 14;
+}
+
+GM_KERNEL(kt_many_15, (int32_t *, out))
+{
+    out[0] = 15;
+}
+
+GM_KERNEL(kt_many_16, (int32_t *, out))
+{
+    out[0] = 16;
+}
+
+GM_KERNEL(kt_many_17, (int32_t *, out))
+{
+    out[0] = 17;
+}
+
+GM_KERNEL(kt_many_18, (int32_t *, out))
+{
+    out[0] = 18;
+}
+
+GM_KERNEL(kt_many_19, (int32_t *, out))
+{
+    out[0] = 19;
+}
+
+GM_HOST_TABLE(kt_many_table,
+              GM_HOST_KERNELS(kt_many_0, kt_many_1, kt_many_2, kt_many_3, kt_many_4, kt_many_5,
+                              kt_many_6, kt_many_7, kt_many_8, kt_many_9, kt_many_10, kt_many_11,
+                              kt_many_12, kt_many_13, kt_many_14, kt_many_15, kt_many_16,
+                              kt_many_17, kt_many_18, kt_many_19),
+              GM_HOST_NO_GLOBALS);
+
 typedef struct add_fixture {
     gm_context *ctx;
     gm_kernel *add;
@@ -375,6 +483,33 @@ static void test_module_errors(void **state)
     assert_status(gm_module_load_file(ctx, GM_IMAGE_FORMAT_HOST, path, &m), GM_ERR_INVALID_ARG);
     remove(path);
     assert_null(m);
+    kt_destroy(&ctx);
+}
+
+/* Twenty kernels in one host table: every one is listed and runs. */
+static void test_many_kernels_table(void **state)
+{
+    gm_context *ctx = kt_context(32);
+    gm_module *m = NULL;
+    gm_kernel *k = NULL;
+    gm_array *out = kt_device(ctx, GM_INT32, 1, NULL);
+    gm_arg args[1] = {gm_arg_array(out)};
+    int32_t got = -1;
+
+    (void)state;
+    assert_int_equal(kt_many_table.nkernels, 20);
+    assert_ok(
+        gm_module_load_image(ctx, GM_IMAGE_FORMAT_HOST, &kt_many_table, sizeof kt_many_table, &m));
+    assert_ok(gm_module_get_kernel(m, "kt_many_19", &k));
+    assert_ok(gm_launch(k, d1(1), d1(1), 0, NULL, 1, args));
+    kt_to_host(out, GM_INT32, 1, &got);
+    assert_int_equal(got, 19);
+    assert_ok(gm_module_get_kernel(m, "kt_many_0", &k));
+    assert_ok(gm_launch(k, d1(1), d1(1), 0, NULL, 1, args));
+    kt_to_host(out, GM_INT32, 1, &got);
+    assert_int_equal(got, 0);
+    gm_array_release(&out);
+    gm_module_unload(&m);
     kt_destroy(&ctx);
 }
 
@@ -841,6 +976,7 @@ int main(void)
         cmocka_unit_test(test_argument_errors),
         cmocka_unit_test(test_wrong_context_stream),
         cmocka_unit_test(test_find_and_registry),
+        cmocka_unit_test(test_many_kernels_table),
         cmocka_unit_test(test_modules),
         cmocka_unit_test(test_module_errors),
         cmocka_unit_test(test_typedef_parameters),
