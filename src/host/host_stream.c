@@ -32,7 +32,9 @@
  * CUDA host functions: they must not synchronize their own stream
  * (stream_synchronize and stream_destroy detect it: GM_ERR_STATE) nor issue
  * synchronous ops while legacy work is queued behind them (the synchronous
- * op skips the caller's own stream, but legacy work waits for it).
+ * op skips the caller's own stream, but legacy work waits for it: a hang;
+ * the core refuses every synchronous call inside a user's callback, and the
+ * library's own work functions make none).
  *
  * Per-thread default streams are keyed by a per-thread counter value (not
  * pthread_self, which the system reuses after a thread exits); a thread's
