@@ -24,6 +24,10 @@
 #include <stdbool.h>
 #include <string.h>
 
+#if defined(__SSE2__)
+#include <xmmintrin.h>
+#endif
+
 #include "backend.h"
 #include "ndview_internal.h"
 
@@ -179,8 +183,66 @@ static void tile_2(char *d, const char *s, const kernel_args *a)
     tile_copy(d, s, a, 2);
 }
 
+#if defined(__SSE2__)
+#ifndef BLOCKS_TILE_EDGE
+#define BLOCKS_TILE_EDGE 64
+#endif
+/*
+ * A tile copy of 4-byte items between a destination contiguous along a and a
+ * source contiguous along b (a transpose): 4 x 4 blocks go through registers
+ * (four 16-byte loads, an in-register transpose, four 16-byte stores; the
+ * shuffles move bits, so any 4-byte type is copied exactly), the edges item
+ * by item.
+ */
+static void tile_4_blocks(char *dst, const char *src, const kernel_args *a)
+{
+    const int64_t na = a->na, nb = a->nb, tile = a->tile;
+    const int64_t ssa = a->ssa, dsb = a->dsb;
+
+    for (int64_t b0 = 0; b0 < nb; b0 += tile) {
+        const int64_t b1 = b0 + tile < nb ? b0 + tile : nb;
+        const int64_t b4 = b0 + ((b1 - b0) & ~(int64_t)3);
+
+        for (int64_t a0 = 0; a0 < na; a0 += tile) {
+            const int64_t a1 = a0 + tile < na ? a0 + tile : na;
+            const int64_t a4 = a0 + ((a1 - a0) & ~(int64_t)3);
+
+            for (int64_t j = b0; j < b4; j += 4) {
+                for (int64_t i = a0; i < a4; i += 4) {
+                    const char *s = src + j * 4 + i * ssa;
+                    char *d = dst + j * dsb + i * 4;
+                    __m128 r0 = _mm_loadu_ps((const float *)(const void *)s);
+                    __m128 r1 = _mm_loadu_ps((const float *)(const void *)(s + ssa));
+                    __m128 r2 = _mm_loadu_ps((const float *)(const void *)(s + 2 * ssa));
+                    __m128 r3 = _mm_loadu_ps((const float *)(const void *)(s + 3 * ssa));
+
+                    _MM_TRANSPOSE4_PS(r0, r1, r2, r3);
+                    _mm_storeu_ps((float *)(void *)d, r0);
+                    _mm_storeu_ps((float *)(void *)(d + dsb), r1);
+                    _mm_storeu_ps((float *)(void *)(d + 2 * dsb), r2);
+                    _mm_storeu_ps((float *)(void *)(d + 3 * dsb), r3);
+                }
+                for (int64_t jj = j; jj < j + 4; jj++) /* the a edge of these four rows */
+                    line_run(dst + jj * dsb + a4 * 4, src + jj * 4 + a4 * ssa, a1 - a4, 4, ssa, 4);
+            }
+            for (int64_t jj = b4; jj < b1; jj++) /* the b edge */
+                line_run(dst + jj * dsb + a0 * 4, src + jj * 4 + a0 * ssa, a1 - a0, 4, ssa, 4);
+        }
+    }
+}
+#endif
+
 static void tile_4(char *d, const char *s, const kernel_args *a)
 {
+#if defined(__SSE2__)
+    if (a->dsa == 4 && a->ssb == 4) {
+        kernel_args wide = *a;
+
+        wide.tile = BLOCKS_TILE_EDGE;
+        tile_4_blocks(d, s, &wide);
+        return;
+    }
+#endif
     tile_copy(d, s, a, 4);
 }
 

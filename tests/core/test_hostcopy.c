@@ -246,7 +246,8 @@ static side side_for(int ndim, const int64_t *shape, gm_dtype dtype)
 /* Transposes (tile kernel, with ragged edge tiles) for every item size, both directions. */
 static void test_transpose_2d_3d(void **state)
 {
-    static const int64_t shapes[][3] = {{1, 133, 70}, {3, 67, 129}, {2, 5, 300}, {4, 64, 64}};
+    static const int64_t shapes[][3] = {{1, 133, 70}, {3, 67, 129},  {2, 5, 300},
+                                        {4, 64, 64},  {1, 130, 197}, {1, 256, 3}};
 
     for (size_t t = 0; t < sizeof shapes / sizeof shapes[0]; t++) {
         for (size_t i = 0; i < N_ITEM_SIZES; i++) {
