@@ -307,7 +307,7 @@ gm_status gm_context_create(const gm_context_options *options, gm_context **ctx_
 
 /* ------------------------------------------------------ creation on ops */
 
-/* Every function slot of gm_backend_ops, for the NULL check. */
+/* Every function slot of gm_backend_ops, for the NULL check (its size is checked below). */
 #define GM__SLOT(name) #name, offsetof(gm_backend_ops, name)
 static const struct ops_slot {
     const char *name;
@@ -348,11 +348,22 @@ static const struct ops_slot {
     {GM__SLOT(event_query)},
     {GM__SLOT(event_synchronize)},
     {GM__SLOT(event_elapsed)},
+    {GM__SLOT(module_load)},
+    {GM__SLOT(module_unload)},
+    {GM__SLOT(module_get_kernel)},
+    {GM__SLOT(module_get_global)},
+    {GM__SLOT(kernel_attrs)},
+    {GM__SLOT(launch)},
+    {GM__SLOT(module_set_global)},
     {GM__SLOT(ipc_get_handle)},
     {GM__SLOT(ipc_open)},
     {GM__SLOT(ipc_close)},
 };
 #undef GM__SLOT
+_Static_assert(sizeof(gm_backend_ops) == offsetof(gm_backend_ops, init) + sizeof(ops_slots) /
+                                                                              sizeof(ops_slots[0]) *
+                                                                              sizeof(gm_op_init *),
+               "ops_slots must list every function slot of gm_backend_ops");
 
 /* Every slot of an ops table must be filled (optional ones with the stubs). */
 static gm_status check_ops(const gm_backend_ops *ops)

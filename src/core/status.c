@@ -34,6 +34,17 @@ static _Thread_local struct {
 static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
 static gm_log_fn log_hook = NULL;
 static void *log_user = NULL;
+/*
+ * Calls of the hook still running, by the parity of the hook's generation
+ * (log_generation counts gm_set_log_hook calls): the setter waits for the
+ * calls of the hook it replaced (under log_lock; log_drained is broadcast as
+ * they end), so that the caller may free the old hook's user data.
+ */
+static uint64_t log_generation = 0;
+static long log_in_flight[2] = {0, 0};
+static pthread_cond_t log_drained = PTHREAD_COND_INITIALIZER;
+/* Set while this thread runs the hook: what gpumem would log meanwhile is dropped. */
+static _Thread_local bool tls_in_hook = false;
 static _Atomic int log_level = GM__LOG_LEVEL_UNSET;
 
 static gm_host_allocator host_allocator = {malloc, calloc, realloc, free};
@@ -203,9 +214,16 @@ static int current_log_level(void)
 
 void gm_set_log_hook(gm_log_fn hook, void *user)
 {
+    int replaced = 0;
+
     pthread_mutex_lock(&log_lock);
+    replaced = (int)(log_generation & 1u);
+    log_generation++;
     log_hook = hook;
     log_user = user;
+    /* A hook that replaces itself cannot wait for its own call. */
+    while (!tls_in_hook && log_in_flight[replaced] > 0)
+        pthread_cond_wait(&log_drained, &log_lock);
     pthread_mutex_unlock(&log_lock);
 }
 
@@ -234,16 +252,21 @@ void gm__log(gm_log_level level, const char *fmt, ...)
     char message[GM__LOG_MESSAGE_MAX];
     gm_log_fn hook = NULL;
     void *user = NULL;
+    int generation = 0;
     va_list ap;
 
-    if (!gm__log_enabled(level))
+    if (tls_in_hook || !gm__log_enabled(level)) /* a hook calling gpumem: not again */
         return;
     pthread_mutex_lock(&log_lock);
     hook = log_hook;
     user = log_user;
+    generation = (int)(log_generation & 1u);
+    if (hook != NULL)
+        log_in_flight[generation]++;
     pthread_mutex_unlock(&log_lock);
     if (hook == NULL)
         return;
+    tls_in_hook = true;
     if (atomic_load(&bad_level_state) == 1 && atomic_exchange(&bad_level_state, 0) == 1) {
         snprintf(message, sizeof(message),
                  "GM_LOG_LEVEL=\"%s\" is not a level (off, error, warn, info, debug, trace or "
@@ -255,6 +278,11 @@ void gm__log(gm_log_level level, const char *fmt, ...)
     vsnprintf(message, sizeof(message), fmt, ap);
     va_end(ap);
     hook(level, message, user);
+    tls_in_hook = false;
+    pthread_mutex_lock(&log_lock);
+    if (--log_in_flight[generation] == 0)
+        pthread_cond_broadcast(&log_drained);
+    pthread_mutex_unlock(&log_lock);
 }
 
 void gm_log_stderr(gm_log_level level, const char *message, void *user)

@@ -1,8 +1,10 @@
 /* The status list, the per-thread error detail, the log hook, the version. */
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "core.h"
 #include "gm_test.h"
@@ -174,6 +176,87 @@ static void test_log_hook_and_threshold(void **state)
     gm_set_log_level(GM_LOG_WARN);
 }
 
+/* A hook that calls gpumem, which fails and would log again: dropped, not recursion. */
+static void calling_hook(gm_log_level level, const char *message, void *user)
+{
+    gm_dtype d;
+
+    (void)level;
+    (void)message;
+    ++*(int *)user;
+    (void)gm_dtype_from_name("still not a dtype", &d); /* an error, logged at debug */
+}
+
+static void test_log_hook_calling_gpumem(void **state)
+{
+    gm_dtype d;
+    int calls = 0;
+
+    (void)state;
+    gm_set_log_level(GM_LOG_DEBUG);
+    gm_set_log_hook(calling_hook, &calls);
+    assert_status(gm_dtype_from_name("not a dtype", &d), GM_ERR_DTYPE);
+    assert_int_equal(calls, 1); /* the hook's own error was not logged to it */
+    gm_set_log_hook(NULL, NULL);
+    gm_set_log_level(GM_LOG_WARN);
+}
+
+/* Threads logging through a slow hook while the main thread replaces it. */
+typedef struct hook_watch {
+    atomic_int running; /* calls of the hook in progress */
+    atomic_int removed; /* set once gm_set_log_hook(NULL) returned */
+    atomic_int late;    /* calls running or starting after that */
+    atomic_int stop;
+} hook_watch;
+
+static void slow_hook(gm_log_level level, const char *message, void *user)
+{
+    hook_watch *w = user;
+    const struct timespec pause = {0, 200 * 1000};
+
+    (void)level;
+    (void)message;
+    atomic_fetch_add(&w->running, 1);
+    if (atomic_load(&w->removed))
+        atomic_fetch_add(&w->late, 1);
+    nanosleep(&pause, NULL);
+    atomic_fetch_sub(&w->running, 1);
+}
+
+static void *logging_thread(void *arg)
+{
+    hook_watch *w = arg;
+
+    while (!atomic_load(&w->stop))
+        gm__log(GM_LOG_WARN, "busy");
+    return NULL;
+}
+
+static void test_set_log_hook_waits_for_running_calls(void **state)
+{
+    hook_watch *w = calloc(1, sizeof(*w));
+    pthread_t threads[4];
+
+    (void)state;
+    assert_non_null(w);
+    gm_set_log_level(GM_LOG_WARN);
+    for (int i = 0; i < 4; i++)
+        assert_int_equal(pthread_create(&threads[i], NULL, logging_thread, w), 0);
+    for (int round = 0; round < 50; round++) {
+        atomic_store(&w->removed, 0);
+        gm_set_log_hook(slow_hook, w);
+        nanosleep(&(struct timespec){0, 500 * 1000}, NULL);
+        gm_set_log_hook(NULL, NULL);
+        atomic_store(&w->removed, 1);
+        assert_int_equal(atomic_load(&w->running), 0); /* none still inside the old hook */
+    }
+    atomic_store(&w->stop, 1);
+    for (int i = 0; i < 4; i++)
+        pthread_join(threads[i], NULL);
+    assert_int_equal(atomic_load(&w->late), 0);
+    free(w);
+}
+
 /* GM_LOG_LEVEL accepts names (any case) and digits; junk falls back to warn. */
 static void test_log_level_parsing(void **state)
 {
@@ -262,6 +345,8 @@ int main(void)
         cmocka_unit_test(test_error_wrapping_its_own_message),
         cmocka_unit_test(test_error_back_to_mark),
         cmocka_unit_test(test_log_hook_and_threshold),
+        cmocka_unit_test(test_log_hook_calling_gpumem),
+        cmocka_unit_test(test_set_log_hook_waits_for_running_calls),
         cmocka_unit_test(test_log_level_parsing),
         cmocka_unit_test(test_version_matches_header),
         cmocka_unit_test(test_allocator_rejects_partial_table),

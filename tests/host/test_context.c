@@ -485,6 +485,13 @@ static void test_ops_checks(void **state)
     ops.copy = NULL;
     assert_status(gm__context_create_with_ops(&ops, NULL, &ctx), GM_ERR_INTERNAL);
     assert_message_contains("leaves ops->copy NULL");
+    ops = gm__host_backend; /* the module and launch slots too (their users do not check) */
+    ops.module_load = NULL;
+    assert_status(gm__context_create_with_ops(&ops, NULL, &ctx), GM_ERR_INTERNAL);
+    assert_message_contains("leaves ops->module_load NULL");
+    ops = gm__host_backend;
+    ops.launch = NULL;
+    assert_status(gm__context_create_with_ops(&ops, NULL, &ctx), GM_ERR_INTERNAL);
     rt_fault_fail_at(RT_INIT, 1, GM_ERR_NO_DEVICE);
     assert_status(rt_fault_context(NULL, &ctx), GM_ERR_NO_DEVICE);
     assert_null(ctx);
