@@ -30,49 +30,42 @@ static double now_ns(void)
     return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
 }
 
-/* Best of 5 rounds, ns per malloc/free pair of `bytes`. */
+/* One round: ns per malloc/free pair of `bytes`. */
 static double time_malloc_free(size_t bytes, int loops)
 {
-    double best = 1e30;
+    double t0 = now_ns();
 
-    for (int round = 0; round < 5; round++) {
-        double t0 = now_ns();
+    for (int i = 0; i < loops; i++) {
+        void *volatile p = malloc(bytes);
 
-        for (int i = 0; i < loops; i++) {
-            void *volatile p = malloc(bytes);
-
-            free(p);
-        }
-        double t = (now_ns() - t0) / loops;
-        best = t < best ? t : best;
+        free(p);
     }
-    return best;
+    return (now_ns() - t0) / loops;
 }
 
-/* Best of 5 rounds, ns per gm_device_array / gm_array_release pair of `bytes`. */
+/* One round: ns per gm_device_array / gm_array_release pair of `bytes` (the flush included). */
 static double time_device_array(gm_context *ctx, size_t bytes, int loops, int deferred)
 {
     int64_t shape[1] = {(int64_t)bytes};
-    double best = 1e30;
+    double t0 = now_ns();
 
-    for (int round = 0; round < 5; round++) {
-        double t0 = now_ns();
+    if (deferred)
+        CHECK(gm_defer_cleanup_begin(ctx));
+    for (int i = 0; i < loops; i++) {
+        gm_array *a = NULL;
 
-        if (deferred)
-            CHECK(gm_defer_cleanup_begin(ctx));
-        for (int i = 0; i < loops; i++) {
-            gm_array *a = NULL;
-
-            CHECK(gm_device_array(ctx, 1, shape, GM_UINT8, GM_ORDER_C, &a));
-            gm_array_release(&a);
-        }
-        if (deferred)
-            CHECK(gm_defer_cleanup_end(ctx));
-        CHECK(gm_deallocations_flush(ctx));
-        double t = (now_ns() - t0) / loops;
-        best = t < best ? t : best;
+        CHECK(gm_device_array(ctx, 1, shape, GM_UINT8, GM_ORDER_C, &a));
+        gm_array_release(&a);
     }
-    return best;
+    if (deferred)
+        CHECK(gm_defer_cleanup_end(ctx));
+    CHECK(gm_deallocations_flush(ctx));
+    return (now_ns() - t0) / loops;
+}
+
+static double min2(double a, double b)
+{
+    return a < b ? a : b;
 }
 
 int main(void)
@@ -82,15 +75,22 @@ int main(void)
     gm_dealloc_stats stats;
 
     CHECK(gm_context_create(NULL, &ctx));
-    printf("allocate/release pair, %s backend (ns per pair, best of 5)\n",
+    printf("allocate/release pair, %s backend (ns per pair, best of 7 interleaved rounds;\n"
+           "malloc/free is the C library's)\n",
            gm_backend_name(gm_context_backend(ctx)));
     printf("  %10s %12s %14s %8s %16s\n", "bytes", "malloc/free", "device array", "ratio",
            "in defer_cleanup");
     for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
-        int loops = sizes[i] >= (1 << 20) ? 2000 : 20000;
-        double m = time_malloc_free(sizes[i], loops);
-        double g = time_device_array(ctx, sizes[i], loops, 0);
-        double d = time_device_array(ctx, sizes[i], loops / 10, 1);
+        int loops = sizes[i] >= (1 << 20) ? 20000 : 100000;
+        int deferred = sizes[i] >= (1 << 20) ? 200 : 2000; /* all pending at once */
+        double m = 1e30, g = 1e30, d = 1e30;
+
+        /* interleaved rounds, best of each: the machine's noise hits all three */
+        for (int round = 0; round < 7; round++) {
+            m = min2(m, time_malloc_free(sizes[i], loops));
+            g = min2(g, time_device_array(ctx, sizes[i], loops, 0));
+            d = min2(d, time_device_array(ctx, sizes[i], deferred, 1));
+        }
 
         printf("  %10zu %12.1f %14.1f %7.2fx %16.1f\n", sizes[i], m, g, g / m, d);
     }
