@@ -218,13 +218,6 @@ struct gm_backend_ctx {
     _Atomic int queue_error;         /* that error, a gm_status */
     _Atomic int queue_error_claimed; /* the first failure writes queue_error_text */
     char queue_error_text[GM_HSA_ERROR_TEXT];
-    /* Async handlers ended (hsa_stream.c): each handler's last step adds one with release
-     * before it completes its signal, and whoever sees a signal complete loads it with
-     * acquire (gm__hsa_sig_done, the waits). ROCr orders the two already, but through
-     * signal memory and kernel events that ThreadSanitizer cannot see; this is the edge it
-     * sees from a handler's writes (a callback's, a host copy's, the work item it frees) to
-     * the thread that waited. */
-    _Atomic unsigned long handlers_ended;
     gm_backend_ctx *fault_next; /* the memory-fault handler's registry (hsa_fault.c) */
     pthread_mutex_t pack_lock;  /* guards the three pack_ fields (taken before lock, never after) */
     gm__hsa_pack_state pack_state;
@@ -249,6 +242,16 @@ void gm__hsa_sig_unref(gm_backend_ctx *bctx, gm__hsa_sig *sig);
 void gm__hsa_sig_cache_drain(gm_backend_ctx *bctx);
 /* Whether the signal is done (< 1); no lock needed. */
 bool gm__hsa_sig_done(const gm_backend_ctx *bctx, const gm__hsa_sig *sig);
+/*
+ * Async handlers ended, process-wide (hsa_stream.c): each handler's last step
+ * adds one with release before it completes its signal, and whoever sees a
+ * signal complete loads it with acquire (gm__hsa_sig_done, the waits). ROCr
+ * orders the two already, but through signal memory and kernel events that
+ * ThreadSanitizer cannot see; this is the edge it sees from a handler's
+ * writes (a callback's, a host copy's, the work item it frees) to the thread
+ * that waited, whichever context's stream the handler ran for.
+ */
+extern _Atomic unsigned long gm__hsa_handlers_ended;
 /* Wait (no lock held) until sig < 1; fails if the context failed (a queue error, a GPU
  * memory fault, work stuck behind a failed operation: GM_ERR_CONTEXT_LOST). */
 gm_status gm__hsa_sig_wait(gm_backend_ctx *bctx, gm__hsa_sig *sig, const char *what);

@@ -74,17 +74,19 @@ void gm__hsa_sig_cache_drain(gm_backend_ctx *bctx)
     }
 }
 
-/* Acquire what the async handlers that ended so far wrote (handlers_ended). */
-static void handlers_seen(const gm_backend_ctx *bctx)
+_Atomic unsigned long gm__hsa_handlers_ended = 0;
+
+/* Acquire what the async handlers that ended so far wrote (gm__hsa_handlers_ended). */
+static void handlers_seen(void)
 {
-    (void)atomic_load_explicit(&bctx->handlers_ended, memory_order_acquire);
+    (void)atomic_load_explicit(&gm__hsa_handlers_ended, memory_order_acquire);
 }
 
 bool gm__hsa_sig_done(const gm_backend_ctx *bctx, const gm__hsa_sig *sig)
 {
     if (bctx->api.hsa_signal_load_scacquire(sig->handle) >= 1)
         return false;
-    handlers_seen(bctx);
+    handlers_seen();
     return true;
 }
 
@@ -191,7 +193,7 @@ static gm_status sig_wait(gm_backend_ctx *bctx, gm__hsa_sig *sig, const char *wh
         value = bctx->api.hsa_signal_wait_scacquire(sig->handle, HSA_SIGNAL_CONDITION_LT, 1, slice,
                                                     HSA_WAIT_STATE_BLOCKED);
         if (value < 1) {
-            handlers_seen(bctx);
+            handlers_seen();
             break;
         }
         if (!locked)

@@ -555,7 +555,6 @@ static bool work_handler(hsa_signal_value_t value, void *arg)
     gm__hsa_work *w = arg;
     /* Read before the end below (the context's table may be gone once done is 0). */
     void (*complete)(hsa_signal_t, hsa_signal_value_t) = w->api->hsa_signal_store_screlease;
-    gm_backend_ctx *bctx = w->stream->bctx;
     hsa_signal_t done = w->done;
     gm_status upstream = GM_OK;
     gm_status status = GM_OK;
@@ -572,9 +571,9 @@ static bool work_handler(hsa_signal_value_t value, void *arg)
         gm__hsa_stream_set_error(w->stream, status,
                                  gm_last_error() != GM_OK ? gm_last_error_message()
                                                           : gm_status_name(status));
-    /* Last touch of w and of bctx: once done is 0 a reaper may free w, and a waiter may end
-     * the context. */
-    atomic_fetch_add_explicit(&bctx->handlers_ended, 1, memory_order_release);
+    /* Last touch of w: once done is 0 a reaper may free it, and a waiter may end the
+     * context (hence `complete`, read above). */
+    atomic_fetch_add_explicit(&gm__hsa_handlers_ended, 1, memory_order_release);
     complete(done, 0);
     return false;
 }
