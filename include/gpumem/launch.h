@@ -212,10 +212,10 @@ typedef struct gm_image_set {
  * @return GM_OK; GM_ERR_NULL_POINTER; GM_ERR_INVALID_ARG for a host table
  *         without GM_HOST_TABLE_MAGIC or with malformed lists, a negative
  *         amdgpu_count, amdgpu NULL with a count, or cuda and cuda_bytes
- *         not both set or both unset; GM_ERR_VERSION_MISMATCH for a host
- *         table of another GM_HOST_KERNEL_ABI; GM_ERR_PERMISSION when the
- *         registry is full. (Each image's own contents are checked when a
- *         context loads it: gm_kernel_find() then reports those errors.)
+ *         not both set or both unset; GM_ERR_PERMISSION when the registry
+ *         is full. (Each image's own contents, a host table's
+ *         GM_HOST_KERNEL_ABI included, are checked when a context loads it:
+ *         gm_kernel_find() then reports those errors.)
  */
 GM_API gm_status gm_register_image_set(const gm_image_set *set);
 

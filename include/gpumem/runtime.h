@@ -291,8 +291,11 @@ GM_API gm_status gm_array_transpose(gm_array *array, gm_array **array_p);
  *        the stream (host-side steps included); host memory must stay valid,
  *        and a source unchanged, until it completes (CUDA stages a pageable
  *        source at the call; the simulator and HSA read it when the copy
- *        runs, and may write a pageable destination only then). Temporaries are then released in
- * stream order through the deallocation queue.
+ *        runs, and may write a pageable destination only then; so on CUDA a
+ *        copy staged through a host image on its way to the device waits
+ *        for the work queued on the stream and fills the image before it
+ *        returns). Temporaries are then released in stream order through
+ *        the deallocation queue.
  *
  * Device memory of another context on the same device: CUDA (every context
  * of a device shares its primary context) and HSA (one runtime per process)
@@ -540,9 +543,11 @@ GM_API gm_status gm_stream_query(gm_stream *stream);
  *        (Numba's add_callback). It runs on a driver or worker thread and
  *        must not call gpumem stream-ordered functions on that stream, nor
  *        anything that waits for streams: the synchronizing calls and the
- *        synchronous ones (a copy, fill, memset, to_device, copy_to_host_new
- *        or launch without a stream, gm_module_set_constant) return
- *        GM_ERR_STATE there. It may release arrays, streams and
+ *        synchronous operations on device memory (without a stream: a copy,
+ *        fill or memset with a device side, to_device, copy_to_host_new, a
+ *        launch; gm_module_set_constant; a SmartArray transfer) return
+ *        GM_ERR_STATE there; host-to-host copies and fills, which wait for
+ *        nothing, are allowed. It may release arrays, streams and
  *        events: their deallocation is only queued there (no flush runs on
  *        that thread; gm_deallocations_flush() returns GM_ERR_STATE).
  */

@@ -7,7 +7,10 @@
  * for a side (gm_smart_array_get) allocates it on first use and copies the
  * other side into it only if it is stale; after writing a side, say so with
  * gm_smart_array_mark_changed, which makes the other side stale. Transfers
- * are synchronous and counted (gm_smart_array_stats). The device side is a
+ * are synchronous and counted (gm_smart_array_stats), so inside a stream
+ * callback a call that must transfer (a get of a stale side, a launch with
+ * a stale host side) returns GM_ERR_STATE (runtime.h: no synchronous
+ * operation on device memory there). The device side is a
  * device array with gm_ndview_like()'s layout of the host side.
  *
  * Passed to a kernel with gm_arg_smart() (gpumem/launch.h), as Numba passes

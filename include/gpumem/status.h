@@ -128,11 +128,12 @@ typedef void (*gm_log_fn)(gm_log_level level, const char *message, void *user);
  * variable (off, error, warn, info, debug, trace or 0-5; default warn), read
  * the first time anything is logged, and can be changed by gm_set_log_level().
  * Thread-safe; the hook may be called from any thread, including gpumem's
- * worker threads. It may call gpumem: what gpumem would log on that thread
- * while the hook runs is dropped (no recursion). gm_set_log_hook() returns
- * once no call of the hook it replaced is running on another thread, so the
- * old hook's user data may be freed then; do not call it while holding a
- * lock that the running hook may wait for.
+ * worker threads, sometimes with gpumem's internal locks held, so it must
+ * not call gpumem (what gpumem would log on that thread while the hook runs
+ * is dropped, so a hook that does cannot recurse, but it may deadlock).
+ * gm_set_log_hook() returns once no call of the hook it replaced is running
+ * on another thread, so the old hook's user data may be freed then; do not
+ * call it while holding a lock that the running hook may wait for.
  */
 GM_API void gm_set_log_hook(gm_log_fn hook, void *user);
 

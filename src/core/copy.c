@@ -890,11 +890,12 @@ static gm_status check_args(const char *fn, gm_context *ctx, const gm_ndview *ds
 
     if (status == GM_OK && stream != NULL)
         status = gm__stream_backend(fn, ctx, stream, bs_p);
-    if (status == GM_OK)
-        status = gm__sync_allowed(fn, stream);
     if (status == GM_OK && (dst == NULL || src == NULL))
         status = gm__error(GM_ERR_NULL_POINTER, "%s: %s is NULL", fn,
                            dst == NULL ? "destination" : "source");
+    /* a host-to-host copy waits for nothing: allowed inside a stream callback */
+    if (status == GM_OK && (side_of(dst) == GM_COPY_DEVICE || side_of(src) == GM_COPY_DEVICE))
+        status = gm__sync_allowed(fn, stream);
     return status;
 }
 
@@ -1029,11 +1030,11 @@ static gm_status fill_checks(const char *fn, gm_context *ctx, const gm_ndview *v
     if (status == GM_OK)
         status = gm__stream_backend(fn, ctx, stream, bs_p);
     if (status == GM_OK)
-        status = gm__sync_allowed(fn, stream);
-    if (status == GM_OK)
         status = gm__validate(fn, view);
     if (status == GM_OK)
         status = check_device(fn, ctx, view, "array");
+    if (status == GM_OK && side_of(view) == GM_COPY_DEVICE) /* a host fill waits for nothing */
+        status = gm__sync_allowed(fn, stream);
     return status;
 }
 

@@ -222,7 +222,7 @@ static void tile_4_blocks(char *dst, const char *src, const kernel_args *a)
                     _mm_storeu_ps((float *)(void *)(d + 2 * dsb), r2);
                     _mm_storeu_ps((float *)(void *)(d + 3 * dsb), r3);
                 }
-                for (int64_t jj = j; jj < j + 4; jj++) /* the a edge of these four rows */
+                for (int64_t jj = j; a4 < a1 && jj < j + 4; jj++) /* the a edge of these rows */
                     line_run(dst + jj * dsb + a4 * 4, src + jj * 4 + a4 * ssa, a1 - a4, 4, ssa, 4);
             }
             for (int64_t jj = b4; jj < b1; jj++) /* the b edge */

@@ -726,7 +726,11 @@ size_t gm_kernel_signature(const gm_kernel *kernel, char *buf, size_t size)
 
 /* ----------------------------------------------------------- registry */
 
-/* The checks of a set that need no backend (each image's own are made when it is loaded). */
+/*
+ * The checks of a set that need no backend. Each image's own (the host
+ * table's ABI included: its CUDA or AMDGPU images may serve a GPU context
+ * all the same) are made when a context loads it.
+ */
 static gm_status check_set(const char *fn, const gm_image_set *set)
 {
     const char *name = set->name != NULL ? set->name : "(unnamed)";
@@ -736,11 +740,6 @@ static gm_status check_set(const char *fn, const gm_image_set *set)
         return gm__error(GM_ERR_INVALID_ARG,
                          "%s: set '%s': its host table is not one (magic 0x%x, expected 0x%x)", fn,
                          name, (unsigned)t->magic, (unsigned)GM_HOST_TABLE_MAGIC);
-    if (t != NULL && t->abi != GM_HOST_KERNEL_ABI)
-        return gm__error(GM_ERR_VERSION_MISMATCH,
-                         "%s: set '%s': its host table was built for simulator ABI %u, this "
-                         "library runs ABI %u",
-                         fn, name, (unsigned)t->abi, (unsigned)GM_HOST_KERNEL_ABI);
     if (t != NULL &&
         (t->nkernels < 0 || t->nglobals < 0 || (t->nkernels > 0 && t->kernels == NULL) ||
          (t->nglobals > 0 && t->globals == NULL)))

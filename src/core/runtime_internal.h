@@ -415,9 +415,10 @@ gm_status gm__stream_backend(const char *fn, const gm_context *ctx, const gm_str
 bool gm__in_stream_callback(void);
 
 /*
- * GM_OK unless a synchronous call (stream NULL), which waits for the legacy
- * stream, is made inside a stream callback: GM_ERR_STATE then (the wait
- * could wait for the callback's own stream, a hang; runtime.h forbids it).
+ * GM_OK unless a synchronous operation on device memory (stream NULL), which
+ * waits for the legacy stream, is made inside a stream callback:
+ * GM_ERR_STATE then (the wait could wait for the callback's own stream, a
+ * hang; runtime.h forbids it). Host-only operations wait for nothing.
  */
 gm_status gm__sync_allowed(const char *fn, const gm_stream *stream);
 

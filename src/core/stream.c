@@ -39,9 +39,9 @@ gm_status gm__sync_allowed(const char *fn, const gm_stream *stream)
     if (stream != NULL || !tls_in_callback)
         return GM_OK;
     return gm__error(GM_ERR_STATE,
-                     "%s: a synchronous call (no stream) is not allowed inside a stream "
-                     "callback: it waits for the legacy stream, which may wait for the "
-                     "callback's own stream; pass a stream",
+                     "%s: a synchronous operation on device memory is not allowed inside a "
+                     "stream callback: it waits for the legacy stream, whose queued work may "
+                     "wait for the callback's own stream",
                      fn);
 }
 

@@ -176,7 +176,8 @@ static void test_log_hook_and_threshold(void **state)
     gm_set_log_level(GM_LOG_WARN);
 }
 
-/* A hook that calls gpumem, which fails and would log again: dropped, not recursion. */
+/* A hook that breaks the rule and calls gpumem, which fails and would log again: the nested
+ * message is dropped, no recursion. */
 static void calling_hook(gm_log_level level, const char *message, void *user)
 {
     gm_dtype d;

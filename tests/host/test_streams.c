@@ -695,7 +695,10 @@ typedef struct sync_calls {
     gm_context *ctx;
     gm_array *x;
     gm_kernel *fill_kernel;
+    gm_array *pinned;
     gm_status fill, memset, copy, to_device, to_host_new, launch, constant, scope;
+    gm_status host_copy, host_fill;
+    bool host_ok;
     char message[256];
 } sync_calls;
 
@@ -726,6 +729,15 @@ static void sync_calls_callback(gm_stream *stream, gm_status status, void *user)
         gm_launch(c->fill_kernel, (gm_dim3){1, 1, 1}, (gm_dim3){16, 1, 1}, 0, NULL, 3, args);
     c->constant = gm_module_set_constant(gm_kernel_module(c->fill_kernel), "none", &v, sizeof(v));
     c->scope = gm_stream_auto_synchronize_begin(gm_default_stream(c->ctx)); /* its end would be */
+    {
+        float other[16];
+        gm_ndview ov;
+
+        (void)gm_ndview_init(other, GM_FLOAT32, 1, &n, NULL, GM_ORDER_C, &ov);
+        c->host_fill = gm_array_fill(c->pinned, &v, NULL); /* pinned: host memory */
+        c->host_copy = gm_copy(c->ctx, &ov, gm_array_view(c->pinned), NULL);
+        c->host_ok = other[0] == 7.0f && other[15] == 7.0f;
+    }
     gm_array_release(&a);
     gm_array_release(&b);
 }
@@ -751,14 +763,18 @@ static void test_sync_calls_in_callback(void **state)
     c.ctx = ctx;
     assert_ok(gm_device_array(ctx, 1, &n, GM_FLOAT32, GM_ORDER_C, &c.x));
     assert_ok(gm_device_array(ctx, 1, &n, GM_FLOAT32, GM_ORDER_C, &y));
+    assert_ok(gm_pinned_array(ctx, 1, &n, GM_FLOAT32, GM_ORDER_C, &c.pinned));
     assert_ok(gm_kernel_find(ctx, "fill_f32", &c.fill_kernel));
     assert_ok(gm_stream_create(ctx, 0, &s));
     assert_ok(gm_stream_add_callback(s, sync_calls_callback, &c));
     assert_ok(gm_array_fill(y, &one, gm_default_stream(ctx))); /* waits for s's callback */
     assert_ok(gm_stream_synchronize(s));
     assert_int_equal(c.fill, GM_ERR_STATE);
-    assert_non_null(strstr(c.message, "gm_array_fill: a synchronous call (no stream) is not "
-                                      "allowed inside a stream callback"));
+    assert_non_null(strstr(c.message, "gm_array_fill: a synchronous operation on device "
+                                      "memory is not allowed inside a stream callback"));
+    assert_int_equal(c.host_copy, GM_OK); /* host to host waits for nothing: allowed */
+    assert_int_equal(c.host_fill, GM_OK);
+    assert_true(c.host_ok);
     assert_int_equal(c.memset, GM_ERR_STATE);
     assert_int_equal(c.copy, GM_ERR_STATE);
     assert_int_equal(c.to_device, GM_ERR_STATE);
@@ -770,6 +786,7 @@ static void test_sync_calls_in_callback(void **state)
     assert_message_contains("no auto_synchronize scope is open"); /* none was opened */
     assert_ok(gm_context_synchronize(ctx));
     gm_array_release(&c.x);
+    gm_array_release(&c.pinned);
     gm_array_release(&y);
     gm_stream_destroy(&s);
     gm_context_destroy(&ctx);
