@@ -267,6 +267,26 @@ static void test_transpose_2d_3d(void **state)
     }
 }
 
+/* Every other 4-byte item (a[::2]) gathered and scattered, odd and even lengths. */
+static void test_every_other_4(void **state)
+{
+    static const int64_t lengths[] = {1, 2, 3, 7, 8, 1001};
+
+    (void)state;
+    for (size_t t = 0; t < sizeof lengths / sizeof lengths[0]; t++) {
+        int64_t n = lengths[t], wide = 2 * n, step = 8;
+        side packed = side_for(1, &n, GM_INT32);
+        side strided = side_for(1, &wide, GM_INT32);
+
+        strided.view.shape[0] = n; /* every other item of the 2n-item buffer */
+        strided.view.strides[0] = step;
+        check_against_reference(&packed, &strided); /* gather */
+        check_against_reference(&strided, &packed); /* scatter: odd items untouched */
+        free_side(&packed);
+        free_side(&strided);
+    }
+}
+
 /* A contiguous copy, reversed on both sides too; 0-d copies one item. */
 static void test_contiguous_and_0d(void **state)
 {
@@ -369,9 +389,13 @@ static void test_errors(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_random_layouts),    cmocka_unit_test(test_transpose_2d_3d),
-        cmocka_unit_test(test_contiguous_and_0d), cmocka_unit_test(test_empty_and_unit_axes),
-        cmocka_unit_test(test_broadcast_source),  cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_random_layouts),
+        cmocka_unit_test(test_transpose_2d_3d),
+        cmocka_unit_test(test_every_other_4),
+        cmocka_unit_test(test_contiguous_and_0d),
+        cmocka_unit_test(test_empty_and_unit_axes),
+        cmocka_unit_test(test_broadcast_source),
+        cmocka_unit_test(test_errors),
     };
 
     return cmocka_run_group_tests(tests, gm_test_use_cmocka_allocator, gm_test_restore_allocator);
