@@ -511,9 +511,15 @@ GM_API gm_stream *gm_legacy_default_stream(gm_context *ctx);
  *        that stands for the calling OS thread's own stream wherever it is
  *        used, so a handle passed to another thread queues that thread's
  *        work on that thread's stream. On the host and HSA backends a
- *        thread's stream is made on its first use and lives until the
- *        context is destroyed (a thread that exits leaves its stream to the
- *        context; a new thread never gets an old thread's stream).
+ *        thread's stream is made on its first use; when the thread exits,
+ *        the work it queued there still runs, in order (and still orders
+ *        the legacy stream), and the stream is freed once that work is done
+ *        and no gm_stream_wrap of its native handle is left, so a program
+ *        that keeps starting threads does not collect streams (the host
+ *        backend's worker thread goes with it). A new thread never gets an
+ *        old thread's stream. An error left unreported on an exited
+ *        thread's stream is logged when the stream goes (CUDA's driver
+ *        keeps its per-thread streams itself).
  */
 GM_API gm_stream *gm_per_thread_default_stream(gm_context *ctx);
 

@@ -102,4 +102,33 @@ static inline int gm__sub_overflow(int64_t a, int64_t b, int64_t *out)
     return __builtin_sub_overflow(a, b, out);
 }
 
+/*
+ * Thread keys and exit notices (thread_exit.c), for per-thread state that
+ * must go when its thread does: the per-thread default streams.
+ *
+ * gm__thread_key: a number for the calling thread, drawn once from a
+ * process-wide counter, never 0 and never reused (pthread_self is no key:
+ * glibc hands an exited thread's id to the next thread it creates). The
+ * first call in a thread also arms its exit notice.
+ *
+ * A watch, started with a function and its argument, hears of every armed
+ * thread that exits from then until the watch is stopped: the function runs
+ * on the exiting thread (a pthread key destructor) with that thread's key,
+ * under a process-wide lock that gm__thread_watch_stop also takes, so once
+ * stop returns the function runs no more. It must not wait for anything
+ * that may wait for a thread's exit (a join) or start or stop a watch.
+ * If the system cannot arm a notice (no pthread key to be had), the thread
+ * still gets its key and its state lives until the owner's teardown.
+ */
+typedef struct gm__thread_watch {
+    struct gm__thread_watch *prev, *next;
+    void (*on_exit)(void *arg, uint64_t key);
+    void *arg;
+} gm__thread_watch;
+
+uint64_t gm__thread_key(void);
+void gm__thread_watch_start(gm__thread_watch *watch, void (*on_exit)(void *arg, uint64_t key),
+                            void *arg);
+void gm__thread_watch_stop(gm__thread_watch *watch);
+
 #endif /* GPUMEM_SRC_CORE_CORE_H */

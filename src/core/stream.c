@@ -347,6 +347,10 @@ static gm_stream *builtin_locked(gm_context *ctx, const char *fn, gm_builtin_str
             (s->bstream == bstream || which == GM_BUILTIN_STREAM_PER_THREAD))
             return s; /* one per-thread wrapper: it resolves at each use */
     }
+    /* The per-thread wrapper keeps no backend stream: the one just found is the calling
+     * thread's, which goes when that thread exits. */
+    if (which == GM_BUILTIN_STREAM_PER_THREAD)
+        bstream = NULL;
     if (wrapper_create(ctx, fn, GM__STREAM_BUILTIN, bstream, &stream) != GM_OK)
         return NULL;
     stream->builtin = which;
@@ -621,9 +625,11 @@ gm_status gm_stream_auto_synchronize_end(gm_stream *stream)
 /*
  * Context teardown, after its device_synchronize: take and log the errors
  * the built-in streams still hold (a created stream's destroy logs its own;
- * a wrapped one's belong to its owner). Their backend streams live until
- * the backend's fini, so they are synchronized without ctx->lock, which a
- * callback may need meanwhile. At most BUILTIN_REPORTED of them.
+ * a wrapped one's belong to its owner; the per-thread streams, one handle
+ * for every thread's, are the backend's to report at fini). Their backend
+ * streams live until the backend's fini, so they are synchronized without
+ * ctx->lock, which a callback may need meanwhile. At most BUILTIN_REPORTED
+ * of them.
  */
 #define BUILTIN_REPORTED 16
 void gm__streams_report_errors(gm_context *ctx)
@@ -635,7 +641,7 @@ void gm__streams_report_errors(gm_context *ctx)
     for (gm__link *l = ctx->streams.next; l != &ctx->streams && n < BUILTIN_REPORTED; l = l->next) {
         const gm_stream *s = GM__CONTAINER_OF(l, gm_stream, link);
 
-        if (s->kind == GM__STREAM_BUILTIN)
+        if (s->kind == GM__STREAM_BUILTIN && !per_thread_handle(s))
             builtin[n++] = s->bstream;
     }
     pthread_mutex_unlock(&ctx->lock);

@@ -194,10 +194,11 @@ typedef struct host_ctx {
     host_stream *wrappers;  /* every stream_wrap wrapper */
     host_event *events;     /* every event */
     host_stream *legacy_stream;
-    host_thread_stream *thread_streams;
+    host_thread_stream *thread_streams; /* of the live threads that used theirs */
     size_t nthread_streams;
     size_t thread_stream_cap;
-    host_work *dead; /* finished work waiting to be freed */
+    gm__thread_watch exit_watch; /* retires an exiting thread's stream */
+    host_work *dead;             /* finished work waiting to be freed */
 } host_ctx;
 
 /* The host context behind an opaque backend context. */

@@ -36,9 +36,14 @@
  * the core refuses every synchronous call inside a user's callback, and the
  * library's own work functions make none).
  *
- * Per-thread default streams are keyed by a per-thread counter value (not
- * pthread_self, which the system reuses after a thread exits); a thread's
- * stream lives until the context's fini.
+ * Per-thread default streams are keyed by gm__thread_key (not pthread_self,
+ * which the system reuses after a thread exits). When a thread exits, its
+ * stream is retired: it leaves the thread map (a later thread never finds
+ * it), its queued work still runs in order (and still orders the legacy
+ * stream), and once it is idle and no wrapper refers to it, its worker
+ * unlists it, frees it and exits, detached. So a program that starts
+ * threads without end does not collect idle workers. A retired stream's
+ * unreported error is logged when it goes.
  */
 #include <stdatomic.h>
 #include <stdio.h>
@@ -71,6 +76,7 @@ struct host_stream {
     uint64_t enqueued;
     uint64_t completed;
     bool stopping;
+    bool retired; /* per-thread stream of an exited thread: goes once idle and unwrapped */
     gm_status sticky;
     char sticky_message[STICKY_MESSAGE_MAX];
 };
@@ -86,9 +92,6 @@ struct host_event {
 
 /* The stream whose worker is the calling thread (NULL on other threads). */
 static _Thread_local host_stream *tls_worker = NULL;
-/* Key of the calling thread for per-thread streams (0: not assigned yet). */
-static _Thread_local uint64_t tls_thread_key = 0;
-static _Atomic uint64_t next_thread_key = 1;
 
 /* Opaque handle conversions. */
 static host_stream *as_stream(gm_backend_stream *stream)
@@ -286,12 +289,28 @@ static void wait_idle_locked(host_stream *s)
 
 /* ------------------------------------------------------------- worker */
 
+/* Whether a wrapper refers to s (lock held). */
+static bool wrapped_locked(const host_ctx *c, const host_stream *s)
+{
+    for (const host_stream *w = c->wrappers; w != NULL; w = w->next) {
+        if (w->target == s)
+            return true;
+    }
+    return false;
+}
+
+/* Whether s's worker is to end it: retired, idle and unwrapped, and not stopped by fini. */
+static bool ends_itself(const host_ctx *c, const host_stream *s)
+{
+    return s->retired && !s->stopping && s->head == NULL && !wrapped_locked(c, s);
+}
+
 /* The next item for s's worker once it may start, or NULL to exit (lock held). */
 static host_work *next_work(host_stream *s)
 {
     host_ctx *c = s->ctx;
 
-    while (s->head == NULL && !s->stopping)
+    while (s->head == NULL && !s->stopping && !ends_itself(c, s))
         pthread_cond_wait(&s->wake, &c->lock);
     if (s->head == NULL)
         return NULL;
@@ -342,7 +361,29 @@ static gm_status run_work(host_work *w, char *message, size_t size)
     return status;
 }
 
-/* A stream's worker thread: run items in order until the stream stops. */
+static void unlink_stream_locked(host_ctx *c, host_stream *s);
+
+/*
+ * A retired stream's worker ends its stream (lock held): nothing refers to s
+ * any more (no thread's map, no wrapper, no queued item; fini, which takes
+ * the lock, no longer finds it), so it is freed here and nobody joins the
+ * thread, which touches nothing of the context once it gives the lock back.
+ */
+static void end_retired_locked(host_ctx *c, host_stream *s)
+{
+    if (s->sticky != GM_OK)
+        gm__log(GM_LOG_WARN,
+                "per-thread stream of an exited thread: discarding unreported error: %s",
+                s->sticky_message);
+    unlink_stream_locked(c, s);
+    reap_locked(c);
+    (void)pthread_detach(s->thread);
+    pthread_cond_destroy(&s->wake);
+    gm__free(s);
+    tls_worker = NULL;
+}
+
+/* A stream's worker thread: run items in order until the stream stops or, retired, ends. */
 static void *worker_main(void *arg)
 {
     host_stream *s = arg;
@@ -361,6 +402,8 @@ static void *worker_main(void *arg)
         pthread_mutex_lock(&c->lock);
         complete_work(s, w, status, message);
     }
+    if (ends_itself(c, s))
+        end_retired_locked(c, s);
     pthread_mutex_unlock(&c->lock);
     return NULL;
 }
@@ -439,18 +482,10 @@ static gm_status builtin_locked(host_ctx *c, host_stream **slot, int which, host
     return status;
 }
 
-/* The calling thread's key for per-thread streams. */
-static uint64_t thread_key(void)
-{
-    if (tls_thread_key == 0)
-        tls_thread_key = atomic_fetch_add(&next_thread_key, 1);
-    return tls_thread_key;
-}
-
 /* The calling thread's per-thread default stream, created on first use (lock held). */
 static gm_status per_thread_locked(host_ctx *c, host_stream **s_p)
 {
-    uint64_t key = thread_key();
+    uint64_t key = gm__thread_key();
     host_thread_stream *map = c->thread_streams;
     gm_status status = GM_OK;
 
@@ -475,6 +510,29 @@ static gm_status per_thread_locked(host_ctx *c, host_stream **s_p)
         *s_p = map[c->nthread_streams++].stream;
     }
     return status;
+}
+
+/*
+ * A thread that used per-thread streams exits (thread_exit.c's notice, under
+ * its lock): retire its stream of this context, if it has one. Its worker
+ * ends it once it is idle and unwrapped; this only wakes it to look.
+ */
+static void thread_exited(void *arg, uint64_t key)
+{
+    host_ctx *c = arg;
+
+    pthread_mutex_lock(&c->lock);
+    for (size_t i = 0; i < c->nthread_streams; i++) {
+        host_stream *s = c->thread_streams[i].stream;
+
+        if (c->thread_streams[i].thread_key != key)
+            continue;
+        c->thread_streams[i] = c->thread_streams[--c->nthread_streams];
+        s->retired = true;
+        pthread_cond_signal(&s->wake);
+        break;
+    }
+    pthread_mutex_unlock(&c->lock);
 }
 
 /* A built-in stream (lock held). */
@@ -612,6 +670,8 @@ void gm__host_stream_unwrap(gm_backend_ctx *bctx, gm_backend_stream *stream)
         continue;
     if (*pp == s)
         *pp = s->next;
+    if (s->target->retired) /* its worker may end it now */
+        pthread_cond_signal(&s->target->wake);
     pthread_mutex_unlock(&c->lock);
     gm__free(s);
 }
@@ -930,6 +990,7 @@ gm_status gm__host_streams_init(host_ctx *c)
         pthread_mutex_destroy(&c->lock);
         return gm__error(GM_ERR_INTERNAL, "init: pthread_cond_init failed");
     }
+    gm__thread_watch_start(&c->exit_watch, thread_exited, c);
     return GM_OK;
 }
 
@@ -949,6 +1010,7 @@ static void join_workers(host_ctx *c)
 
 void gm__host_streams_fini(host_ctx *c)
 {
+    gm__thread_watch_stop(&c->exit_watch); /* no exit notice retires a stream from now on */
     join_workers(c);
     pthread_mutex_lock(&c->lock);
     while (c->streams != NULL) {

@@ -310,6 +310,7 @@ static gm_status read_device_info(gm_backend_ctx *bctx)
 /* Undo make_context_objects (whatever part of it was done). */
 static void free_context_objects(gm_backend_ctx *bctx)
 {
+    gm__thread_watch_stop(&bctx->exit_watch); /* no exit notice retires a stream from now on */
     pthread_mutex_lock(&bctx->lock);
     gm__hsa_ipc_detach_all(bctx);
     gm__hsa_stream_free_all(bctx);
@@ -337,8 +338,10 @@ static gm_status make_context_objects(gm_backend_ctx *bctx)
     if (status != GM_OK) {
         free_context_objects(bctx);
         pthread_mutex_destroy(&bctx->pack_lock);
+        return status;
     }
-    return status;
+    gm__thread_watch_start(&bctx->exit_watch, gm__hsa_thread_exited, bctx);
+    return GM_OK;
 }
 
 /* Everything after hsa_init succeeded. */

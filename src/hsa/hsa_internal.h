@@ -120,7 +120,8 @@ struct gm_backend_stream {
     gm_backend_ctx *bctx;
     gm_backend_stream *target; /* wrappers: the wrapped stream */
     gm_backend_stream *next;   /* bctx->streams list (not wrappers) */
-    uint64_t owner;            /* per-thread default streams: the thread's key */
+    bool retired;              /* per-thread stream of an exited thread: freed once idle */
+    int wrappers;              /* stream_wrap wrappers of this stream (lock) */
     hsa_queue_t *queue;        /* created on first packet */
     gm__hsa_sig *queue_last;   /* completion of the last packet chain on queue (ref) */
     gm__hsa_sig **frontier;    /* what the next operation waits for */
@@ -205,7 +206,8 @@ struct gm_backend_ctx {
     gm_backend_stream *zombies;   /* destroyed after a failure with work the runtime may still
                                      touch (a DMA copy, an async handler): freed once reaped */
     gm_backend_stream *legacy;
-    gm__hsa_thread_stream *thread_streams;
+    gm__hsa_thread_stream *thread_streams; /* of the live threads that used theirs */
+    gm__thread_watch exit_watch;           /* retires an exiting thread's stream */
     gm__hsa_ipc_map *ipc_maps;
     gm__hsa_lock *locks; /* pageable memory locked for DMA */
     gm__hsa_sig *cache[GM_HSA_SIGNAL_CACHE];
@@ -277,6 +279,8 @@ void gm__hsa_stream_set_error(gm_backend_stream *stream, gm_status status, const
 gm_status gm__hsa_stream_new(gm_backend_ctx *bctx, gm__hsa_stream_kind kind, unsigned flags,
                              gm_backend_stream **stream_p);
 void gm__hsa_stream_free_all(gm_backend_ctx *bctx);
+/* A thread exited (a gm__thread_watch function; arg is the context): retire its stream. */
+void gm__hsa_thread_exited(void *arg, uint64_t key);
 /* Commit op, then (lock released while waiting) wait for it: the synchronous path. */
 gm_status gm__hsa_op_finish_sync(gm_backend_ctx *bctx, gm_backend_stream *stream, gm__hsa_op *op);
 /* Run host work in stream order (an async handler on the op's dependencies). */

@@ -466,6 +466,32 @@ static void stream_retire(gm_backend_ctx *bctx, gm_backend_stream *stream)
     bctx->zombies = stream;
 }
 
+/*
+ * Free the retired per-thread streams (of exited threads) whose work is done
+ * and that no wrapper refers to; a pending error nobody can take any more is
+ * logged. Lock held.
+ */
+static void end_retired(gm_backend_ctx *bctx)
+{
+    gm_backend_stream **link = &bctx->streams;
+
+    while (*link != NULL) {
+        gm_backend_stream *s = *link;
+
+        if (s->retired && s->wrappers == 0)
+            gm__hsa_stream_reap(bctx, s);
+        if (!s->retired || s->wrappers > 0 || s->ops_head != NULL) {
+            link = &s->next;
+            continue;
+        }
+        if (peek_error(s) != GM_OK)
+            gm__log(GM_LOG_WARN,
+                    "per-thread stream of an exited thread: discarding unreported error: %s",
+                    s->error_text);
+        stream_free(bctx, s); /* unlinks it: *link is the next one now */
+    }
+}
+
 /* Reap the zombies, freeing those whose work is done; force: free every one. Lock held. */
 static void reap_zombies(gm_backend_ctx *bctx, bool force)
 {
@@ -498,6 +524,11 @@ void gm__hsa_stream_free_all(gm_backend_ctx *bctx)
 
         if (drain(bctx, stream, "context teardown") != GM_OK)
             gm__log(GM_LOG_WARN, "HSA backend: %s", gm_last_error_message());
+        /* the core took the other built-in streams' errors; the per-thread streams of other
+         * threads (one handle stands for all) are reported here */
+        if (stream != bctx->legacy && peek_error(stream) != GM_OK)
+            gm__log(GM_LOG_WARN, "context teardown: a stream held an unreported error: %s",
+                    stream->error_text);
         stream_free(bctx, stream);
     }
     reap_zombies(bctx, true);
@@ -690,31 +721,15 @@ gm_status gm__hsa_stream_destroy(gm_backend_ctx *bctx, gm_backend_stream *stream
 }
 
 /*
- * The calling thread's key for per-thread streams: a number drawn once per
- * thread from a process-wide counter, never reused. pthread_self() is no key:
- * glibc hands an exited thread's id to the next thread it creates, which
- * would then inherit the dead thread's stream and its pending work and
- * errors. (_Thread_local in this position-independent library is
- * global-dynamic TLS, which dlopen supports.)
- */
-static uint64_t thread_key(void)
-{
-    static _Atomic uint64_t next_key = 1;
-    static _Thread_local uint64_t key = 0;
-
-    if (key == 0)
-        key = atomic_fetch_add(&next_key, 1);
-    return key;
-}
-
-/*
- * The calling thread's default stream, made on first use. It lives until the
- * context ends (the core's stream wrapper refers to it; an exited thread's
- * stream is simply never found again). Lock held.
+ * The calling thread's default stream, made on first use and keyed by
+ * gm__thread_key (pthread_self() is no key: glibc hands an exited thread's id
+ * to the next thread it creates, which would inherit the dead thread's
+ * stream, its pending work and errors). When the thread exits, its stream is
+ * retired (gm__hsa_thread_exited) and freed once its work is done. Lock held.
  */
 static gm_status thread_stream(gm_backend_ctx *bctx, gm_backend_stream **stream_p)
 {
-    uint64_t self = thread_key();
+    uint64_t self = gm__thread_key();
     gm__hsa_thread_stream *ts = bctx->thread_streams;
     gm_status status = GM_OK;
 
@@ -724,6 +739,7 @@ static gm_status thread_stream(gm_backend_ctx *bctx, gm_backend_stream **stream_
         *stream_p = ts->stream;
         return GM_OK;
     }
+    end_retired(bctx); /* a new thread: the streams of those gone before may be done */
     ts = gm__calloc(1, sizeof(*ts));
     if (ts == NULL)
         return gm__error(GM_ERR_NO_MEMORY, "stream_builtin: no memory for a per-thread stream");
@@ -731,7 +747,6 @@ static gm_status thread_stream(gm_backend_ctx *bctx, gm_backend_stream **stream_
     if (status != GM_OK)
         goto fail_stream;
     ts->thread_key = self;
-    ts->stream->owner = self;
     ts->next = bctx->thread_streams;
     bctx->thread_streams = ts;
     *stream_p = ts->stream;
@@ -740,6 +755,32 @@ static gm_status thread_stream(gm_backend_ctx *bctx, gm_backend_stream **stream_
 fail_stream:
     gm__free(ts);
     return status;
+}
+
+/*
+ * A thread that used per-thread streams exits (thread_exit.c's notice, under
+ * its lock): retire its stream of this context, if it has one, and free it
+ * now if it is idle and unwrapped, else once it is (end_retired, from every
+ * reap of all streams and every new thread's first use). Its queued work
+ * still runs, in order, and still orders the legacy stream.
+ */
+void gm__hsa_thread_exited(void *arg, uint64_t key)
+{
+    gm_backend_ctx *bctx = arg;
+    gm__hsa_thread_stream **link = &bctx->thread_streams;
+
+    pthread_mutex_lock(&bctx->lock);
+    while (*link != NULL && (*link)->thread_key != key)
+        link = &(*link)->next;
+    if (*link != NULL) {
+        gm__hsa_thread_stream *ts = *link;
+
+        *link = ts->next;
+        ts->stream->retired = true;
+        gm__free(ts);
+        end_retired(bctx);
+    }
+    pthread_mutex_unlock(&bctx->lock);
 }
 
 /* DEFAULT is the legacy stream, as in Numba (no per-thread mode by default). */
@@ -781,6 +822,7 @@ gm_status gm__hsa_stream_wrap(gm_backend_ctx *bctx, void *native, gm_backend_str
     if (status != GM_OK)
         goto done;
     wrapper->target = target;
+    target->wrappers++; /* a retired per-thread stream stays while wrapped */
     *stream_p = wrapper;
 done:
     pthread_mutex_unlock(&bctx->lock);
@@ -789,9 +831,12 @@ done:
 
 void gm__hsa_stream_unwrap(gm_backend_ctx *bctx, gm_backend_stream *stream)
 {
-    (void)bctx;
     if (stream == NULL || stream->kind != GM_HSA_STREAM_WRAPPER)
         return;
+    pthread_mutex_lock(&bctx->lock);
+    if (--stream->target->wrappers == 0 && stream->target->retired)
+        end_retired(bctx);
+    pthread_mutex_unlock(&bctx->lock);
     pthread_mutex_destroy(&stream->error_lock);
     stream->magic = 0;
     gm__free(stream);
@@ -970,6 +1015,7 @@ void gm__hsa_reap_all(gm_backend_ctx *bctx)
     for (gm_backend_stream *s = bctx->streams; s != NULL; s = s->next)
         gm__hsa_stream_reap(bctx, s);
     reap_zombies(bctx, false);
+    end_retired(bctx);
 }
 
 /*

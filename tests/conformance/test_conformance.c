@@ -11,6 +11,7 @@
  * free bookkeeping memory on driver threads.
  */
 #include <math.h>
+#include <pthread.h>
 #include <spawn.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -1007,6 +1008,152 @@ static void test_builtin_streams(void **state)
     gm_array_release(&da);
 }
 
+/* ------------------------------------- per-thread streams of exited threads */
+
+/* A thread's per-thread stream work held back by a gate until another thread opens it. */
+typedef struct gated_job {
+    gm_context *ctx;
+    gm_array *a;         /* the thread fills it on its stream, behind the gate */
+    uint32_t value;      /* what it fills in */
+    _Atomic int release; /* the gate */
+    _Atomic int ran;     /* 1: the gated callback ran after the gate opened; 2: gave up */
+    gm_status status;    /* what the thread's calls returned */
+} gated_job;
+
+/* Stream callback: wait (up to ~10 s) for the gate, then say so. */
+static void gated_callback(gm_stream *stream, gm_status status, void *user)
+{
+    gated_job *job = user;
+    const struct timespec tick = {0, 1000000};
+    int i = 0;
+
+    (void)stream;
+    (void)status;
+    while (atomic_load(&job->release) == 0 && i++ < 10000)
+        nanosleep(&tick, NULL);
+    atomic_store(&job->ran, atomic_load(&job->release) != 0 ? 1 : 2);
+}
+
+/* Thread body: queue the gate and a fill on this thread's own stream, then exit at once. */
+static void *queue_behind_gate(void *arg)
+{
+    gated_job *job = arg;
+    gm_stream *mine = gm_per_thread_default_stream(job->ctx);
+
+    job->status = mine == NULL ? gm_last_error() : GM_OK;
+    if (job->status == GM_OK)
+        job->status = gm_stream_add_callback(mine, gated_callback, job);
+    if (job->status == GM_OK)
+        job->status = gm_array_fill(job->a, &job->value, mine);
+    return NULL;
+}
+
+/* Thread body: open the gate after 30 ms. */
+static void *open_gate_later(void *arg)
+{
+    gated_job *job = arg;
+    const struct timespec pause = {0, 30000000};
+
+    nanosleep(&pause, NULL);
+    atomic_store(&job->release, 1);
+    return NULL;
+}
+
+/*
+ * Work a thread queued on its per-thread default stream runs after the
+ * thread exits, in order, and still orders the legacy stream: a synchronous
+ * copy (legacy) issued after the thread is gone waits for the gate and then
+ * sees the fill (CUDA: per-thread streams are blocking streams). Ten threads
+ * in turn do the same, so per-thread streams come and go.
+ */
+static void test_per_thread_stream_outlives_thread(void **state)
+{
+    const int64_t n = 4096;
+    uint32_t *host = calloc((size_t)n, sizeof(uint32_t));
+    gm_ndview hv = host_view(host, GM_UINT32, 1, &n, GM_ORDER_C);
+    gm_array *a = NULL;
+
+    (void)state;
+    if (gm_context_backend(g_ctx) == GM_BACKEND_CUDA && on_test_double()) {
+        print_message("skipped on %s (test double): it runs stream work within the call, so "
+                      "no work can wait behind a gate\n",
+                      backend_name());
+        free(host);
+        skip();
+    }
+    assert_non_null(host);
+    assert_ok(gm_device_array(g_ctx, 1, &n, GM_UINT32, GM_ORDER_C, &a));
+    for (uint32_t round = 0; round < 10; round++) {
+        gated_job job = {g_ctx, a, 0xA5A50000u + round, 0, 0, GM_ERR_INTERNAL};
+        pthread_t queuer, opener;
+
+        assert_ok(gm_array_memset(a, 0, NULL));
+        assert_int_equal(pthread_create(&queuer, NULL, queue_behind_gate, &job), 0);
+        assert_int_equal(pthread_join(queuer, NULL), 0);
+        assert_ok(job.status);
+        assert_int_equal(atomic_load(&job.ran), 0); /* held by the gate */
+        assert_int_equal(pthread_create(&opener, NULL, open_gate_later, &job), 0);
+        assert_ok(gm_array_copy_to_host(a, &hv, NULL));
+        assert_int_equal(atomic_load(&job.ran), 1);
+        for (int64_t i = 0; i < n; i++)
+            assert_int_equal(host[i], job.value);
+        assert_int_equal(pthread_join(opener, NULL), 0);
+    }
+    assert_ok(gm_context_synchronize(g_ctx));
+    gm_array_release(&a);
+    free(host);
+}
+
+/* Thread body: use the per-thread stream of job->ctx, then wait for the gate before exiting. */
+static void *use_then_wait(void *arg)
+{
+    gated_job *job = arg;
+    gm_stream *mine = gm_per_thread_default_stream(job->ctx);
+    const struct timespec tick = {0, 1000000};
+
+    job->status = mine == NULL ? gm_last_error() : gm_array_fill(job->a, &job->value, mine);
+    if (job->status == GM_OK)
+        job->status = gm_stream_synchronize(mine);
+    atomic_store(&job->ran, 1);
+    for (int i = 0; i < 10000 && atomic_load(&job->release) == 0; i++)
+        nanosleep(&tick, NULL);
+    return NULL;
+}
+
+/*
+ * A context destroyed while a thread that used its per-thread stream is
+ * still alive: the thread's exit afterwards must not touch the gone context
+ * (AddressSanitizer reports it if it does), and a new context works.
+ */
+static void test_per_thread_stream_context_gone_first(void **state)
+{
+    const int64_t n = 64;
+    gm_context *ctx = NULL;
+    gated_job job;
+    pthread_t t;
+
+    (void)state;
+    memset(&job, 0, sizeof(job));
+    assert_ok(gm_context_create(NULL, &ctx));
+    job.ctx = ctx;
+    job.value = 7;
+    assert_ok(gm_device_array(ctx, 1, &n, GM_UINT32, GM_ORDER_C, &job.a));
+    assert_int_equal(pthread_create(&t, NULL, use_then_wait, &job), 0);
+    for (int i = 0; i < 10000 && atomic_load(&job.ran) == 0; i++) {
+        const struct timespec tick = {0, 1000000};
+
+        nanosleep(&tick, NULL);
+    }
+    assert_int_equal(atomic_load(&job.ran), 1);
+    assert_ok(job.status);
+    gm_array_release(&job.a);
+    gm_context_destroy(&ctx);
+    atomic_store(&job.release, 1);
+    assert_int_equal(pthread_join(t, NULL), 0);
+    assert_ok(gm_context_create(NULL, &ctx));
+    gm_context_destroy(&ctx);
+}
+
 /* --------------------------------------------------------------- events */
 
 /* Timing events around a copy: elapsed >= 0; query and synchronize; non-timing rejected. */
@@ -2000,6 +2147,8 @@ int main(void)
         cmocka_unit_test(test_no_waiting_inside_callbacks),
         cmocka_unit_test(test_auto_synchronize),
         cmocka_unit_test(test_builtin_streams),
+        cmocka_unit_test(test_per_thread_stream_outlives_thread),
+        cmocka_unit_test(test_per_thread_stream_context_gone_first),
         cmocka_unit_test(test_events),
         cmocka_unit_test(test_deallocation_count_limit),
         cmocka_unit_test(test_defer_cleanup_nesting),

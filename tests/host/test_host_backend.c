@@ -9,7 +9,9 @@
  * Tests that need concurrency block stream work on "gates" the test opens;
  * every wait has a timeout so a wrong order fails instead of hanging.
  */
+#include <dirent.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1334,10 +1336,10 @@ static void test_builtin_and_per_thread(void **state)
     assert_ptr_equal(d1, d2);
     assert_ok(OPS->stream_builtin(c, GM_BUILTIN_STREAM_LEGACY, &l));
     assert_ptr_equal(l, d1);
-    assert_int_equal(pthread_create(&t, NULL, probe_thread, &probe), 0);
     assert_ok(OPS->stream_builtin(c, GM_BUILTIN_STREAM_PER_THREAD, &p1));
+    assert_int_equal(pthread_create(&t, NULL, probe_thread, &probe), 0);
     assert_ok(OPS->stream_builtin(c, GM_BUILTIN_STREAM_PER_THREAD, &p2));
-    pthread_join(t, NULL);
+    pthread_join(t, NULL); /* (the probe's stream may be gone now: compared, not used) */
     assert_ok(probe.status);
     assert_ptr_equal(p1, p2);
     assert_ptr_equal(probe.first, probe.second);
@@ -1346,6 +1348,153 @@ static void test_builtin_and_per_thread(void **state)
     assert_status(OPS->stream_builtin(c, (gm_builtin_stream)7, &p1), GM_ERR_INVALID_ARG);
     assert_status(OPS->stream_destroy(c, d1), GM_ERR_INVALID_ARG);
     assert_status(OPS->stream_destroy(c, p2), GM_ERR_INVALID_ARG);
+    OPS->fini(c);
+    assert_int_equal(gm_test_use_cmocka_allocator(state), 0);
+}
+
+/* Threads of this process (/proc/self/task entries), or -1. */
+static int thread_count(void)
+{
+    DIR *d = opendir("/proc/self/task");
+    struct dirent *e = NULL;
+    int n = 0;
+
+    if (d == NULL)
+        return -1;
+    while ((e = readdir(d)) != NULL)
+        n += e->d_name[0] != '.';
+    closedir(d);
+    return n;
+}
+
+/* Poll the thread count until it is at most `want`; the last count seen (after ~5 s). */
+static int thread_count_down_to(int want)
+{
+    int n = thread_count();
+
+    for (int i = 0; i < 2500 && n > want; i++) {
+        sleep_ms(2);
+        n = thread_count();
+    }
+    return n;
+}
+
+/* What a short-lived thread does with its per-thread stream. */
+typedef struct exiting_job {
+    gm_backend_ctx *ctx;
+    gate *hold;       /* NULL, or a gate its work waits for */
+    bool wrap;        /* wrap its stream before exiting */
+    _Atomic int flag; /* set by its last work item (atomic: the test's edge from that work) */
+    void *native;     /* its stream's native handle */
+    gm_backend_stream *wrapper;
+    gm_status status;
+} exiting_job;
+
+/* Host work: set an atomic flag to 1. */
+static gm_status work_set_atomic(void *user)
+{
+    atomic_store((_Atomic int *)user, 1);
+    return GM_OK;
+}
+
+/* Thread body: queue work on this thread's stream (behind job->hold if set) and exit. */
+static void *queue_and_exit(void *arg)
+{
+    exiting_job *job = arg;
+    gm_backend_stream *s = NULL;
+
+    job->status = OPS->stream_builtin(job->ctx, GM_BUILTIN_STREAM_PER_THREAD, &s);
+    if (job->status == GM_OK && job->hold != NULL)
+        job->status = OPS->stream_enqueue_host(job->ctx, s, work_gate, job->hold, NULL);
+    if (job->status == GM_OK)
+        job->status = OPS->stream_enqueue_host(job->ctx, s, work_set_atomic, &job->flag, NULL);
+    if (job->status == GM_OK)
+        job->native = OPS->stream_native(job->ctx, s);
+    if (job->status == GM_OK && job->wrap)
+        job->status = OPS->stream_wrap(job->ctx, job->native, &job->wrapper);
+    return NULL;
+}
+
+/* Thread body: nothing. */
+static void *nothing(void *arg)
+{
+    return arg;
+}
+
+/* Run one exiting_job on a thread of its own, to its end. */
+static void run_exiting(exiting_job *job)
+{
+    pthread_t t;
+
+    assert_int_equal(pthread_create(&t, NULL, queue_and_exit, job), 0);
+    assert_int_equal(pthread_join(t, NULL), 0);
+    assert_ok(job->status);
+}
+
+/*
+ * A thread's per-thread stream goes once the thread has exited and the
+ * stream's work is done, so a program that keeps starting threads does not
+ * collect idle workers: 24 threads in turn each leave work on theirs, which
+ * runs, and the process is back to its thread count. A retired stream with
+ * work still queued, or wrapped, stays (its native handle still wraps) until
+ * both are over. On the C library's allocator: the workers free their
+ * streams on their own threads.
+ */
+static void test_per_thread_stream_ends_with_thread(void **state)
+{
+    gm_backend_ctx *c = NULL;
+    gm_backend_stream *w = NULL;
+    exiting_job jobs[24];
+    exiting_job held;
+    gate g;
+    pthread_t t;
+    int base = 0;
+
+    assert_int_equal(gm_test_restore_allocator(state), 0);
+    c = ctx_new();
+    memset(jobs, 0, sizeof(jobs));
+    assert_int_equal(pthread_create(&t, NULL, nothing, NULL), 0); /* ThreadSanitizer starts */
+    assert_int_equal(pthread_join(t, NULL), 0);                   /* a thread with the first */
+    base = thread_count();
+    assert_true(base > 0);
+    for (int i = 0; i < 24; i++) {
+        jobs[i].ctx = c;
+        run_exiting(&jobs[i]);
+    }
+    assert_int_equal(thread_count_down_to(base), base);
+    for (int i = 0; i < 24; i++)
+        assert_int_equal(atomic_load(&jobs[i].flag), 1);
+    assert_status(OPS->stream_wrap(c, jobs[23].native, &w), GM_ERR_INVALID_HANDLE);
+
+    /* work still queued: the stream stays until it has run */
+    gate_init(&g);
+    memset(&held, 0, sizeof(held));
+    held.ctx = c;
+    held.hold = &g;
+    run_exiting(&held);
+    sleep_ms(20);
+    assert_int_equal(thread_count(), base + 1);
+    assert_ok(OPS->stream_wrap(c, held.native, &w)); /* still there */
+    OPS->stream_unwrap(c, w);
+    assert_int_equal(atomic_load(&held.flag), 0);
+    gate_open(&g);
+    assert_int_equal(thread_count_down_to(base), base);
+    assert_int_equal(atomic_load(&held.flag), 1); /* after the gate's wait: it may go */
+    gate_destroy(&g);
+
+    /* wrapped: the stream stays, and works, until it is unwrapped */
+    memset(&held, 0, sizeof(held));
+    held.ctx = c;
+    held.wrap = true;
+    run_exiting(&held);
+    sleep_ms(20);
+    assert_int_equal(thread_count(), base + 1);
+    atomic_store(&held.flag, 0);
+    assert_ok(OPS->stream_enqueue_host(c, held.wrapper, work_set_atomic, &held.flag, NULL));
+    assert_ok(OPS->stream_synchronize(c, held.wrapper));
+    assert_int_equal(atomic_load(&held.flag), 1);
+    OPS->stream_unwrap(c, held.wrapper);
+    assert_int_equal(thread_count_down_to(base), base);
     OPS->fini(c);
     assert_int_equal(gm_test_use_cmocka_allocator(state), 0);
 }
@@ -1617,6 +1766,7 @@ int main(void)
         cmocka_unit_test(test_events),
         cmocka_unit_test(test_stream_wait_event),
         cmocka_unit_test(test_builtin_and_per_thread),
+        cmocka_unit_test(test_per_thread_stream_ends_with_thread),
         cmocka_unit_test(test_legacy_waits_for_blocking),
         cmocka_unit_test(test_blocking_waits_for_legacy),
         cmocka_unit_test(test_sync_copy_waits_for_blocking),

@@ -402,11 +402,13 @@ static void *other_thread_stream(void *arg)
     return s;
 }
 
-/* What one short-lived thread saw: its id and its per-thread stream. */
+/* What one short-lived thread saw: its id and its per-thread stream (wrapped if `wrap`). */
 typedef struct thread_seen {
     gm_backend_ctx *bctx;
     pthread_t self;
     gm_backend_stream *stream;
+    bool wrap;
+    gm_backend_stream *wrapper;
 } thread_seen;
 
 static void *note_thread_stream(void *arg)
@@ -416,19 +418,25 @@ static void *note_thread_stream(void *arg)
     seen->self = pthread_self();
     if (hsa_ops->stream_builtin(seen->bctx, GM_BUILTIN_STREAM_PER_THREAD, &seen->stream) != GM_OK)
         seen->stream = NULL;
+    if (seen->stream != NULL && seen->wrap &&
+        hsa_ops->stream_wrap(seen->bctx, hsa_ops->stream_native(seen->bctx, seen->stream),
+                             &seen->wrapper) != GM_OK)
+        seen->wrapper = NULL;
     return NULL;
 }
 
 /*
  * A thread that starts after another exited may get the same pthread_t
  * (glibc reuses a joined thread's descriptor): it must still get a stream
- * of its own, not the dead thread's. Skipped if the C library never reuses
- * the id here, since then the case cannot arise.
+ * of its own, not the dead thread's. (The first thread wraps its stream, so
+ * that it outlives the thread and its address is not reused either.)
+ * Skipped if the C library never reuses the id here, since then the case
+ * cannot arise.
  */
 static void test_per_thread_id_reuse(void **state)
 {
     gm_backend_ctx *bctx = hsa_test_open(NULL, 0);
-    thread_seen first = {bctx, 0, NULL}, later = {bctx, 0, NULL};
+    thread_seen first = {bctx, 0, NULL, true, NULL}, later = {bctx, 0, NULL, false, NULL};
     pthread_t t;
     bool reused = false;
 
@@ -436,6 +444,7 @@ static void test_per_thread_id_reuse(void **state)
     assert_int_equal(pthread_create(&t, NULL, note_thread_stream, &first), 0);
     assert_int_equal(pthread_join(t, NULL), 0);
     assert_non_null(first.stream);
+    assert_non_null(first.wrapper);
     for (int i = 0; i < 20 && !reused; i++) {
         assert_int_equal(pthread_create(&t, NULL, note_thread_stream, &later), 0);
         assert_int_equal(pthread_join(t, NULL), 0);
@@ -443,11 +452,80 @@ static void test_per_thread_id_reuse(void **state)
         assert_ptr_not_equal(later.stream, first.stream);
         reused = pthread_equal(later.self, first.self) != 0;
     }
+    hsa_ops->stream_unwrap(bctx, first.wrapper);
     hsa_test_close(bctx);
     if (!reused) {
         print_message("pthread ids were not reused: nothing to check\n");
         skip();
     }
+}
+
+/* What a short-lived thread does: a copy on its per-thread stream, synchronized if `sync`. */
+typedef struct exiting_copy {
+    gm_backend_ctx *bctx;
+    bool sync;
+    gm_devptr src;
+    uint32_t *dst;
+    void *native; /* its stream's native handle */
+    gm_status status;
+} exiting_copy;
+
+static void *copy_and_exit(void *arg)
+{
+    exiting_copy *job = arg;
+    gm_backend_stream *s = NULL;
+
+    job->status = hsa_ops->stream_builtin(job->bctx, GM_BUILTIN_STREAM_PER_THREAD, &s);
+    if (job->status == GM_OK)
+        job->status = copy_async(job->bctx, s, GM_COPY_HOST, job->dst, GM_COPY_DEVICE,
+                                 (void *)(uintptr_t)job->src, N * 4);
+    if (job->status == GM_OK && job->sync)
+        job->status = hsa_ops->stream_synchronize(job->bctx, s);
+    if (job->status == GM_OK)
+        job->native = hsa_ops->stream_native(job->bctx, s);
+    return NULL;
+}
+
+/*
+ * An exited thread's per-thread stream is freed once its work is done (its
+ * native handle no longer wraps): at once when it was idle at the exit,
+ * else at a later reap (here device_synchronize's); its queued copy still
+ * lands. A wrapper keeps it meanwhile.
+ */
+static void test_per_thread_stream_ends_with_thread(void **state)
+{
+    gm_backend_ctx *bctx = hsa_test_open(NULL, 0);
+    uint32_t *a = pattern(12), *back = calloc(N, 4);
+    exiting_copy job = {bctx, true, 0, back, NULL, GM_ERR_INTERNAL};
+    gm_backend_stream *w = NULL;
+    pthread_t t;
+
+    (void)state;
+    job.src = hsa_test_to_device(bctx, a, N * 4);
+    assert_int_equal(pthread_create(&t, NULL, copy_and_exit, &job), 0);
+    assert_int_equal(pthread_join(t, NULL), 0);
+    assert_ok(job.status);
+    assert_memory_equal(a, back, N * 4);
+    assert_status(hsa_ops->stream_wrap(bctx, job.native, &w), GM_ERR_INVALID_HANDLE);
+
+    memset(back, 0, N * 4);
+    job.sync = false;
+    hsa_double_pause(1); /* the copy stays queued past the thread's exit */
+    assert_int_equal(pthread_create(&t, NULL, copy_and_exit, &job), 0);
+    assert_int_equal(pthread_join(t, NULL), 0);
+    assert_ok(job.status);
+    assert_ok(hsa_ops->stream_wrap(bctx, job.native, &w)); /* still there */
+    hsa_ops->stream_unwrap(bctx, w);
+    assert_ok(hsa_ops->stream_wrap(bctx, job.native, &w)); /* work pending: still there */
+    hsa_ops->stream_unwrap(bctx, w);
+    hsa_double_pause(0);
+    assert_ok(hsa_ops->device_synchronize(bctx));
+    assert_memory_equal(a, back, N * 4);
+    assert_status(hsa_ops->stream_wrap(bctx, job.native, &w), GM_ERR_INVALID_HANDLE);
+    assert_ok(hsa_ops->mem_free(bctx, job.src));
+    hsa_test_close(bctx);
+    free(a);
+    free(back);
 }
 
 static void test_per_thread_and_wrap(void **state)
@@ -1858,6 +1936,7 @@ int main(void)
         cmocka_unit_test(test_callbacks_and_host_work),
         cmocka_unit_test(test_per_thread_and_wrap),
         cmocka_unit_test(test_per_thread_id_reuse),
+        cmocka_unit_test(test_per_thread_stream_ends_with_thread),
         cmocka_unit_test(test_queue_wraps),
         cmocka_unit_test(test_synchronize_releases),
         cmocka_unit_test(test_shared_pageable_locks),

@@ -1,0 +1,92 @@
+/*
+ * Thread keys and exit notices (core.h). The notice is a pthread key whose
+ * value, set on a thread's first gm__thread_key call, is that thread's key:
+ * its destructor runs when the thread exits and tells every watch. The main
+ * thread gets no notice (exit() ends the process), which is as it should be.
+ */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "core.h"
+
+static pthread_mutex_t watch_lock = PTHREAD_MUTEX_INITIALIZER;
+static gm__thread_watch watches = {&watches, &watches, NULL, NULL};
+
+static pthread_once_t notice_once = PTHREAD_ONCE_INIT;
+static pthread_key_t notice;
+static bool notice_made; /* written once, under notice_once */
+
+static _Atomic uint64_t next_key = 1;
+static _Thread_local uint64_t thread_key = 0;
+
+/* The notice's destructor: the exiting thread's key is `value`. */
+static void thread_exiting(void *value)
+{
+    uint64_t key = (uint64_t)(uintptr_t)value;
+
+    pthread_mutex_lock(&watch_lock);
+    for (gm__thread_watch *w = watches.next; w != &watches; w = w->next)
+        w->on_exit(w->arg, key);
+    pthread_mutex_unlock(&watch_lock);
+}
+
+static void make_notice(void)
+{
+    notice_made = pthread_key_create(&notice, thread_exiting) == 0;
+}
+
+/* The library unloaded (dlclose) while armed threads live: their notice must not call in. */
+static void __attribute__((destructor)) drop_notice(void)
+{
+    if (notice_made)
+        (void)pthread_key_delete(notice);
+}
+
+/* Whether a key survives the trip through the notice's void * (keys past 2^32 on 32-bit
+ * systems would wrap: those threads are not armed). */
+static bool fits_value(uint64_t key)
+{
+#if UINTPTR_MAX < UINT64_MAX
+    return key <= UINTPTR_MAX;
+#else
+    (void)key;
+    return true;
+#endif
+}
+
+uint64_t gm__thread_key(void)
+{
+    if (thread_key == 0) {
+        thread_key = atomic_fetch_add_explicit(&next_key, 1, memory_order_relaxed);
+        (void)pthread_once(&notice_once, make_notice);
+        if (notice_made && fits_value(thread_key))
+            (void)pthread_setspecific(notice, (void *)(uintptr_t)thread_key);
+    }
+    return thread_key;
+}
+
+void gm__thread_watch_start(gm__thread_watch *watch, void (*on_exit)(void *arg, uint64_t key),
+                            void *arg)
+{
+    watch->on_exit = on_exit;
+    watch->arg = arg;
+    pthread_mutex_lock(&watch_lock);
+    watch->prev = watches.prev;
+    watch->next = &watches;
+    watches.prev->next = watch;
+    watches.prev = watch;
+    pthread_mutex_unlock(&watch_lock);
+}
+
+void gm__thread_watch_stop(gm__thread_watch *watch)
+{
+    pthread_mutex_lock(&watch_lock);
+    if (watch->next != NULL) {
+        watch->prev->next = watch->next;
+        watch->next->prev = watch->prev;
+        watch->prev = watch->next = NULL;
+    }
+    pthread_mutex_unlock(&watch_lock);
+}
