@@ -127,15 +127,23 @@ static void fiber_main(gm__fiber *gf);
 
 /* ------------------------------------------------------- worker state */
 
-/* Thread exit: unmap the fibers (none is running: the thread is on its own stack). */
-static void worker_destroy(void *arg)
+/* Unmap every fiber of w (none is running: the thread is on its own stack, all are at rest). */
+static void release_fibers(sim_worker *w)
 {
-    sim_worker *w = arg;
-
     for (uint32_t i = 0; i < w->nall; i++) {
         gm__fiber_destroy(&w->all[i]->fiber);
         free(w->all[i]);
     }
+    w->nall = w->nfree = w->nfree_low = 0;
+    w->current = NULL;
+}
+
+/* Thread exit: unmap the fibers. */
+static void worker_destroy(void *arg)
+{
+    sim_worker *w = arg;
+
+    release_fibers(w);
     free(w->all);
     free(w->free);
     free(w->dynamic_shared);
@@ -835,12 +843,19 @@ gm_status gm__sim_run_blocks(const gm__sim_launch *launch, gm__sim_claim_fn clai
     status = w->status;
     if (status != GM_OK) {
         recycle_all(w);
+        /* Out of memory: the fibers a huge block made before it failed would keep their
+         * address space with this thread, and later launches and allocations could fail for
+         * want of it; they go (later runs make the ones they need again). */
+        if (status == GM_ERR_NO_MEMORY)
+            release_fibers(w);
         snprintf(message, message_size, "%s", w->message);
         return status;
     }
     run_end(w);
     return GM_OK;
 fail:
+    if (w != NULL) /* at rest: run_begin or the first fiber failed */
+        release_fibers(w);
     snprintf(message, message_size,
              "kernel '%s': out of memory for the simulator's fibers (each thread of a block "
              "reserves a stack of %zu bytes of address space, GM_SIM_STACK_BYTES sets it, and "
