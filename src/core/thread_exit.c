@@ -67,9 +67,48 @@ uint64_t gm__thread_key(void)
     return thread_key;
 }
 
+/*
+ * fork: the list is taken whole (prepare) so that the child gets it in one
+ * piece, and the child starts with no watch: its contexts from the parent
+ * have no threads there (and their locks may have been held at the fork by
+ * threads that are not there either), so its threads' exits must not call
+ * into them. Their nodes are cleared, so stopping such a watch does nothing.
+ */
+static void fork_prepare(void)
+{
+    pthread_mutex_lock(&watch_lock);
+}
+
+static void fork_parent(void)
+{
+    pthread_mutex_unlock(&watch_lock);
+}
+
+static void fork_child(void)
+{
+    gm__thread_watch *w = watches.next;
+
+    while (w != &watches) {
+        gm__thread_watch *next = w->next;
+
+        w->prev = w->next = NULL;
+        w = next;
+    }
+    watches.prev = watches.next = &watches;
+    pthread_mutex_init(&watch_lock, NULL);
+}
+
+static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
+
+static void add_fork_handlers(void)
+{
+    (void)pthread_atfork(fork_prepare, fork_parent, fork_child);
+}
+
 void gm__thread_watch_start(gm__thread_watch *watch, void (*on_exit)(void *arg, uint64_t key),
                             void *arg)
 {
+    (void)pthread_once(&fork_once, add_fork_handlers);
     watch->on_exit = on_exit;
     watch->arg = arg;
     pthread_mutex_lock(&watch_lock);

@@ -191,6 +191,7 @@ typedef struct host_ctx {
     uint64_t next_ticket;   /* enqueue order across every stream */
     _Atomic int64_t queued; /* items submitted and not yet completed, on every stream */
     host_stream *streams;   /* every stream with a worker */
+    host_stream *ended;     /* retired streams whose workers ended: joined, freed later */
     host_stream *wrappers;  /* every stream_wrap wrapper */
     host_event *events;     /* every event */
     host_stream *legacy_stream;

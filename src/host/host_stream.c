@@ -41,9 +41,11 @@
  * stream is retired: it leaves the thread map (a later thread never finds
  * it), its queued work still runs in order (and still orders the legacy
  * stream), and once it is idle and no wrapper refers to it, its worker
- * unlists it, frees it and exits, detached. So a program that starts
- * threads without end does not collect idle workers. A retired stream's
- * unreported error is logged when it goes.
+ * unlists it and exits; the next thread to get its per-thread stream (or
+ * to create a stream) joins that worker and frees the stream, and fini
+ * joins what is left, so no worker of the context outlives it. So a
+ * program that starts threads without end does not collect idle workers.
+ * A retired stream's unreported error is logged when it goes.
  */
 #include <stdatomic.h>
 #include <stdio.h>
@@ -365,9 +367,10 @@ static void unlink_stream_locked(host_ctx *c, host_stream *s);
 
 /*
  * A retired stream's worker ends its stream (lock held): nothing refers to s
- * any more (no thread's map, no wrapper, no queued item; fini, which takes
- * the lock, no longer finds it), so it is freed here and nobody joins the
- * thread, which touches nothing of the context once it gives the lock back.
+ * any more (no thread's map, no wrapper, no queued item), so it leaves the
+ * stream list for the ended list, where a later call joins the worker and
+ * frees it (join_ended). The worker touches nothing of s once it gives the
+ * lock back.
  */
 static void end_retired_locked(host_ctx *c, host_stream *s)
 {
@@ -377,10 +380,35 @@ static void end_retired_locked(host_ctx *c, host_stream *s)
                 s->sticky_message);
     unlink_stream_locked(c, s);
     reap_locked(c);
-    (void)pthread_detach(s->thread);
-    pthread_cond_destroy(&s->wake);
-    gm__free(s);
+    s->next = c->ended;
+    c->ended = s;
     tls_worker = NULL;
+}
+
+/* Take the ended list (lock held), for join_ended once the lock is given back. */
+static host_stream *take_ended_locked(host_ctx *c)
+{
+    host_stream *ended = c->ended;
+
+    c->ended = NULL;
+    return ended;
+}
+
+/*
+ * Join the workers of ended streams and free the streams. Not under the
+ * context lock: a worker's last act may be its thread's exit notice, which
+ * takes it (for the worker's own per-thread stream of this context).
+ */
+static void join_ended(host_stream *ended)
+{
+    while (ended != NULL) {
+        host_stream *s = ended;
+
+        ended = s->next;
+        pthread_join(s->thread, NULL);
+        pthread_cond_destroy(&s->wake);
+        gm__free(s);
+    }
 }
 
 /* A stream's worker thread: run items in order until the stream stops or, retired, ends. */
@@ -455,7 +483,7 @@ static void unlink_stream_locked(host_ctx *c, host_stream *s)
 gm_status gm__host_stream_create(gm_backend_ctx *bctx, unsigned flags, gm_backend_stream **stream_p)
 {
     host_ctx *c = gm__host_ctx(bctx);
-    host_stream *s = NULL;
+    host_stream *s = NULL, *ended = NULL;
     gm_status status = GM_OK;
 
     if (stream_p == NULL)
@@ -464,7 +492,9 @@ gm_status gm__host_stream_create(gm_backend_ctx *bctx, unsigned flags, gm_backen
         return gm__error(GM_ERR_INVALID_ARG, "stream_create: unknown flags 0x%x", flags);
     pthread_mutex_lock(&c->lock);
     status = stream_new_locked(c, flags, BUILTIN_NONE, &s);
+    ended = take_ended_locked(c);
     pthread_mutex_unlock(&c->lock);
+    join_ended(ended);
     if (status == GM_OK)
         *stream_p = to_backend_stream(s);
     return status;
@@ -552,14 +582,16 @@ gm_status gm__host_stream_builtin(gm_backend_ctx *bctx, gm_builtin_stream which,
                                   gm_backend_stream **stream_p)
 {
     host_ctx *c = gm__host_ctx(bctx);
-    host_stream *s = NULL;
+    host_stream *s = NULL, *ended = NULL;
     gm_status status = GM_OK;
 
     if (stream_p == NULL)
         return gm__error(GM_ERR_NULL_POINTER, "stream_builtin: stream_p is NULL");
     pthread_mutex_lock(&c->lock);
     status = stream_builtin_locked(c, which, &s);
+    ended = take_ended_locked(c); /* NULL but after exits: a load */
     pthread_mutex_unlock(&c->lock);
+    join_ended(ended);
     if (status == GM_OK)
         *stream_p = to_backend_stream(s);
     return status;
@@ -1012,6 +1044,8 @@ void gm__host_streams_fini(host_ctx *c)
 {
     gm__thread_watch_stop(&c->exit_watch); /* no exit notice retires a stream from now on */
     join_workers(c);
+    join_ended(c->ended); /* every worker is joined now: none ends a stream any more */
+    c->ended = NULL;
     pthread_mutex_lock(&c->lock);
     while (c->streams != NULL) {
         host_stream *s = c->streams;

@@ -468,8 +468,9 @@ static void stream_retire(gm_backend_ctx *bctx, gm_backend_stream *stream)
 
 /*
  * Free the retired per-thread streams (of exited threads) whose work is done
- * and that no wrapper refers to; a pending error nobody can take any more is
- * logged. Lock held.
+ * (drain's test: its operations and the events it waits for) and that no
+ * wrapper refers to; a pending error nobody can take any more is logged.
+ * Lock held.
  */
 static void end_retired(gm_backend_ctx *bctx)
 {
@@ -480,7 +481,10 @@ static void end_retired(gm_backend_ctx *bctx)
 
         if (s->retired && s->wrappers == 0)
             gm__hsa_stream_reap(bctx, s);
-        if (!s->retired || s->wrappers > 0 || s->ops_head != NULL) {
+        /* its operations and the events it was made to wait for (a later legacy operation
+         * depends on those through it; a failed host step's barrier may be one) */
+        if (!s->retired || s->wrappers > 0 || s->ops_head != NULL ||
+            pending_frontier(bctx, s) != NULL) {
             link = &s->next;
             continue;
         }

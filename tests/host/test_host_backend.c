@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "gm_test.h"
@@ -1499,6 +1500,73 @@ static void test_per_thread_stream_ends_with_thread(void **state)
     assert_int_equal(gm_test_use_cmocka_allocator(state), 0);
 }
 
+/* ThreadSanitizer does not let a multi-threaded process's fork child start threads. */
+#if defined(__SANITIZE_THREAD__)
+#define UNDER_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define UNDER_TSAN 1
+#endif
+#endif
+
+/* Thread body: get the per-thread stream of the context `arg` (the thread's exit then
+ * notifies). */
+static void *touch_per_thread(void *arg)
+{
+    gm_backend_stream *s = NULL;
+
+    return OPS->stream_builtin(arg, GM_BUILTIN_STREAM_PER_THREAD, &s) == GM_OK ? s : NULL;
+}
+
+/*
+ * fork while a context's lock is held (by the forking thread here; by any
+ * thread in a program): in the child, the exit of a thread that used a
+ * per-thread stream of a context made there must not call into the
+ * parent's context, whose lock nobody in the child will give back. The
+ * child would hang (ended by alarm) before the fork handlers cleared the
+ * watches it inherited.
+ */
+static void test_fork_child_thread_exit(void **state)
+{
+    host_ctx *parent = NULL;
+    gm_backend_ctx *c = NULL;
+    pid_t pid;
+    int status = 0;
+
+#if defined(UNDER_TSAN)
+    skip();
+#endif
+    assert_int_equal(gm_test_restore_allocator(state), 0);
+    c = ctx_new();
+    parent = gm__host_ctx(c);
+    pthread_mutex_lock(&parent->lock);
+    pid = fork();
+    if (pid == 0) {
+        gm_backend_ctx *mine = NULL;
+        gm_backend_init_args args = {0, 0};
+        pthread_t t;
+        void *got = NULL;
+
+        alarm(10);
+        if (OPS->init(&args, &mine) != GM_OK ||
+            pthread_create(&t, NULL, touch_per_thread, mine) != 0 || pthread_join(t, &got) != 0 ||
+            got == NULL)
+            _exit(2);
+        OPS->fini(mine);
+        _exit(0);
+    }
+    pthread_mutex_unlock(&parent->lock);
+    assert_true(pid > 0);
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    if (WIFSIGNALED(status))
+        fail_msg("the fork child was killed by signal %d (a hang ended by alarm: 14)",
+                 WTERMSIG(status));
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 0);
+    OPS->fini(c);
+    assert_int_equal(gm_test_use_cmocka_allocator(state), 0);
+}
+
 /*
  * Legacy stream work waits for earlier work on blocking streams, not on
  * non-blocking ones; so does the default stream's, which is the legacy one.
@@ -1767,6 +1835,7 @@ int main(void)
         cmocka_unit_test(test_stream_wait_event),
         cmocka_unit_test(test_builtin_and_per_thread),
         cmocka_unit_test(test_per_thread_stream_ends_with_thread),
+        cmocka_unit_test(test_fork_child_thread_exit),
         cmocka_unit_test(test_legacy_waits_for_blocking),
         cmocka_unit_test(test_blocking_waits_for_legacy),
         cmocka_unit_test(test_sync_copy_waits_for_blocking),

@@ -7,10 +7,15 @@
  * checkers reported their memory. Checked by counting this process's
  * threads in /proc/self/task: one (the main thread) after dlclose. A fork
  * child of the process, which has none of the pool's threads, exits cleanly.
+ * Before the context goes, a thread queues work on its per-thread stream
+ * and exits: that stream's worker must be joined by gm_context_destroy at
+ * the latest (no more threads after it than before that thread), not left
+ * running library code that dlclose unmaps.
  * Not a cmocka test: the program must not link the library it unloads.
  */
 #include <dirent.h>
 #include <dlfcn.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,6 +43,8 @@ typedef gm_status (*device_array_fn)(gm_context *, int, const int64_t *, gm_dtyp
 typedef void (*array_release_fn)(gm_array **);
 typedef const gm_ndview *(*array_view_fn)(const gm_array *);
 typedef gm_status (*kernel_find_fn)(gm_context *, const char *, gm_kernel **);
+typedef gm_stream *(*per_thread_fn)(gm_context *);
+typedef gm_status (*memset_fn)(gm_array *, int, gm_stream *);
 typedef gm_status (*launch_fn)(gm_kernel *, gm_dim3, gm_dim3, size_t, gm_stream *, int,
                                const gm_arg *);
 
@@ -69,6 +76,24 @@ static void sym(void *lib, const char *name, void *fn_p, size_t fn_bytes)
 }
 
 #define SYM(lib, name, fn) sym((lib), (name), &(fn), sizeof(fn))
+
+/* What a short-lived thread does: a memset on its per-thread stream, left running. */
+typedef struct thread_job {
+    per_thread_fn per_thread;
+    memset_fn set;
+    gm_context *ctx;
+    gm_array *a;
+    gm_status status;
+} thread_job;
+
+static void *memset_and_exit(void *arg)
+{
+    thread_job *job = arg;
+    gm_stream *mine = job->per_thread(job->ctx);
+
+    job->status = mine == NULL ? GM_ERR_INTERNAL : job->set(job->a, 0, mine);
+    return NULL;
+}
 
 /* A pointer argument at a device array's first element. */
 static gm_arg array_arg(array_view_fn view, const gm_array *a)
@@ -136,14 +161,36 @@ int main(int argc, char **argv)
             return 1;
         }
         threads = thread_count();
+        if (threads < 2) {
+            fprintf(stderr, "test_unload: no pool thread ran the launch (%d threads)\n", threads);
+            return 1;
+        }
+        /* A thread's per-thread stream (a worker thread) that goes after the thread exits:
+         * its worker is joined by the context's end at the latest, so no thread of the
+         * context is left running library code when the library is unloaded. */
+        {
+            thread_job job = {NULL, NULL, ctx, out, GM_ERR_INTERNAL};
+            pthread_t t;
+
+            SYM(lib, "gm_per_thread_default_stream", job.per_thread);
+            SYM(lib, "gm_array_memset", job.set);
+            if (pthread_create(&t, NULL, memset_and_exit, &job) != 0 ||
+                pthread_join(t, NULL) != 0 || job.status != GM_OK) {
+                fprintf(stderr, "test_unload: the per-thread stream's memset failed\n");
+                return 1;
+            }
+        }
         release(&x);
         release(&y);
         release(&out);
         destroy(&ctx);
-    }
-    if (threads < 2) {
-        fprintf(stderr, "test_unload: no pool thread ran the launch (%d threads)\n", threads);
-        return 1;
+        if (thread_count() > threads) {
+            fprintf(stderr,
+                    "test_unload: %d threads after gm_context_destroy (%d before the "
+                    "per-thread stream's thread)\n",
+                    thread_count(), threads);
+            return 1;
+        }
     }
     {
         /* A fork child has none of the pool's threads: its exit must not join them (a join

@@ -528,6 +528,63 @@ static void test_per_thread_stream_ends_with_thread(void **state)
     free(back);
 }
 
+/* A thread's per-thread stream: made to wait for an event, then the thread exits. */
+typedef struct wait_job {
+    gm_backend_ctx *bctx;
+    gm_backend_event *ev;
+    gm_status status;
+} wait_job;
+
+static void *wait_and_exit(void *arg)
+{
+    wait_job *job = arg;
+    gm_backend_stream *s = NULL;
+
+    job->status = hsa_ops->stream_builtin(job->bctx, GM_BUILTIN_STREAM_PER_THREAD, &s);
+    if (job->status == GM_OK)
+        job->status = hsa_ops->stream_wait_event(job->bctx, s, job->ev);
+    return NULL;
+}
+
+/*
+ * An exited thread's stream that waits for an event is work pending (its
+ * wait is its work): it stays, and later legacy work still waits for the
+ * event through it (the legacy copy reads what the non-blocking stream's
+ * copy wrote before the event).
+ */
+static void test_retired_wait_orders_legacy(void **state)
+{
+    gm_backend_ctx *bctx = hsa_test_open(NULL, 0);
+    uint32_t *a = pattern(21), *back = calloc(N, 4);
+    gm_backend_stream *nb = NULL, *legacy = NULL;
+    gm_devptr da = 0;
+    wait_job job = {bctx, NULL, GM_ERR_INTERNAL};
+    pthread_t t;
+
+    (void)state;
+    assert_ok(hsa_ops->mem_alloc(bctx, N * 4, &da));
+    assert_ok(hsa_ops->stream_create(bctx, GM_STREAM_NON_BLOCKING, &nb));
+    assert_ok(hsa_ops->stream_builtin(bctx, GM_BUILTIN_STREAM_LEGACY, &legacy));
+    assert_ok(hsa_ops->event_create(bctx, 0, &job.ev));
+    hsa_double_pause(1);
+    assert_ok(copy_async(bctx, nb, GM_COPY_DEVICE, (void *)(uintptr_t)da, GM_COPY_HOST, a, N * 4));
+    assert_ok(hsa_ops->event_record(bctx, job.ev, nb));
+    assert_int_equal(pthread_create(&t, NULL, wait_and_exit, &job), 0);
+    assert_int_equal(pthread_join(t, NULL), 0);
+    assert_ok(job.status);
+    assert_ok(
+        copy_async(bctx, legacy, GM_COPY_HOST, back, GM_COPY_DEVICE, (void *)(uintptr_t)da, N * 4));
+    hsa_double_pause(0);
+    assert_ok(hsa_ops->device_synchronize(bctx));
+    assert_memory_equal(a, back, N * 4);
+    assert_ok(hsa_ops->event_destroy(bctx, job.ev));
+    assert_ok(hsa_ops->stream_destroy(bctx, nb));
+    assert_ok(hsa_ops->mem_free(bctx, da));
+    hsa_test_close(bctx);
+    free(a);
+    free(back);
+}
+
 static void test_per_thread_and_wrap(void **state)
 {
     gm_backend_ctx *bctx = hsa_test_open(NULL, 0);
@@ -1937,6 +1994,7 @@ int main(void)
         cmocka_unit_test(test_per_thread_and_wrap),
         cmocka_unit_test(test_per_thread_id_reuse),
         cmocka_unit_test(test_per_thread_stream_ends_with_thread),
+        cmocka_unit_test(test_retired_wait_orders_legacy),
         cmocka_unit_test(test_queue_wraps),
         cmocka_unit_test(test_synchronize_releases),
         cmocka_unit_test(test_shared_pageable_locks),
