@@ -124,6 +124,7 @@ typedef struct gm__thread_watch {
     struct gm__thread_watch *prev, *next;
     void (*on_exit)(void *arg, uint64_t key);
     void *arg;
+    uint64_t generation; /* a fork child starts a new one, with no watch */
 } gm__thread_watch;
 
 uint64_t gm__thread_key(void);

@@ -12,7 +12,7 @@
 #include "core.h"
 
 static pthread_mutex_t watch_lock = PTHREAD_MUTEX_INITIALIZER;
-static gm__thread_watch watches = {&watches, &watches, NULL, NULL};
+static gm__thread_watch watches = {&watches, &watches, NULL, NULL, 0};
 
 static pthread_once_t notice_once = PTHREAD_ONCE_INIT;
 static pthread_key_t notice;
@@ -21,7 +21,12 @@ static bool notice_made; /* written once, under notice_once */
 static _Atomic uint64_t next_key = 1;
 static _Thread_local uint64_t thread_key = 0;
 
-/* The notice's destructor: the exiting thread's key is `value`. */
+/*
+ * The notice's destructor: the exiting thread's key is `value`. The key is
+ * dropped after: a later key destructor of the application that uses a
+ * per-thread stream draws a new key and arms the notice again (the C
+ * library runs destructors again for values set meanwhile).
+ */
 static void thread_exiting(void *value)
 {
     uint64_t key = (uint64_t)(uintptr_t)value;
@@ -30,6 +35,7 @@ static void thread_exiting(void *value)
     for (gm__thread_watch *w = watches.next; w != &watches; w = w->next)
         w->on_exit(w->arg, key);
     pthread_mutex_unlock(&watch_lock);
+    thread_key = 0;
 }
 
 static void make_notice(void)
@@ -68,50 +74,40 @@ uint64_t gm__thread_key(void)
 }
 
 /*
- * fork: the list is taken whole (prepare) so that the child gets it in one
- * piece, and the child starts with no watch: its contexts from the parent
- * have no threads there (and their locks may have been held at the fork by
- * threads that are not there either), so its threads' exits must not call
- * into them. Their nodes are cleared, so stopping such a watch does nothing.
+ * fork: the child starts with no watch. Its contexts from the parent have no
+ * threads there (and their locks may have been held at the fork by threads
+ * that are not there), so its threads' exits must not call into them. The
+ * list is not walked (another thread may have been changing it at the
+ * fork): it is emptied, and the generation moves on, so that stopping a
+ * watch of an earlier generation leaves the list alone. No prepare handler
+ * takes the lock: a fork inside a log hook, which may run under a context's
+ * lock that an exiting thread is waiting for with the watch lock held,
+ * would wait for ever.
  */
-static void fork_prepare(void)
-{
-    pthread_mutex_lock(&watch_lock);
-}
-
-static void fork_parent(void)
-{
-    pthread_mutex_unlock(&watch_lock);
-}
+static uint64_t watch_generation; /* changed only in a fork child, before any other thread */
 
 static void fork_child(void)
 {
-    gm__thread_watch *w = watches.next;
-
-    while (w != &watches) {
-        gm__thread_watch *next = w->next;
-
-        w->prev = w->next = NULL;
-        w = next;
-    }
     watches.prev = watches.next = &watches;
+    watch_generation++;
     pthread_mutex_init(&watch_lock, NULL);
 }
 
 static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
 
-static void add_fork_handlers(void)
+static void add_fork_handler(void)
 {
-    (void)pthread_atfork(fork_prepare, fork_parent, fork_child);
+    (void)pthread_atfork(NULL, NULL, fork_child);
 }
 
 void gm__thread_watch_start(gm__thread_watch *watch, void (*on_exit)(void *arg, uint64_t key),
                             void *arg)
 {
-    (void)pthread_once(&fork_once, add_fork_handlers);
+    (void)pthread_once(&fork_once, add_fork_handler);
     watch->on_exit = on_exit;
     watch->arg = arg;
     pthread_mutex_lock(&watch_lock);
+    watch->generation = watch_generation;
     watch->prev = watches.prev;
     watch->next = &watches;
     watches.prev->next = watch;
@@ -122,7 +118,7 @@ void gm__thread_watch_start(gm__thread_watch *watch, void (*on_exit)(void *arg, 
 void gm__thread_watch_stop(gm__thread_watch *watch)
 {
     pthread_mutex_lock(&watch_lock);
-    if (watch->next != NULL) {
+    if (watch->next != NULL && watch->generation == watch_generation) {
         watch->prev->next = watch->next;
         watch->next->prev = watch->prev;
         watch->prev = watch->next = NULL;

@@ -79,6 +79,7 @@ struct host_stream {
     uint64_t completed;
     bool stopping;
     bool retired; /* per-thread stream of an exited thread: goes once idle and unwrapped */
+    bool holds;   /* a wrapper of a per-thread stream (which stays while wrapped) */
     gm_status sticky;
     char sticky_message[STICKY_MESSAGE_MAX];
 };
@@ -397,14 +398,24 @@ static host_stream *take_ended_locked(host_ctx *c)
 /*
  * Join the workers of ended streams and free the streams. Not under the
  * context lock: a worker's last act may be its thread's exit notice, which
- * takes it (for the worker's own per-thread stream of this context).
+ * takes it (for the worker's own per-thread stream of this context). A
+ * stream whose worker is the calling thread (an application's key
+ * destructor running on a worker that has ended its stream) goes back to
+ * the list, for a later caller or fini.
  */
-static void join_ended(host_stream *ended)
+static void join_ended(host_ctx *c, host_stream *ended)
 {
     while (ended != NULL) {
         host_stream *s = ended;
 
         ended = s->next;
+        if (pthread_equal(s->thread, pthread_self())) {
+            pthread_mutex_lock(&c->lock);
+            s->next = c->ended;
+            c->ended = s;
+            pthread_mutex_unlock(&c->lock);
+            continue;
+        }
         pthread_join(s->thread, NULL);
         pthread_cond_destroy(&s->wake);
         gm__free(s);
@@ -418,6 +429,7 @@ static void *worker_main(void *arg)
     host_ctx *c = s->ctx;
     char message[STICKY_MESSAGE_MAX];
     host_work *w = NULL;
+    host_stream *ended = NULL;
 
     tls_worker = s;
     pthread_mutex_lock(&c->lock);
@@ -430,9 +442,14 @@ static void *worker_main(void *arg)
         pthread_mutex_lock(&c->lock);
         complete_work(s, w, status, message);
     }
-    if (ends_itself(c, s))
+    if (ends_itself(c, s)) {
+        /* the workers that ended before this one are joined here, so that at most one
+         * waits for a later call to join it */
+        ended = take_ended_locked(c);
         end_retired_locked(c, s);
+    }
     pthread_mutex_unlock(&c->lock);
+    join_ended(c, ended);
     return NULL;
 }
 
@@ -494,7 +511,7 @@ gm_status gm__host_stream_create(gm_backend_ctx *bctx, unsigned flags, gm_backen
     status = stream_new_locked(c, flags, BUILTIN_NONE, &s);
     ended = take_ended_locked(c);
     pthread_mutex_unlock(&c->lock);
-    join_ended(ended);
+    join_ended(c, ended);
     if (status == GM_OK)
         *stream_p = to_backend_stream(s);
     return status;
@@ -591,7 +608,7 @@ gm_status gm__host_stream_builtin(gm_backend_ctx *bctx, gm_builtin_stream which,
     status = stream_builtin_locked(c, which, &s);
     ended = take_ended_locked(c); /* NULL but after exits: a load */
     pthread_mutex_unlock(&c->lock);
-    join_ended(ended);
+    join_ended(c, ended);
     if (status == GM_OK)
         *stream_p = to_backend_stream(s);
     return status;
@@ -676,6 +693,7 @@ gm_status gm__host_stream_wrap(gm_backend_ctx *bctx, void *native, gm_backend_st
         w->ctx = c;
         w->target = target;
         w->builtin = BUILTIN_NONE;
+        w->holds = target->builtin == GM_BUILTIN_STREAM_PER_THREAD;
         w->next = c->wrappers;
         c->wrappers = w;
     }
@@ -702,7 +720,7 @@ void gm__host_stream_unwrap(gm_backend_ctx *bctx, gm_backend_stream *stream)
         continue;
     if (*pp == s)
         *pp = s->next;
-    if (s->target->retired) /* its worker may end it now */
+    if (s->holds) /* a per-thread stream (alive while wrapped): its worker may end it now */
         pthread_cond_signal(&s->target->wake);
     pthread_mutex_unlock(&c->lock);
     gm__free(s);
@@ -1042,10 +1060,14 @@ static void join_workers(host_ctx *c)
 
 void gm__host_streams_fini(host_ctx *c)
 {
+    host_stream *ended = NULL;
+
     gm__thread_watch_stop(&c->exit_watch); /* no exit notice retires a stream from now on */
     join_workers(c);
-    join_ended(c->ended); /* every worker is joined now: none ends a stream any more */
-    c->ended = NULL;
+    pthread_mutex_lock(&c->lock);
+    ended = take_ended_locked(c); /* the workers are joined: no stream ends now */
+    pthread_mutex_unlock(&c->lock);
+    join_ended(c, ended);
     pthread_mutex_lock(&c->lock);
     while (c->streams != NULL) {
         host_stream *s = c->streams;

@@ -121,7 +121,8 @@ struct gm_backend_stream {
     gm_backend_stream *target; /* wrappers: the wrapped stream */
     gm_backend_stream *next;   /* bctx->streams list (not wrappers) */
     bool retired;              /* per-thread stream of an exited thread: freed once idle */
-    int wrappers;              /* stream_wrap wrappers of this stream (lock) */
+    int wrappers;              /* per-thread streams: stream_wrap wrappers of it (lock) */
+    bool holds;                /* a wrapper of a per-thread stream (counted there) */
     hsa_queue_t *queue;        /* created on first packet */
     gm__hsa_sig *queue_last;   /* completion of the last packet chain on queue (ref) */
     gm__hsa_sig **frontier;    /* what the next operation waits for */

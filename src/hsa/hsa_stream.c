@@ -826,7 +826,10 @@ gm_status gm__hsa_stream_wrap(gm_backend_ctx *bctx, void *native, gm_backend_str
     if (status != GM_OK)
         goto done;
     wrapper->target = target;
-    target->wrappers++; /* a retired per-thread stream stays while wrapped */
+    if (target->kind == GM_HSA_STREAM_PER_THREAD) { /* a retired one stays while wrapped */
+        target->wrappers++;
+        wrapper->holds = true;
+    }
     *stream_p = wrapper;
 done:
     pthread_mutex_unlock(&bctx->lock);
@@ -837,10 +840,14 @@ void gm__hsa_stream_unwrap(gm_backend_ctx *bctx, gm_backend_stream *stream)
 {
     if (stream == NULL || stream->kind != GM_HSA_STREAM_WRAPPER)
         return;
-    pthread_mutex_lock(&bctx->lock);
-    if (--stream->target->wrappers == 0 && stream->target->retired)
-        end_retired(bctx);
-    pthread_mutex_unlock(&bctx->lock);
+    /* only a per-thread target is looked at: it is alive while wrapped (another may be gone,
+     * destroyed by its owner before the wrapper was released) */
+    if (stream->holds) {
+        pthread_mutex_lock(&bctx->lock);
+        if (--stream->target->wrappers == 0 && stream->target->retired)
+            end_retired(bctx);
+        pthread_mutex_unlock(&bctx->lock);
+    }
     pthread_mutex_destroy(&stream->error_lock);
     stream->magic = 0;
     gm__free(stream);

@@ -1567,6 +1567,83 @@ static void test_fork_child_thread_exit(void **state)
     assert_int_equal(gm_test_use_cmocka_allocator(state), 0);
 }
 
+/* An application's key, made after the library's exit notice: its destructor runs later. */
+static pthread_key_t late_key;
+static gm_backend_ctx *late_ctx;
+static _Atomic int late_flag;
+
+/* The application's thread-exit work: host work on the thread's per-thread stream. */
+static void late_destructor(void *value)
+{
+    gm_backend_stream *s = NULL;
+
+    (void)value;
+    if (OPS->stream_builtin(late_ctx, GM_BUILTIN_STREAM_PER_THREAD, &s) == GM_OK)
+        (void)OPS->stream_enqueue_host(late_ctx, s, work_set_atomic, &late_flag, NULL);
+}
+
+/* Thread body: use the per-thread stream (arming the library's notice), then set late_key. */
+static void *use_then_set_late(void *arg)
+{
+    gm_backend_stream *s = NULL;
+
+    (void)arg;
+    if (OPS->stream_builtin(late_ctx, GM_BUILTIN_STREAM_PER_THREAD, &s) == GM_OK)
+        (void)OPS->stream_synchronize(late_ctx, s);
+    (void)pthread_setspecific(late_key, (void *)1);
+    return NULL;
+}
+
+/*
+ * A per-thread stream made by an application's key destructor that runs
+ * after the library's exit notice (a key made later) is retired too: the
+ * notice is armed again for it. Without that, each such thread left a
+ * worker behind. The destructor's work still runs.
+ */
+static void test_per_thread_stream_from_late_destructor(void **state)
+{
+    pthread_t t;
+    int base = 0;
+
+    assert_int_equal(gm_test_restore_allocator(state), 0);
+    late_ctx = ctx_new();
+    assert_int_equal(pthread_create(&t, NULL, touch_per_thread, late_ctx), 0); /* notice key */
+    assert_int_equal(pthread_join(t, NULL), 0);
+    assert_int_equal(pthread_key_create(&late_key, late_destructor), 0);
+    sleep_ms(20); /* the first thread's worker ends */
+    base = thread_count();
+    for (int i = 0; i < 8; i++) {
+        atomic_store(&late_flag, 0);
+        assert_int_equal(pthread_create(&t, NULL, use_then_set_late, NULL), 0);
+        assert_int_equal(pthread_join(t, NULL), 0);
+        for (int j = 0; j < 2500 && atomic_load(&late_flag) == 0; j++)
+            sleep_ms(2);
+        assert_int_equal(atomic_load(&late_flag), 1);
+    }
+    assert_true(thread_count_down_to(base) <= base);
+    assert_int_equal(pthread_key_delete(late_key), 0);
+    OPS->fini(late_ctx);
+    assert_int_equal(gm_test_use_cmocka_allocator(state), 0);
+}
+
+/*
+ * A wrapper released after its stream was destroyed (and freed) by its
+ * owner, as context teardown does with wrappers left to it: the release
+ * must not look at the stream (AddressSanitizer reports it if it does).
+ */
+static void test_unwrap_after_owner_destroyed(void **state)
+{
+    gm_backend_ctx *c = ctx_new();
+    gm_backend_stream *owner = NULL, *w = NULL;
+
+    (void)state;
+    assert_ok(OPS->stream_create(c, GM_STREAM_DEFAULT, &owner));
+    assert_ok(OPS->stream_wrap(c, OPS->stream_native(c, owner), &w));
+    assert_ok(OPS->stream_destroy(c, owner));
+    OPS->stream_unwrap(c, w);
+    OPS->fini(c);
+}
+
 /*
  * Legacy stream work waits for earlier work on blocking streams, not on
  * non-blocking ones; so does the default stream's, which is the legacy one.
@@ -1836,6 +1913,8 @@ int main(void)
         cmocka_unit_test(test_builtin_and_per_thread),
         cmocka_unit_test(test_per_thread_stream_ends_with_thread),
         cmocka_unit_test(test_fork_child_thread_exit),
+        cmocka_unit_test(test_per_thread_stream_from_late_destructor),
+        cmocka_unit_test(test_unwrap_after_owner_destroyed),
         cmocka_unit_test(test_legacy_waits_for_blocking),
         cmocka_unit_test(test_blocking_waits_for_legacy),
         cmocka_unit_test(test_sync_copy_waits_for_blocking),

@@ -585,6 +585,24 @@ static void test_retired_wait_orders_legacy(void **state)
     free(back);
 }
 
+/*
+ * A wrapper released after its stream was destroyed (and freed) by its
+ * owner, as context teardown does with wrappers left to it: the release
+ * must not look at the stream (AddressSanitizer reports it if it does).
+ */
+static void test_unwrap_after_owner_destroyed(void **state)
+{
+    gm_backend_ctx *bctx = hsa_test_open(NULL, 0);
+    gm_backend_stream *owner = NULL, *w = NULL;
+
+    (void)state;
+    assert_ok(hsa_ops->stream_create(bctx, GM_STREAM_DEFAULT, &owner));
+    assert_ok(hsa_ops->stream_wrap(bctx, hsa_ops->stream_native(bctx, owner), &w));
+    assert_ok(hsa_ops->stream_destroy(bctx, owner));
+    hsa_ops->stream_unwrap(bctx, w);
+    hsa_test_close(bctx);
+}
+
 static void test_per_thread_and_wrap(void **state)
 {
     gm_backend_ctx *bctx = hsa_test_open(NULL, 0);
@@ -1995,6 +2013,7 @@ int main(void)
         cmocka_unit_test(test_per_thread_id_reuse),
         cmocka_unit_test(test_per_thread_stream_ends_with_thread),
         cmocka_unit_test(test_retired_wait_orders_legacy),
+        cmocka_unit_test(test_unwrap_after_owner_destroyed),
         cmocka_unit_test(test_queue_wraps),
         cmocka_unit_test(test_synchronize_releases),
         cmocka_unit_test(test_shared_pageable_locks),
