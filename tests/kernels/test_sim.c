@@ -6,6 +6,7 @@
  * largest blocks, asynchronous launches on streams, and recovery after a
  * failed launch.
  */
+#include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -379,6 +380,66 @@ static void test_local_array_and_loop(void **state)
     kt_destroy(&ctx);
 }
 
+/* An application's key, made after the simulator's worker key: its destructor runs later. */
+static pthread_key_t late_key;
+static gm_kernel *late_kernel;
+static gm_array *late_out;
+static gm_status late_status;
+
+/* The application's thread-exit work: a kernel with barriers, on this thread. */
+static void launch_at_exit(void *value)
+{
+    gm_arg loop[] = {gm_arg_array(late_out), gm_arg_i32(10)};
+
+    (void)value;
+    late_status = gm_launch(late_kernel, d1(1), d1(64), 0, NULL, 2, loop);
+}
+
+/* Thread body: a launch (this thread's simulator worker is made), then set late_key. */
+static void *launch_then_set_late(void *arg)
+{
+    gm_arg loop[] = {gm_arg_array(late_out), gm_arg_i32(10)};
+
+    (void)arg;
+    if (gm_launch(late_kernel, d1(1), d1(64), 0, NULL, 2, loop) == GM_OK)
+        (void)pthread_setspecific(late_key, (void *)1);
+    return NULL;
+}
+
+/*
+ * A launch from an application's key destructor that runs after the
+ * simulator's worker of the thread was freed (a key made later): the
+ * thread gets a new worker instead of the freed one (a use after free
+ * under AddressSanitizer before), and the kernel computes.
+ */
+static void test_launch_in_late_destructor(void **state)
+{
+    gm_context *ctx = kt_context(32);
+    int32_t out[64];
+    pthread_t t;
+
+    (void)state;
+    late_out = kt_device(ctx, GM_INT32, 64, NULL);
+    late_kernel = kt_kernel(ctx, "kt_barrier_loop");
+    {
+        gm_arg loop[] = {gm_arg_array(late_out), gm_arg_i32(10)}; /* the worker key exists */
+
+        assert_ok(gm_launch(late_kernel, d1(1), d1(64), 0, NULL, 2, loop));
+    }
+    assert_int_equal(pthread_key_create(&late_key, launch_at_exit), 0);
+    late_status = GM_ERR_INTERNAL;
+    assert_ok(gm_array_memset(late_out, 0, NULL));
+    assert_int_equal(pthread_create(&t, NULL, launch_then_set_late, NULL), 0);
+    assert_int_equal(pthread_join(t, NULL), 0);
+    assert_ok(late_status);
+    kt_to_host(late_out, GM_INT32, 64, out);
+    for (int i = 0; i < 64; i++)
+        assert_int_equal(out[i], (i + 10) % 64 + 10);
+    assert_int_equal(pthread_key_delete(late_key), 0);
+    gm_array_release(&late_out);
+    kt_destroy(&ctx);
+}
+
 /* Launches on a stream are ordered with the stream's copies. */
 static void test_stream_order(void **state)
 {
@@ -438,6 +499,7 @@ int main(void)
         cmocka_unit_test(test_atomics),
         cmocka_unit_test(test_local_array_and_loop),
         cmocka_unit_test(test_stream_order),
+        cmocka_unit_test(test_launch_in_late_destructor),
     };
 
     return cmocka_run_group_tests(tests, gm_test_use_cmocka_allocator, gm_test_restore_allocator);

@@ -138,11 +138,17 @@ static void release_fibers(sim_worker *w)
     w->current = NULL;
 }
 
-/* Thread exit: unmap the fibers. */
+/*
+ * Thread exit: unmap the fibers. The thread forgets its worker: a later key
+ * destructor of the application that launches a kernel on this thread gets
+ * a new one (whose key value makes the C library call this again).
+ */
 static void worker_destroy(void *arg)
 {
     sim_worker *w = arg;
 
+    if (tls_worker == w)
+        tls_worker = NULL;
     release_fibers(w);
     free(w->all);
     free(w->free);
