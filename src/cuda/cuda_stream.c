@@ -66,21 +66,10 @@ void gm__cuda_streams_fini(gm_backend_ctx *bctx)
     pthread_mutex_destroy(&bctx->thread_errors_lock);
 }
 
-/* A key for the calling thread, never reused in the process (pthread_self values are). */
-static uint64_t thread_key(void)
-{
-    static _Atomic uint64_t next_key = 1;
-    static _Thread_local uint64_t key;
-
-    if (key == 0)
-        key = atomic_fetch_add(&next_key, 1);
-    return key;
-}
-
 /* The calling thread's per-thread error slot; made when `create` (NULL: none, or no memory). */
 static _Atomic int *thread_slot(gm_backend_ctx *bctx, bool create)
 {
-    uint64_t key = thread_key();
+    uint64_t key = gm__thread_key(); /* never reused in the process (pthread_self values are) */
     struct gm_cuda_thread_error *e = NULL;
 
     pthread_mutex_lock(&bctx->thread_errors_lock);
