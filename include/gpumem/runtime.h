@@ -518,8 +518,9 @@ GM_API gm_stream *gm_legacy_default_stream(gm_context *ctx);
  *        that keeps starting threads does not collect streams (the host
  *        backend's worker thread goes with it). A new thread never gets an
  *        old thread's stream. An error left unreported on an exited
- *        thread's stream is logged when the stream goes (CUDA's driver
- *        keeps its per-thread streams itself).
+ *        thread's stream is logged when the stream goes. CUDA's driver
+ *        keeps its per-thread streams itself; the CUDA backend's record
+ *        of a thread's failed host work on it goes the same way.
  */
 GM_API gm_stream *gm_per_thread_default_stream(gm_context *ctx);
 

@@ -62,9 +62,11 @@ struct gm_backend_ctx {
     _Atomic long host_calls;
     /* The per-thread default stream is one handle for every thread's own stream: the
      * error of a failed host step is kept per thread (made on the thread's first host
-     * step on it, freed by fini). */
+     * step on it, freed once the thread has exited and its queued steps have run, or by
+     * fini). */
     pthread_mutex_t thread_errors_lock;
     struct gm_cuda_thread_error *thread_errors;
+    gm__thread_watch exit_watch; /* frees an exited thread's slot */
 };
 
 /* Make the context's primary context current on the calling thread (first thing in every op). */

@@ -22,23 +22,77 @@
 
 #include "cuda_internal.h"
 
-/* The failed-host-step error of one thread's per-thread default stream. */
+/*
+ * The failed-host-step error of one thread's per-thread default stream. It
+ * goes once its thread has exited and the calls queued with it have run
+ * (an error nobody can take any more is logged then), or with the context.
+ */
 struct gm_cuda_thread_error {
     struct gm_cuda_thread_error *next;
-    uint64_t thread; /* thread_key() of its thread */
+    uint64_t thread; /* gm__thread_key() of its thread */
     _Atomic int error;
+    long pending; /* host calls queued with this slot, not run yet (thread_errors_lock) */
+    bool exited;  /* its thread has exited (thread_errors_lock) */
 };
 
 /* What a function queued with cuStreamAddCallback runs. */
 typedef struct host_call {
-    gm_backend_ctx *bctx;            /* its host_calls count this call */
-    gm_backend_stream *stream;       /* referenced until the call ran */
-    _Atomic int *slot;               /* where its stream's failed-work status is kept */
-    gm_backend_callback_fn callback; /* stream_add_callback, or NULL */
-    gm_backend_host_work_fn work;    /* stream_enqueue_host, or NULL */
+    gm_backend_ctx *bctx;                     /* its host_calls count this call */
+    gm_backend_stream *stream;                /* referenced until the call ran */
+    _Atomic int *slot;                        /* where its stream's failed-work status is kept */
+    struct gm_cuda_thread_error *thread_slot; /* that slot, when it is a thread's: counted */
+    gm_backend_callback_fn callback;          /* stream_add_callback, or NULL */
+    gm_backend_host_work_fn work;             /* stream_enqueue_host, or NULL */
     void (*cleanup)(void *user);
     void *user;
 } host_call;
+
+/* Unlink and free a thread's slot (thread_errors_lock held), logging an error left in it. */
+static void slot_free_locked(gm_backend_ctx *bctx, struct gm_cuda_thread_error *e, const char *why)
+{
+    struct gm_cuda_thread_error **link = &bctx->thread_errors;
+    int error = atomic_load(&e->error);
+
+    while (*link != NULL && *link != e)
+        link = &(*link)->next;
+    if (*link == e)
+        *link = e->next;
+    if (error != GM_OK)
+        gm__log(GM_LOG_WARN,
+                "%s: discarding the unreported error of host work on a per-thread "
+                "stream: %s",
+                why, gm_status_name((gm_status)error));
+    gm__free(e);
+}
+
+/*
+ * A thread that used a per-thread slot exits (thread_exit.c's notice, under
+ * its lock): its slot goes now, or once the calls queued with it have run.
+ */
+static void thread_exited(void *arg, uint64_t key)
+{
+    gm_backend_ctx *bctx = arg;
+    struct gm_cuda_thread_error *e = NULL;
+
+    pthread_mutex_lock(&bctx->thread_errors_lock);
+    for (e = bctx->thread_errors; e != NULL && e->thread != key; e = e->next)
+        ;
+    if (e != NULL) {
+        e->exited = true;
+        if (e->pending == 0)
+            slot_free_locked(bctx, e, "per-thread stream of an exited thread");
+    }
+    pthread_mutex_unlock(&bctx->thread_errors_lock);
+}
+
+/* A host call queued with a thread's slot ran (or was never queued): the slot may go. */
+static void slot_call_done(gm_backend_ctx *bctx, struct gm_cuda_thread_error *e)
+{
+    pthread_mutex_lock(&bctx->thread_errors_lock);
+    if (--e->pending == 0 && e->exited)
+        slot_free_locked(bctx, e, "per-thread stream of an exited thread");
+    pthread_mutex_unlock(&bctx->thread_errors_lock);
+}
 
 void gm__cuda_streams_init(gm_backend_ctx *bctx)
 {
@@ -53,21 +107,26 @@ void gm__cuda_streams_init(gm_backend_ctx *bctx)
     atomic_init(&bctx->host_calls, 0);
     pthread_mutex_init(&bctx->thread_errors_lock, NULL);
     bctx->thread_errors = NULL;
+    gm__thread_watch_start(&bctx->exit_watch, thread_exited, bctx);
 }
 
+/* After every host call has returned (fini waits for them): the slots left go, with their
+ * errors logged (the core reports the other built-in streams' errors). */
 void gm__cuda_streams_fini(gm_backend_ctx *bctx)
 {
-    while (bctx->thread_errors != NULL) {
-        struct gm_cuda_thread_error *next = bctx->thread_errors->next;
-
-        gm__free(bctx->thread_errors);
-        bctx->thread_errors = next;
-    }
+    gm__thread_watch_stop(&bctx->exit_watch);
+    pthread_mutex_lock(&bctx->thread_errors_lock);
+    while (bctx->thread_errors != NULL)
+        slot_free_locked(bctx, bctx->thread_errors, "context teardown");
+    pthread_mutex_unlock(&bctx->thread_errors_lock);
     pthread_mutex_destroy(&bctx->thread_errors_lock);
 }
 
-/* The calling thread's per-thread error slot; made when `create` (NULL: none, or no memory). */
-static _Atomic int *thread_slot(gm_backend_ctx *bctx, bool create)
+/*
+ * The calling thread's per-thread error slot; made when `create`, and then
+ * counted as one more call pending (NULL: none, or no memory).
+ */
+static struct gm_cuda_thread_error *thread_slot(gm_backend_ctx *bctx, bool create)
 {
     uint64_t key = gm__thread_key(); /* never reused in the process (pthread_self values are) */
     struct gm_cuda_thread_error *e = NULL;
@@ -84,8 +143,10 @@ static _Atomic int *thread_slot(gm_backend_ctx *bctx, bool create)
             bctx->thread_errors = e;
         }
     }
+    if (e != NULL && create)
+        e->pending++;
     pthread_mutex_unlock(&bctx->thread_errors_lock);
-    return e != NULL ? &e->error : NULL;
+    return e;
 }
 
 /* One more reference to a created or wrapped stream (built-in ones live with the context). */
@@ -244,10 +305,16 @@ void *gm__cuda_stream_native(gm_backend_ctx *bctx, gm_backend_stream *stream)
  * per-thread stream's is the calling thread's (made when `create`; NULL
  * when there is none).
  */
-static _Atomic int *deferred_slot(gm_backend_ctx *bctx, gm_backend_stream *stream, bool create)
+static _Atomic int *deferred_slot(gm_backend_ctx *bctx, gm_backend_stream *stream, bool create,
+                                  struct gm_cuda_thread_error **thread_p)
 {
-    if (stream->handle == CU_STREAM_PER_THREAD)
-        return thread_slot(bctx, create);
+    if (stream->handle == CU_STREAM_PER_THREAD) {
+        struct gm_cuda_thread_error *e = thread_slot(bctx, create);
+
+        *thread_p = e;
+        return e != NULL ? &e->error : NULL;
+    }
+    *thread_p = NULL;
     if (stream->handle == NULL || stream->handle == CU_STREAM_LEGACY)
         stream = &bctx->builtin[GM_BUILTIN_STREAM_LEGACY];
     return &stream->deferred_error;
@@ -256,12 +323,13 @@ static _Atomic int *deferred_slot(gm_backend_ctx *bctx, gm_backend_stream *strea
 /* Hand out (once) the status of failed host work on the stream. */
 static gm_status take_deferred(gm_backend_ctx *bctx, gm_backend_stream *stream)
 {
+    struct gm_cuda_thread_error *thread = NULL; /* the caller's own: alive while it runs */
     _Atomic int *slot = NULL;
     int deferred = GM_OK;
 
     if (stream == NULL)
         return GM_OK;
-    slot = deferred_slot(bctx, stream, false);
+    slot = deferred_slot(bctx, stream, false, &thread);
     if (slot == NULL)
         return GM_OK;
     deferred = atomic_exchange(slot, GM_OK);
@@ -322,6 +390,8 @@ static void CUDA_CB run_host_call(CUstream handle, CUresult result, void *data)
         if (status != GM_OK)
             atomic_compare_exchange_strong(call->slot, &expected, (int)status);
     }
+    if (call->thread_slot != NULL)
+        slot_call_done(bctx, call->thread_slot);
     stream_unref(call->stream);
     gm__free(call);
     /* The last touch of bctx; releases the call's writes to gm__cuda_host_calls_seen. */
@@ -357,7 +427,8 @@ static gm_status launch_host_call(gm_backend_ctx *bctx, gm_backend_stream *strea
         return gm__error(GM_ERR_NO_MEMORY, "cuda: out of host memory for a stream callback");
     *call = *proto;
     call->bctx = bctx;
-    call->slot = deferred_slot(bctx, stream, true); /* the enqueuing thread's, per-thread */
+    /* the enqueuing thread's, per-thread (counted: it stays until this call ran) */
+    call->slot = deferred_slot(bctx, stream, true, &call->thread_slot);
     if (call->slot == NULL) {
         gm__free(call);
         return gm__error(GM_ERR_NO_MEMORY, "cuda: out of host memory for a stream's error slot");
@@ -381,6 +452,8 @@ static gm_status launch_host_call(gm_backend_ctx *bctx, gm_backend_stream *strea
     return GM_OK;
 
 free_call:
+    if (call->thread_slot != NULL)
+        slot_call_done(bctx, call->thread_slot);
     gm__free(call);
     return status;
 }
@@ -388,7 +461,7 @@ free_call:
 gm_status gm__cuda_stream_add_callback(gm_backend_ctx *bctx, gm_backend_stream *stream,
                                        gm_backend_callback_fn fn, void *user)
 {
-    const host_call proto = {NULL, stream, NULL, fn, NULL, NULL, user};
+    const host_call proto = {NULL, stream, NULL, NULL, fn, NULL, NULL, user};
 
     if (fn == NULL)
         return gm__error(GM_ERR_NULL_POINTER, "cuda stream_add_callback: fn is NULL");
@@ -400,7 +473,7 @@ gm_status gm__cuda_stream_enqueue_host(gm_backend_ctx *bctx, gm_backend_stream *
                                        gm_backend_host_work_fn fn, void *user,
                                        void (*cleanup)(void *user))
 {
-    const host_call proto = {NULL, stream, NULL, NULL, fn, cleanup, user};
+    const host_call proto = {NULL, stream, NULL, NULL, NULL, fn, cleanup, user};
 
     if (fn == NULL)
         return gm__error(GM_ERR_NULL_POINTER, "cuda stream_enqueue_host: fn is NULL");

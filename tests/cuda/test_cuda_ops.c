@@ -632,6 +632,68 @@ static void test_wrapped_per_thread_errors_per_thread(void **state)
     per_thread_errors_per_thread(state, true);
 }
 
+/* Warnings logged about per-thread error slots that went with an error in them. */
+static atomic_int slot_warnings;
+
+static void count_slot_warnings(gm_log_level level, const char *message, void *user)
+{
+    (void)user;
+    if (level == GM_LOG_WARN && strstr(message, "per-thread stream: ERR_LAUNCH") != NULL)
+        atomic_fetch_add(&slot_warnings, 1);
+}
+
+/* On another thread: a failing host step on its per-thread stream, then exit at once. */
+static void *fail_and_exit(void *arg)
+{
+    per_thread_failure *f = arg;
+
+    f->enqueued = CUDA_OPS->stream_enqueue_host(f->bctx, f->per_thread, failing_work, NULL, NULL);
+    return NULL;
+}
+
+/*
+ * A thread's error slot of the per-thread stream goes when the thread has
+ * exited and the host calls queued with it have run; the error left in it,
+ * which nobody can take any more, is logged then. The context's end logs
+ * the slots left (here this thread's). The driver holds the second thread's
+ * call until after its exit: the slot must stay until then (it is written by
+ * the call; a use after free under ASan otherwise).
+ */
+static void test_per_thread_slots_go_with_threads(void **state)
+{
+    gm_backend_ctx *bctx = NULL;
+    per_thread_failure f;
+    pthread_t thread;
+
+    assert_int_equal(gm_test_restore_allocator(state), 0); /* a second thread allocates */
+    bctx = cuda_test_open();
+    memset(&f, 0, sizeof(f));
+    f.bctx = bctx;
+    assert_ok(CUDA_OPS->stream_builtin(bctx, GM_BUILTIN_STREAM_PER_THREAD, &f.per_thread));
+    atomic_store(&slot_warnings, 0);
+    gm_set_log_hook(count_slot_warnings, NULL);
+    /* the call runs inside the enqueue (the double's default): the slot goes at the exit */
+    assert_int_equal(pthread_create(&thread, NULL, fail_and_exit, &f), 0);
+    assert_int_equal(pthread_join(thread, NULL), 0);
+    assert_ok(f.enqueued);
+    assert_int_equal(atomic_load(&slot_warnings), 1);
+    /* the call is held past the exit: the slot goes when it has run */
+    gm_cuda_double_hold_callbacks(1);
+    assert_int_equal(pthread_create(&thread, NULL, fail_and_exit, &f), 0);
+    assert_int_equal(pthread_join(thread, NULL), 0);
+    assert_ok(f.enqueued);
+    assert_int_equal(atomic_load(&slot_warnings), 1);
+    gm_cuda_double_hold_callbacks(0);
+    assert_int_equal(gm_cuda_double_run_held_callbacks(CUDA_SUCCESS), 1);
+    assert_int_equal(atomic_load(&slot_warnings), 2);
+    /* this thread's slot, with an error in it, goes with the context */
+    assert_ok(CUDA_OPS->stream_enqueue_host(bctx, f.per_thread, failing_work, NULL, NULL));
+    cuda_test_close(bctx);
+    assert_int_equal(atomic_load(&slot_warnings), 3);
+    gm_set_log_hook(NULL, NULL);
+    assert_int_equal(gm_test_use_cmocka_allocator(state), 0);
+}
+
 /*
  * A wrapped CU_STREAM_LEGACY or NULL handle is the legacy stream: a host step
  * that failed there is reported once, by whichever handle of the legacy
@@ -1015,6 +1077,7 @@ int main(void)
         cmocka_unit_test_setup(test_double_refuses_calls_in_callbacks, cuda_test_setup),
         cmocka_unit_test(test_per_thread_errors_per_thread),
         cmocka_unit_test(test_wrapped_per_thread_errors_per_thread),
+        cmocka_unit_test(test_per_thread_slots_go_with_threads),
         cmocka_unit_test(test_wrapped_legacy_shares_errors),
         cmocka_unit_test_setup(test_host_work_outlives_stream, cuda_test_setup),
         cmocka_unit_test_setup(test_device_synchronize_waits_for_callbacks, cuda_test_setup),
