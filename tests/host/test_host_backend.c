@@ -1529,7 +1529,7 @@ static void *touch_per_thread(void *arg)
 static void test_fork_child_thread_exit(void **state)
 {
     host_ctx *parent = NULL;
-    gm_backend_ctx *c = NULL;
+    gm_backend_ctx *c = NULL, *other = NULL;
     pid_t pid;
     int status = 0;
 
@@ -1537,6 +1537,7 @@ static void test_fork_child_thread_exit(void **state)
     skip();
 #endif
     assert_int_equal(gm_test_restore_allocator(state), 0);
+    other = ctx_new(); /* watched before c */
     c = ctx_new();
     parent = gm__host_ctx(c);
     pthread_mutex_lock(&parent->lock);
@@ -1548,8 +1549,12 @@ static void test_fork_child_thread_exit(void **state)
         void *got = NULL;
 
         alarm(10);
-        if (OPS->init(&args, &mine) != GM_OK ||
-            pthread_create(&t, NULL, touch_per_thread, mine) != 0 || pthread_join(t, &got) != 0 ||
+        if (OPS->init(&args, &mine) != GM_OK)
+            _exit(2);
+        /* ending an inherited context stops its watch: that must leave the child's list
+         * alone (unlinking it from the parent's list put c back at the list's head) */
+        OPS->fini(other);
+        if (pthread_create(&t, NULL, touch_per_thread, mine) != 0 || pthread_join(t, &got) != 0 ||
             got == NULL)
             _exit(2);
         OPS->fini(mine);
@@ -1564,6 +1569,7 @@ static void test_fork_child_thread_exit(void **state)
     assert_true(WIFEXITED(status));
     assert_int_equal(WEXITSTATUS(status), 0);
     OPS->fini(c);
+    OPS->fini(other);
     assert_int_equal(gm_test_use_cmocka_allocator(state), 0);
 }
 

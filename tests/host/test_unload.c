@@ -21,6 +21,7 @@
 #include <string.h>
 #include <sys/types.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <gpumem/gpumem.h>
@@ -45,6 +46,7 @@ typedef const gm_ndview *(*array_view_fn)(const gm_array *);
 typedef gm_status (*kernel_find_fn)(gm_context *, const char *, gm_kernel **);
 typedef gm_stream *(*per_thread_fn)(gm_context *);
 typedef gm_status (*memset_fn)(gm_array *, int, gm_stream *);
+typedef gm_status (*add_callback_fn)(gm_stream *, gm_stream_callback, void *);
 typedef gm_status (*launch_fn)(gm_kernel *, gm_dim3, gm_dim3, size_t, gm_stream *, int,
                                const gm_arg *);
 
@@ -77,10 +79,30 @@ static void sym(void *lib, const char *name, void *fn_p, size_t fn_bytes)
 
 #define SYM(lib, name, fn) sym((lib), (name), &(fn), sizeof(fn))
 
-/* What a short-lived thread does: a memset on its per-thread stream, left running. */
+/* A key whose destructor makes a thread's exit slow: set by a callback on a stream's worker. */
+static pthread_key_t slow_exit;
+
+static void slow_destructor(void *value)
+{
+    const struct timespec pause = {0, 200 * 1000 * 1000};
+
+    (void)value;
+    nanosleep(&pause, NULL);
+}
+
+static void make_exit_slow(gm_stream *stream, gm_status status, void *user)
+{
+    (void)stream;
+    (void)status;
+    (void)user;
+    (void)pthread_setspecific(slow_exit, (void *)1);
+}
+
+/* What a short-lived thread does: a memset and a callback on its per-thread stream. */
 typedef struct thread_job {
     per_thread_fn per_thread;
     memset_fn set;
+    add_callback_fn add_callback;
     gm_context *ctx;
     gm_array *a;
     gm_status status;
@@ -92,6 +114,8 @@ static void *memset_and_exit(void *arg)
     gm_stream *mine = job->per_thread(job->ctx);
 
     job->status = mine == NULL ? GM_ERR_INTERNAL : job->set(job->a, 0, mine);
+    if (job->status == GM_OK)
+        job->status = job->add_callback(mine, make_exit_slow, NULL);
     return NULL;
 }
 
@@ -167,18 +191,24 @@ int main(int argc, char **argv)
         }
         /* A thread's per-thread stream (a worker thread) that goes after the thread exits:
          * its worker is joined by the context's end at the latest, so no thread of the
-         * context is left running library code when the library is unloaded. */
+         * context is left running library code when the library is unloaded. The worker's
+         * exit is made slow (200 ms, by a key its callback set) and has begun before the
+         * context goes (the 50 ms pause): a worker left running shows in the count. */
         {
-            thread_job job = {NULL, NULL, ctx, out, GM_ERR_INTERNAL};
+            thread_job job = {NULL, NULL, NULL, ctx, out, GM_ERR_INTERNAL};
+            const struct timespec pause = {0, 50 * 1000 * 1000};
             pthread_t t;
 
             SYM(lib, "gm_per_thread_default_stream", job.per_thread);
             SYM(lib, "gm_array_memset", job.set);
-            if (pthread_create(&t, NULL, memset_and_exit, &job) != 0 ||
+            SYM(lib, "gm_stream_add_callback", job.add_callback);
+            if (pthread_key_create(&slow_exit, slow_destructor) != 0 ||
+                pthread_create(&t, NULL, memset_and_exit, &job) != 0 ||
                 pthread_join(t, NULL) != 0 || job.status != GM_OK) {
-                fprintf(stderr, "test_unload: the per-thread stream's memset failed\n");
+                fprintf(stderr, "test_unload: the per-thread stream's work failed\n");
                 return 1;
             }
+            nanosleep(&pause, NULL);
         }
         release(&x);
         release(&y);

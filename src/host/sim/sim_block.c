@@ -860,8 +860,6 @@ gm_status gm__sim_run_blocks(const gm__sim_launch *launch, gm__sim_claim_fn clai
     run_end(w);
     return GM_OK;
 fail:
-    if (w != NULL) /* at rest: run_begin or the first fiber failed */
-        release_fibers(w);
     snprintf(message, message_size,
              "kernel '%s': out of memory for the simulator's fibers (each thread of a block "
              "reserves a stack of %zu bytes of address space, GM_SIM_STACK_BYTES sets it, and "
