@@ -41,9 +41,9 @@
  * stream is retired: it leaves the thread map (a later thread never finds
  * it), its queued work still runs in order (and still orders the legacy
  * stream), and once it is idle and no wrapper refers to it, its worker
- * unlists it and exits; the next thread to get its per-thread stream (or
- * to create a stream) joins that worker and frees the stream, and fini
- * joins what is left, so no worker of the context outlives it. So a
+ * unlists it and exits; the next worker to end its stream, the next
+ * stream_builtin or stream_create call, or at the latest fini joins that
+ * worker and frees the stream, so no worker of the context outlives it. So a
  * program that starts threads without end does not collect idle workers.
  * A retired stream's unreported error is logged when it goes.
  */

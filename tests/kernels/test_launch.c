@@ -655,10 +655,9 @@ static void *diverge_on_per_thread(void *arg)
 /*
  * An error another thread's per-thread stream still holds is logged when the
  * stream goes: after the thread's exit once its work is done (on the
- * stream's worker), or at the latest at teardown (the one per-thread handle
- * is this thread's stream when the context reports what its built-in
- * streams hold). The hook is in place before the thread starts; the
- * teardown joins the worker that may log.
+ * stream's worker), or at the latest by the backend's teardown. The hook is
+ * in place before the thread starts; the teardown joins the worker that may
+ * log.
  */
 static void test_teardown_reports_per_thread_errors(void **state)
 {
