@@ -28,6 +28,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "gm_sanitizer.h"
 #include "gm_test.h"
 
 #include "backend.h"
@@ -35,25 +36,7 @@
 
 #define OPS (&gm__host_backend)
 
-/* A sanitizer's allocator: it aborts on a request it cannot serve instead of returning NULL. */
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define SANITIZER_ALLOCATOR 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer) || \
-    __has_feature(memory_sanitizer) || __has_feature(hwaddress_sanitizer)
-#define SANITIZER_ALLOCATOR 1
-#endif
-#endif
-
-/* AddressSanitizer itself (not only its allocator): its poisoning can be asked. */
-#if defined(__SANITIZE_ADDRESS__)
-#define ASAN_BUILD 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define ASAN_BUILD 1
-#endif
-#endif
-#if defined(ASAN_BUILD)
+#if defined(GM_TEST_ASAN) /* its poisoning can be asked */
 #include <sanitizer/asan_interface.h>
 #endif
 
@@ -270,7 +253,7 @@ static gm_copy_desc byte_copy(gm_copy_side dside, gm_devptr dst, gm_copy_side ss
  */
 static void test_asan_poisons_past_request(void **state)
 {
-#if defined(ASAN_BUILD)
+#if defined(GM_TEST_ASAN)
     gm_backend_ctx *c = ctx_new();
     gm_devptr a = 0, b = 0;
     void *pinned = NULL;
@@ -599,7 +582,7 @@ static void test_cache_drop_removes_regions(void **state)
  */
 static void test_host_oom_drops_cached_regions(void **state)
 {
-#if defined(SANITIZER_ALLOCATOR)
+#if defined(GM_TEST_SANITIZER) /* its allocator aborts on a request it cannot serve */
     (void)state;
     skip();
 #else

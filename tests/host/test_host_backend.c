@@ -20,6 +20,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "gm_sanitizer.h"
 #include "gm_test.h"
 
 #include "backend.h"
@@ -1500,15 +1501,6 @@ static void test_per_thread_stream_ends_with_thread(void **state)
     assert_int_equal(gm_test_use_cmocka_allocator(state), 0);
 }
 
-/* ThreadSanitizer does not let a multi-threaded process's fork child start threads. */
-#if defined(__SANITIZE_THREAD__)
-#define UNDER_TSAN 1
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define UNDER_TSAN 1
-#endif
-#endif
-
 /* Thread body: get the per-thread stream of the context `arg` (the thread's exit then
  * notifies). */
 static void *touch_per_thread(void *arg)
@@ -1533,7 +1525,7 @@ static void test_fork_child_thread_exit(void **state)
     pid_t pid;
     int status = 0;
 
-#if defined(UNDER_TSAN)
+#if defined(GM_TEST_TSAN) /* it lets no threaded process's fork child start threads */
     skip();
 #endif
     assert_int_equal(gm_test_restore_allocator(state), 0);

@@ -26,16 +26,9 @@
 
 #include <gpumem/gpumem.h>
 
-#define SKIP 77
+#include "gm_sanitizer.h"
 
-/* ThreadSanitizer starts a thread of its own once the program has threads. */
-#if defined(__SANITIZE_THREAD__)
-#define UNDER_TSAN 1
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define UNDER_TSAN 1
-#endif
-#endif
+#define SKIP 77
 
 typedef gm_status (*context_create_fn)(const gm_context_options *, gm_context **);
 typedef void (*context_destroy_fn)(gm_context **);
@@ -136,7 +129,7 @@ int main(int argc, char **argv)
     gm_kernel *add = NULL;
     int threads = 0;
 
-#if defined(UNDER_TSAN)
+#if defined(GM_TEST_TSAN) /* it starts a thread of its own once the program has threads */
     fprintf(stderr, "test_unload: skipped under ThreadSanitizer (its own thread is counted)\n");
     return SKIP;
 #endif

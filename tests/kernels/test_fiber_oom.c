@@ -18,16 +18,8 @@
 
 #include <gpumem/kernel.h>
 
+#include "gm_sanitizer.h"
 #include "kt_helpers.h"
-
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define UNDER_SANITIZER 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer) || \
-    __has_feature(memory_sanitizer)
-#define UNDER_SANITIZER 1
-#endif
-#endif
 
 #define MIB (1024L * 1024L)
 
@@ -128,7 +120,7 @@ static void test_fiber_oom_gives_back(void **state)
     int status = 0;
 
     (void)state;
-#if defined(UNDER_SANITIZER)
+#if defined(GM_TEST_SANITIZER)
     skip();
 #endif
     pid = fork();

@@ -13,19 +13,10 @@
 
 #include <gpumem/kernel.h>
 
+#include "gm_sanitizer.h"
 #include "kt_helpers.h"
 
 #define KT_BIG_LOCAL_INTS (64 * 1024) /* 256 KiB */
-
-/* Under ThreadSanitizer every fiber carries the sanitizer's state of a thread (most of a
- * megabyte, resident): the bound on resident memory does not apply. */
-#if defined(__SANITIZE_THREAD__)
-#define KT_TSAN 1
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define KT_TSAN 1
-#endif
-#endif
 
 /*
  * Each thread fills 256 KiB of local memory with values of its own, waits at
@@ -195,7 +186,8 @@ static void test_stacks_committed_lazily(void **state)
                       r.rss_kb / 1024);
         if (r.size_kb < 1024L * 512 && !strict_overcommit())
             fail_msg("1024 fibers reserved %ld KiB: stacks smaller than 512 KiB", r.size_kb);
-#if !defined(KT_TSAN)
+#if !defined(GM_TEST_TSAN) /* each fiber carries ThreadSanitizer's state of a thread (most of a \
+                            * megabyte, resident): the bound on resident memory does not apply */
         if (r.rss_kb > 64L * 1024)
             fail_msg("1024 fibers made %ld KiB resident: stacks committed eagerly", r.rss_kb);
 #endif
