@@ -69,18 +69,25 @@ void gm_test_assert_message_begins(const char *prefix, const char *file, int lin
     _fail(file, line);
 }
 
-long gm_test_vmlck_kb(void)
+long gm_test_status_kb(const char *field)
 {
     char line[256];
+    size_t n = strlen(field);
     long kb = -1;
     FILE *f = fopen("/proc/self/status", "r");
 
     if (f == NULL)
         return -1;
     while (fgets(line, sizeof line, f) != NULL) {
-        if (sscanf(line, "VmLck: %ld kB", &kb) == 1)
+        if (strncmp(line, field, n) == 0 && line[n] == ':' &&
+            sscanf(line + n + 1, " %ld kB", &kb) == 1)
             break;
     }
     fclose(f);
     return kb;
+}
+
+long gm_test_vmlck_kb(void)
+{
+    return gm_test_status_kb("VmLck");
 }

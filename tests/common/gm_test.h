@@ -35,7 +35,10 @@ void gm_test_assert_message_contains(const char *needle, const char *file, int l
 void gm_test_assert_message_begins(const char *prefix, const char *file, int line);
 #define assert_message_begins(prefix) gm_test_assert_message_begins((prefix), __FILE__, __LINE__)
 
-/* Locked memory of this process in kB (VmLck of /proc/self/status), or -1. */
+/* A "<field>: <n> kB" line of /proc/self/status (VmLck, VmSize...): n, or -1. */
+long gm_test_status_kb(const char *field);
+
+/* Locked memory of this process in kB (VmLck), or -1. */
 long gm_test_vmlck_kb(void);
 
 #endif

@@ -35,22 +35,6 @@ GM_KERNEL(kt_fiber_hog, (int32_t *, out))
 GM_HOST_TABLE(kt_hog_table, GM_HOST_KERNELS(kt_fiber_hog), GM_HOST_NO_GLOBALS);
 static const gm_image_set kt_hog_set = {"fiber_hog", &kt_hog_table, NULL, 0, NULL, 0};
 
-/* The process's address space in bytes (VmSize), or -1. */
-static long vm_size(void)
-{
-    FILE *f = fopen("/proc/self/status", "r");
-    char line[256];
-    long kib = -1;
-
-    if (f == NULL)
-        return -1;
-    while (fgets(line, sizeof line, f) != NULL)
-        if (sscanf(line, "VmSize: %ld kB", &kib) == 1)
-            break;
-    fclose(f);
-    return kib < 0 ? -1 : kib * 1024L;
-}
-
 /*
  * The child's steps; its exit status says where it stopped: 0 all passed,
  * 2 setup, 3 the big launch did not fail with GM_ERR_NO_MEMORY, 4 the
@@ -76,10 +60,10 @@ static int child(void)
     if (gm_register_image_set(&kt_hog_set) != GM_OK ||
         gm_kernel_find(ctx, "kt_fiber_hog", &k) != GM_OK)
         return 2;
-    vm = vm_size();
+    vm = gm_test_status_kb("VmSize"); /* the address space in use */
     if (vm < 0)
         return 2;
-    limit.rlim_cur = limit.rlim_max = (rlim_t)(vm + 1024 * MIB);
+    limit.rlim_cur = limit.rlim_max = (rlim_t)(vm * 1024L + 1024 * MIB);
     if (setrlimit(RLIMIT_AS, &limit) != 0)
         return 2;
     {
