@@ -9,7 +9,6 @@
  * Tests that need concurrency block stream work on "gates" the test opens;
  * every wait has a timeout so a wrong order fails instead of hanging.
  */
-#include <dirent.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -21,6 +20,7 @@
 #include <unistd.h>
 
 #include "gm_sanitizer.h"
+#include "gm_threads.h"
 #include "gm_test.h"
 
 #include "backend.h"
@@ -1354,29 +1354,14 @@ static void test_builtin_and_per_thread(void **state)
     assert_int_equal(gm_test_use_cmocka_allocator(state), 0);
 }
 
-/* Threads of this process (/proc/self/task entries), or -1. */
-static int thread_count(void)
-{
-    DIR *d = opendir("/proc/self/task");
-    struct dirent *e = NULL;
-    int n = 0;
-
-    if (d == NULL)
-        return -1;
-    while ((e = readdir(d)) != NULL)
-        n += e->d_name[0] != '.';
-    closedir(d);
-    return n;
-}
-
 /* Poll the thread count until it is at most `want`; the last count seen (after ~5 s). */
 static int thread_count_down_to(int want)
 {
-    int n = thread_count();
+    int n = gm_test_thread_count();
 
     for (int i = 0; i < 2500 && n > want; i++) {
         sleep_ms(2);
-        n = thread_count();
+        n = gm_test_thread_count();
     }
     return n;
 }
@@ -1457,7 +1442,7 @@ static void test_per_thread_stream_ends_with_thread(void **state)
     memset(jobs, 0, sizeof(jobs));
     assert_int_equal(pthread_create(&t, NULL, nothing, NULL), 0); /* ThreadSanitizer starts */
     assert_int_equal(pthread_join(t, NULL), 0);                   /* a thread with the first */
-    base = thread_count();
+    base = gm_test_thread_count();
     assert_true(base > 0);
     for (int i = 0; i < 24; i++) {
         jobs[i].ctx = c;
@@ -1475,7 +1460,7 @@ static void test_per_thread_stream_ends_with_thread(void **state)
     held.hold = &g;
     run_exiting(&held);
     sleep_ms(20);
-    assert_int_equal(thread_count(), base + 1);
+    assert_int_equal(gm_test_thread_count(), base + 1);
     assert_ok(OPS->stream_wrap(c, held.native, &w)); /* still there */
     OPS->stream_unwrap(c, w);
     assert_int_equal(atomic_load(&held.flag), 0);
@@ -1490,7 +1475,7 @@ static void test_per_thread_stream_ends_with_thread(void **state)
     held.wrap = true;
     run_exiting(&held);
     sleep_ms(20);
-    assert_int_equal(thread_count(), base + 1);
+    assert_int_equal(gm_test_thread_count(), base + 1);
     atomic_store(&held.flag, 0);
     assert_ok(OPS->stream_enqueue_host(c, held.wrapper, work_set_atomic, &held.flag, NULL));
     assert_ok(OPS->stream_synchronize(c, held.wrapper));
@@ -1609,7 +1594,7 @@ static void test_per_thread_stream_from_late_destructor(void **state)
     assert_int_equal(pthread_join(t, NULL), 0);
     assert_int_equal(pthread_key_create(&late_key, late_destructor), 0);
     sleep_ms(20); /* the first thread's worker ends */
-    base = thread_count();
+    base = gm_test_thread_count();
     for (int i = 0; i < 8; i++) {
         atomic_store(&late_flag, 0);
         assert_int_equal(pthread_create(&t, NULL, use_then_set_late, NULL), 0);

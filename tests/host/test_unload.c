@@ -13,7 +13,6 @@
  * running library code that dlclose unmaps.
  * Not a cmocka test: the program must not link the library it unloads.
  */
-#include <dirent.h>
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -27,6 +26,7 @@
 #include <gpumem/gpumem.h>
 
 #include "gm_sanitizer.h"
+#include "gm_threads.h"
 
 #define SKIP 77
 
@@ -42,21 +42,6 @@ typedef gm_status (*memset_fn)(gm_array *, int, gm_stream *);
 typedef gm_status (*add_callback_fn)(gm_stream *, gm_stream_callback, void *);
 typedef gm_status (*launch_fn)(gm_kernel *, gm_dim3, gm_dim3, size_t, gm_stream *, int,
                                const gm_arg *);
-
-/* Threads of this process, or -1. */
-static int thread_count(void)
-{
-    DIR *d = opendir("/proc/self/task");
-    struct dirent *e = NULL;
-    int n = 0;
-
-    if (d == NULL)
-        return -1;
-    while ((e = readdir(d)) != NULL)
-        n += e->d_name[0] != '.';
-    closedir(d);
-    return n;
-}
 
 /* Look a function up into *fn_p (through memcpy: ISO C has no object-to-function cast). */
 static void sym(void *lib, const char *name, void *fn_p, size_t fn_bytes)
@@ -133,7 +118,7 @@ int main(int argc, char **argv)
     fprintf(stderr, "test_unload: skipped under ThreadSanitizer (its own thread is counted)\n");
     return SKIP;
 #endif
-    if (argc < 2 || thread_count() != 1) {
+    if (argc < 2 || gm_test_thread_count() != 1) {
         fprintf(stderr, "test_unload: needs the library path and /proc/self/task\n");
         return SKIP;
     }
@@ -177,7 +162,7 @@ int main(int argc, char **argv)
             fprintf(stderr, "test_unload: the launch failed\n");
             return 1;
         }
-        threads = thread_count();
+        threads = gm_test_thread_count();
         if (threads < 2) {
             fprintf(stderr, "test_unload: no pool thread ran the launch (%d threads)\n", threads);
             return 1;
@@ -207,11 +192,11 @@ int main(int argc, char **argv)
         release(&y);
         release(&out);
         destroy(&ctx);
-        if (thread_count() > threads) {
+        if (gm_test_thread_count() > threads) {
             fprintf(stderr,
                     "test_unload: %d threads after gm_context_destroy (%d before the "
                     "per-thread stream's thread)\n",
-                    thread_count(), threads);
+                    gm_test_thread_count(), threads);
             return 1;
         }
     }
@@ -239,7 +224,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "test_unload: dlclose: %s\n", dlerror());
         return 1;
     }
-    threads = thread_count();
+    threads = gm_test_thread_count();
     if (threads != 1) {
         fprintf(stderr, "test_unload: %d threads left after dlclose (expected 1)\n", threads);
         return 1;
