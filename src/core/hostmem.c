@@ -310,20 +310,29 @@ static gm_status collect_ranges(const char *fn, bool mapped, int narrays, const 
 
 /*
  * Unregister the first n ranges of a scope, in reverse; returns the first
- * failure, the manager's or backend's message following `fn`.
+ * failure, whose message (the manager's or backend's, following `fn`) stays
+ * the thread's: each later failure is logged as a warning instead.
  */
 static gm_status unregister_ranges(gm_context *ctx, const char *fn, gm__host_range *ranges, int n)
 {
-    gm_status first = GM_OK;
+    gm__saved_error first;
 
+    first.status = GM_OK;
     for (int i = n - 1; i >= 0; i--) {
         gm_status status =
             gm__mm_memunpin(ctx, (void *)ranges[i].start, ranges[i].bytes, ranges[i].owner);
 
-        if (status != GM_OK && first == GM_OK)
-            first = gm__error_within(fn, status);
+        if (status == GM_OK)
+            continue;
+        status = gm__error_within(fn, status);
+        if (first.status == GM_OK)
+            gm__error_save(&first);
+        else
+            gm__log(GM_LOG_WARN, "%s", gm_last_error_message());
     }
-    return first;
+    if (first.status != GM_OK)
+        gm__error_restore(&first);
+    return first.status;
 }
 
 /* Unregister the first n ranges after a failure `status`, keeping its message. */

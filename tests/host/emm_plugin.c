@@ -193,11 +193,15 @@ static gm_status emm_memunpin(const gm_memory_manager_base *base, void *user, vo
                               size_t bytes, void *owner)
 {
     emm_state *s = state_of(user);
+    gm_status status = GM_OK;
 
     s->memunpin++;
     token_free(s, owner, (uint64_t)(uintptr_t)ptr, bytes);
     s->live_pins--;
-    return base->memunpin(base, ptr);
+    status = base->memunpin(base, ptr);
+    if (status == GM_OK)
+        status = s->lie_memunpin[s->memunpin == 1 ? 0 : 1];
+    return status;
 }
 
 /* A recognizable handle: 0xE3, then the address and size of the allocation. */

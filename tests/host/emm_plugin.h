@@ -35,6 +35,7 @@ typedef struct emm_state {
     gm_status fail_memalloc;    /* returned by memalloc instead of allocating (GM_OK: work) */
     gm_status fail_memfree;     /* returned by memfree instead of freeing */
     gm_status lie_memfree;      /* returned by memfree after freeing */
+    gm_status lie_memunpin[2];  /* returned by the first / each later memunpin after unpinning */
     gm_status fail_initialize;  /* returned by initialize */
     gm_status fail_reset;       /* returned by reset */
     gm_status fail_memory_info; /* returned by get_memory_info */

@@ -325,6 +325,48 @@ static void test_manager_failures(void **state)
     gm_context_destroy(&ctx);
 }
 
+/*
+ * Several failing unpins at a scope's end: the status and the message are the
+ * first failure's (after the call's name), each later one is logged, and
+ * every range is unpinned anyway.
+ */
+static void test_unpin_failures(void **state)
+{
+    static _Alignas(4096) unsigned char bufs[3][8192];
+    emm_state s;
+    gm_context *ctx = NULL;
+    gm_host_scope *scope = NULL;
+    gm_ndview views[3];
+    int64_t n = 100;
+
+    (void)state;
+    memset(&s, 0, sizeof(s));
+    ctx = mm_context(full_fn(), &s, 100);
+    for (int i = 0; i < 3; i++) /* three separate ranges: three unpins */
+        assert_ok(gm_ndview_init(bufs[i], GM_UINT8, 1, &n, NULL, GM_ORDER_C, &views[i]));
+    assert_ok(gm_pin(ctx, 3, views, &scope));
+    assert_int_equal(s.mempin, 3);
+    s.lie_memunpin[0] = GM_ERR_DRIVER;
+    s.lie_memunpin[1] = GM_ERR_STATE;
+    rt_log_capture(GM_LOG_WARN);
+    assert_status(gm_host_scope_end(&scope), GM_ERR_DRIVER);
+    assert_null(scope);
+    assert_message_contains("gm_host_scope_end: memory manager 'emm-test': memunpin returned "
+                            "ERR_DRIVER");
+    assert_null(strstr(gm_last_error_message(), "ERR_STATE"));
+    assert_true(rt_log_contains(GM_LOG_WARN, "memunpin returned ERR_STATE"));
+    rt_log_stop();
+    assert_int_equal(s.memunpin, 3);
+    assert_int_equal(s.live_pins, 0);
+    /* the ranges were unpinned: pinning them again works */
+    s.lie_memunpin[0] = s.lie_memunpin[1] = GM_OK;
+    s.memunpin = 0;
+    assert_ok(gm_pin(ctx, 3, views, &scope));
+    assert_ok(gm_host_scope_end(&scope));
+    gm_context_destroy(&ctx);
+    assert_balanced(&s);
+}
+
 /* A failing deferred free stops the flush and stays queued. */
 static void test_deferred_free_failure(void **state)
 {
@@ -752,6 +794,7 @@ int main(void)
         cmocka_unit_test_setup(test_deferred_plugin, test_setup),
         cmocka_unit_test_setup(test_out_of_memory, test_setup),
         cmocka_unit_test_setup(test_manager_failures, test_setup),
+        cmocka_unit_test_setup(test_unpin_failures, test_setup),
         cmocka_unit_test_setup(test_deferred_free_failure, test_setup),
         cmocka_unit_test_setup(test_lifecycle_failures, test_setup),
         cmocka_unit_test_setup(test_negative_memory_info, test_setup),
