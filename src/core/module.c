@@ -924,7 +924,7 @@ gm_status gm_kernel_find(gm_context *ctx, const char *name, gm_kernel **kernel_p
     gm_status status = gm__check_context(fn, ctx);
     gm_status first_error = GM_OK;
     char unloadable[GM__ERROR_MESSAGE_MAX] = "";
-    gm__saved_error saved;
+    gm__saved_error saved, first;
     int n = 0;
 
     if (status == GM_OK && (name == NULL || kernel_p == NULL))
@@ -939,12 +939,13 @@ gm_status gm_kernel_find(gm_context *ctx, const char *name, gm_kernel **kernel_p
     for (int i = 0; i < n && status != GM_OK; i++) {
         const gm_image_set *set = i < nregistered ? registered[nregistered - 1 - i]
                                                   : gm__builtin_image_sets[i - nregistered];
-
         bool no_image = false;
 
         status = find_in_set(fn, ctx, set, name, kernel_p, &no_image);
-        if (status != GM_OK && status != GM_ERR_NOT_FOUND && first_error == GM_OK)
+        if (status != GM_OK && status != GM_ERR_NOT_FOUND && first_error == GM_OK) {
             first_error = status;
+            gm__error_save(&first); /* a later set's "not found" must not replace its message */
+        }
         if (no_image && unloadable[0] == '\0')
             snprintf(unloadable, sizeof(unloadable), "%s", gm_last_error_message());
     }
@@ -953,8 +954,10 @@ gm_status gm_kernel_find(gm_context *ctx, const char *name, gm_kernel **kernel_p
         gm__error_restore(&saved);
         return GM_OK;
     }
-    if (first_error != GM_OK)
+    if (first_error != GM_OK) {
+        gm__error_restore(&first);
         return first_error;
+    }
     if (unloadable[0] != '\0') /* the kernel exists, built for other GPUs */
         return gm__error(GM_ERR_NOT_FOUND, "%s (looking for kernel '%s')", unloadable, name);
     return gm__error(GM_ERR_NOT_FOUND,

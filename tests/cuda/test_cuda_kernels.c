@@ -883,6 +883,35 @@ static void test_find_after_a_miss_leaves_no_error(void **state)
     close_context(ctx);
 }
 
+/*
+ * The newest registered set fails to load and an older one loads but lacks
+ * the kernel: gm_kernel_find returns the load failure with its own message,
+ * not the older set's miss.
+ */
+static void test_find_keeps_first_failure(void **state)
+{
+    gm_context *ctx = open_context();
+    const gm_image_set *elementwise = builtin_set("add_f32");
+    const gm_image_set older = {"older cuda image",      NULL, elementwise->cuda,
+                                elementwise->cuda_bytes, NULL, 0};
+    const gm_image_set newer = {"newer cuda image",      NULL, elementwise->cuda,
+                                elementwise->cuda_bytes, NULL, 0};
+    gm_kernel *k = NULL;
+
+    (void)state;
+    assert_ok(gm_register_image_set(&older));
+    assert_ok(gm_register_image_set(&newer));
+    gm_cuda_double_clear_calls();
+    gm_cuda_double_fail("cuModuleLoadDataEx", 1, CUDA_ERROR_INVALID_IMAGE);
+    assert_status(gm_kernel_find(ctx, "no_such_kernel", &k), GM_ERR_INVALID_ARG);
+    assert_int_equal(gm_cuda_double_count_calls("cuModuleLoadDataEx"), 2); /* both were tried */
+    assert_message_contains("CUDA_ERROR_INVALID_IMAGE");
+    assert_null(strstr(gm_last_error_message(), "no_such_kernel"));
+    assert_ok(gm_unregister_image_set(&newer));
+    assert_ok(gm_unregister_image_set(&older));
+    close_context(ctx);
+}
+
 /* Whether this build embedded CUDA images (nvcc was found; -Dkernels_cuda not disabled). */
 static int have_cuda_images(void)
 {
@@ -912,6 +941,7 @@ int main(void)
         cmocka_unit_test_setup(test_core_launch_failure, cuda_test_setup),
         cmocka_unit_test_setup(test_core_large_dynamic_shared, cuda_test_setup),
         cmocka_unit_test_setup(test_find_after_a_miss_leaves_no_error, cuda_test_setup),
+        cmocka_unit_test_setup(test_find_keeps_first_failure, cuda_test_setup),
     };
 
     if (!have_cuda_images()) {
