@@ -48,10 +48,13 @@ static gm_status check_desc(const gm_copy_desc *d)
 
 static void make_plan(const gm_copy_desc *d, copy_plan *plan)
 {
+    /* rows touch within a plane; planes touch (a plane of one row too: its stride is the
+     * pitch times the plane height, which can exceed the row) */
     bool rows_packed =
         d->height == 1 || (d->dst_pitch == d->width_bytes && d->src_pitch == d->width_bytes);
     bool planes_packed =
-        d->depth == 1 || (d->dst_height == d->height && d->src_height == d->height);
+        d->depth == 1 || (d->dst_pitch * d->dst_height == d->width_bytes * d->height &&
+                          d->src_pitch * d->src_height == d->width_bytes * d->height);
 
     plan->dst_row = d->dst_pitch;
     plan->src_row = d->src_pitch;

@@ -540,6 +540,42 @@ static void test_copies_pitched(void **state)
     hsa_test_close(bctx);
 }
 
+/*
+ * Planes of one row whose pitch exceeds the row: one DMA per plane, each at
+ * its plane's offset (they were copied as one block, as if packed).
+ */
+static void test_copies_one_row_planes(void **state)
+{
+    hsa_double_config cfg;
+    gm_backend_ctx *bctx = NULL;
+    enum { W = 4, D = 3, PITCH = 16, BYTES = PITCH * D };
+    unsigned char host[BYTES], back[BYTES], zero[BYTES];
+    gm_devptr dev = 0;
+    gm_copy_desc d;
+    long copies = 0;
+
+    (void)state;
+    hsa_double_config_default(&cfg);
+    cfg.no_sdma = 1;
+    bctx = hsa_test_open(&cfg, 0);
+    for (size_t i = 0; i < sizeof(host); i++)
+        host[i] = (unsigned char)(i + 1);
+    memset(zero, 0, sizeof(zero));
+    assert_ok(hsa_ops->mem_alloc(bctx, BYTES, &dev));
+    d = hsa_test_copy1d(GM_COPY_DEVICE, dev, GM_COPY_HOST, (gm_devptr)(uintptr_t)zero, BYTES);
+    assert_ok(hsa_ops->copy(bctx, &d, NULL));
+    d = (gm_copy_desc){
+        GM_COPY_DEVICE, GM_COPY_HOST, dev, (gm_devptr)(uintptr_t)host, W, 1, D, PITCH, 1, PITCH, 1};
+    copies = hsa_double_copy_count();
+    assert_ok(hsa_ops->copy(bctx, &d, NULL));
+    assert_int_equal(hsa_double_copy_count() - copies, D);
+    hsa_test_to_host(bctx, back, dev, BYTES);
+    for (size_t i = 0; i < BYTES; i++)
+        assert_int_equal(back[i], i % PITCH < W ? host[i] : 0);
+    assert_ok(hsa_ops->mem_free(bctx, dev));
+    hsa_test_close(bctx);
+}
+
 /* The last completed copy, which must be a rectangle of w x h x d. */
 static hsa_double_copy last_rect(uint32_t w, uint32_t h, uint32_t d)
 {
@@ -966,6 +1002,7 @@ int main(void)
         cmocka_unit_test(test_other_contexts_temporary_lock),
         cmocka_unit_test(test_copies_sync),
         cmocka_unit_test(test_copies_pitched),
+        cmocka_unit_test(test_copies_one_row_planes),
         cmocka_unit_test(test_copies_rect),
         cmocka_unit_test(test_memset),
         cmocka_unit_test(test_device_range_checked),
