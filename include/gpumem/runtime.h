@@ -480,16 +480,21 @@ typedef enum gm_stream_flags {
 GM_API gm_status gm_stream_create(gm_context *ctx, unsigned flags, gm_stream **stream_p);
 
 /**
- * @brief Destroy a created or wrapped stream after its pending work (the
- *        native handle goes through the deallocation queue; wrapped external
- *        streams are never destroyed, only their wrapper is freed once the
- *        work queued on it has run). Built-in streams are ignored (*stream_p
- *        is left as it is); otherwise *stream_p is set to NULL. NULL is
- *        accepted. The flush that destroys a created stream waits for its
- *        queued work (the simulator; CUDA's cuStreamSynchronize): a callback
- *        on it that waits for something the releasing thread does later
- *        would block that flush for good, so callbacks must not wait for
- *        other threads' gpumem calls.
+ * @brief Destroy a created or wrapped stream after its pending work: the
+ *        native handle goes through the deallocation queue (count limit
+ *        only). A wrapped external stream is never destroyed; its wrapper
+ *        goes through the queue the same way, and the flush that frees it
+ *        first waits for the work queued on the context's streams (callbacks
+ *        queued through it are given it). Nothing is called on the native
+ *        stream, so its owner may destroy that stream as soon as
+ *        gm_stream_destroy returns, even when a callback called it.
+ *        Built-in streams are ignored (*stream_p is left as it is);
+ *        otherwise *stream_p is set to NULL. NULL is accepted. The flush
+ *        that destroys a created stream waits for its queued work (the
+ *        simulator; CUDA's cuStreamSynchronize): a callback on it that
+ *        waits for something the releasing thread does later would block
+ *        that flush for good, so callbacks must not wait for other threads'
+ *        gpumem calls.
  */
 GM_API void gm_stream_destroy(gm_stream **stream_p);
 
@@ -514,7 +519,8 @@ GM_API gm_stream *gm_legacy_default_stream(gm_context *ctx);
  *        thread's stream is made on its first use; when the thread exits,
  *        the work it queued there still runs, in order (and still orders
  *        the legacy stream), and the stream is freed once that work is done
- *        and no gm_stream_wrap of its native handle is left, so a program
+ *        and no wrapper of its native handle is left (a destroyed wrapper
+ *        goes at the deallocation queue's next flush), so a program
  *        that keeps starting threads does not collect streams (the host
  *        backend's worker thread goes with it). A new thread never gets an
  *        old thread's stream. An error left unreported on an exited

@@ -61,7 +61,8 @@ static const char *kind_name(gm__dealloc_kind kind)
                                         "event",
                                         "module",
                                         "host buffer",
-                                        "foreign memory"};
+                                        "foreign memory",
+                                        "stream wrapper"};
 
     if ((int)kind < 0 || (size_t)kind >= sizeof(names) / sizeof(names[0]))
         return "resource";
@@ -232,6 +233,9 @@ static gm_status release(gm_context *ctx, const gm__dealloc_entry *entry)
     case GM__DEALLOC_HOST_COPY:
         gm__free(entry->handle);
         return GM_OK;
+    case GM__DEALLOC_WRAPPER:
+        ops->stream_unwrap(ctx->bctx, entry->handle);
+        return GM_OK;
     }
     return gm__error(GM_ERR_INTERNAL, "deallocation queue: unknown entry kind %d",
                      (int)entry->kind);
@@ -244,10 +248,11 @@ static bool needs_idle_device(gm__dealloc_kind kind)
 }
 
 /*
- * Before freeing memory, a host copy, foreign memory or a module: wait for
- * the work queued on the context's streams, which may still use it (as
- * cuMemFree synchronizes implicitly; HSA's pool free and the simulator's
- * free do not). A failure is logged and the release goes on.
+ * Before freeing memory, a host copy, foreign memory, a module or a stream
+ * wrapper (the callbacks queued through it are given it): wait for the work
+ * queued on the context's streams, which may still use it (as cuMemFree
+ * synchronizes implicitly; HSA's pool free and the simulator's free do
+ * not). A failure is logged and the release goes on.
  */
 static void wait_device_idle(gm_context *ctx)
 {

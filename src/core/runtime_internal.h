@@ -84,7 +84,8 @@ typedef enum gm__dealloc_kind {
     GM__DEALLOC_EVENT = 5,     /* an event: event_destroy; count only */
     GM__DEALLOC_MODULE = 6,    /* a module: entry->unload; count only */
     GM__DEALLOC_HOST_COPY = 7, /* gpumem-owned host memory (gm__malloc): gm__free; count only */
-    GM__DEALLOC_FOREIGN = 8    /* foreign memory: release_fn(handle); count only */
+    GM__DEALLOC_FOREIGN = 8,   /* foreign memory: release_fn(handle); count only */
+    GM__DEALLOC_WRAPPER = 9    /* a wrapped external stream's wrapper: stream_unwrap; count only */
 } gm__dealloc_kind;
 
 /* Unload function of a GM__DEALLOC_MODULE entry (the kernels code provides it). */
@@ -265,16 +266,14 @@ struct gm_context {
     gm_context_options options;
     gm__mm mm;
     gm__dealloc_queue queue;
-    gm__link arrays;         /* gm_array.link; guarded by queue.lock */
-    pthread_mutex_t lock;    /* the lists below */
-    gm__link streams;        /* gm_stream.link: created, built-in and wrapped */
-    gm__link events;         /* gm_event.link */
-    gm__link scopes;         /* gm_host_scope.link */
-    gm__link exports;        /* live DLPack exports (dlpack.c); guarded by dlpack.c's global lock */
-    void *done_callbacks;    /* finished stream-callback trampolines (stream.c); queue.lock */
-    gm_stream *dead_streams; /* destroyed wrapped streams whose work has run; queue.lock */
-    gm_stream *dying_streams; /* wrapped streams destroyed in callbacks, to queue; queue.lock */
-    atomic_bool closing;      /* gm_context_destroy has begun: no new stream work */
+    gm__link arrays;      /* gm_array.link; guarded by queue.lock */
+    pthread_mutex_t lock; /* the lists below */
+    gm__link streams;     /* gm_stream.link: created, built-in and wrapped */
+    gm__link events;      /* gm_event.link */
+    gm__link scopes;      /* gm_host_scope.link */
+    gm__link exports;     /* live DLPack exports (dlpack.c); guarded by dlpack.c's global lock */
+    void *done_callbacks; /* finished stream-callback trampolines (stream.c); queue.lock */
+    atomic_bool closing;  /* gm_context_destroy has begun: no new stream work */
 };
 
 /* Whether this build has the backend of `kind` (host always). */
@@ -384,7 +383,7 @@ gm_status gm__memset(const char *fn, gm_context *ctx, const gm_ndview *view, uns
 typedef enum gm__stream_kind {
     GM__STREAM_CREATED = 0, /* gm_stream_create: destroyed through the queue */
     GM__STREAM_BUILTIN = 1, /* default / legacy / per-thread: owned by the context */
-    GM__STREAM_EXTERNAL = 2 /* gm_stream_wrap_external: the native stream is never destroyed */
+    GM__STREAM_EXTERNAL = 2 /* gm_stream_wrap_external: only the wrapper goes, through the queue */
 } gm__stream_kind;
 
 struct gm_stream {
@@ -395,8 +394,7 @@ struct gm_stream {
     gm_builtin_stream builtin;       /* for GM__STREAM_BUILTIN */
     _Atomic int64_t auto_sync_depth; /* gm_stream_auto_synchronize_begin/end nesting */
     uint64_t serial;                 /* unique in the process (a freed wrapper's address is not) */
-    gm__dealloc_entry *entry;        /* GM__STREAM_CREATED: preallocated queue entry */
-    gm_stream *next_dead;            /* in ctx->dead_streams */
+    gm__dealloc_entry *entry;        /* created and external: preallocated queue entry */
     gm__link per_thread_link;        /* the per-thread handle: in stream.c's live list */
 };
 

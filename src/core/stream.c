@@ -166,7 +166,16 @@ fail_wrapper:
     return status;
 }
 
-/* Queue a created stream's destruction; the wrapper is freed with it. */
+/*
+ * Queue a created stream's destruction, or a wrapped stream's unwrapping
+ * (its native stream is never destroyed); the core's wrapper is freed with
+ * it. A wrapper is released after the work queued on the context's streams
+ * has run (a callback queued through it is given it), so even one destroyed
+ * in a callback, which must not call the driver, is unwrapped by a flush on
+ * a user thread, in queue order: before a created stream it wraps and that
+ * was destroyed after it. It calls no driver function on the native stream,
+ * which its owner may destroy once the wrapper is.
+ */
 static void queue_destroy(gm_stream *stream)
 {
     gm__dealloc_entry *entry = stream->entry;
@@ -177,95 +186,7 @@ static void queue_destroy(gm_stream *stream)
     gm__dealloc_enqueue(stream->ctx, entry);
 }
 
-/* A destroyed wrapped stream's last work item: nothing to do. */
-static gm_status external_done(void *user)
-{
-    (void)user;
-    return GM_OK;
-}
-
-/* ... whose cleanup lists the wrapper as dead: freed on a user thread (a user's allocator
- * may be single-threaded), by free_dead. */
-static void external_dead(void *user)
-{
-    gm_stream *stream = user;
-    gm_context *ctx = stream->ctx;
-
-    gm__lock_take(&ctx->queue.lock);
-    stream->next_dead = ctx->dead_streams;
-    ctx->dead_streams = stream;
-    gm__lock_give(&ctx->queue.lock);
-}
-
-/* Unwrap and free a wrapped stream's wrappers. */
-static void unwrap_free(gm_stream *stream)
-{
-    stream->ctx->ops->stream_unwrap(stream->ctx->bctx, stream->bstream);
-    gm__free(stream);
-}
-
-/*
- * A wrapped stream's wrappers (the core's, which its pending callbacks are
- * given, and the backend's, which they may query) live until the work
- * queued on it has run: a last host item lists them as dead then, and they
- * are unwrapped and freed by a later call of a user thread (or the
- * context's teardown). If that item cannot be queued, the stream is
- * synchronized first. On a user thread only: it calls the driver.
- */
-static void destroy_external(gm_stream *stream)
-{
-    gm_context *ctx = stream->ctx;
-    gm_status status = ctx->ops->stream_enqueue_host(ctx->bctx, stream->bstream, external_done,
-                                                     stream, external_dead);
-
-    if (status != GM_OK) {
-        (void)ctx->ops->stream_synchronize(ctx->bctx, stream->bstream);
-        unwrap_free(stream);
-    }
-}
-
-/*
- * On a user thread: queue the destruction of the wrapped streams destroyed
- * in callbacks, and unwrap and free those whose pending work has run. At
- * teardown (every stream's work has run, none may be queued) both are freed
- * at once.
- */
-static void free_dead(gm_context *ctx, bool teardown)
-{
-    gm_stream *dying = NULL, *dead = NULL;
-
-    gm__lock_take(&ctx->queue.lock);
-    dying = ctx->dying_streams;
-    ctx->dying_streams = NULL;
-    if (teardown) {
-        dead = ctx->dead_streams;
-        ctx->dead_streams = NULL;
-    }
-    gm__lock_give(&ctx->queue.lock);
-    while (dying != NULL) {
-        gm_stream *next = dying->next_dead;
-
-        if (teardown)
-            unwrap_free(dying);
-        else
-            destroy_external(dying);
-        dying = next;
-    }
-    if (!teardown) {
-        gm__lock_take(&ctx->queue.lock);
-        dead = ctx->dead_streams;
-        ctx->dead_streams = NULL;
-        gm__lock_give(&ctx->queue.lock);
-    }
-    while (dead != NULL) {
-        gm_stream *next = dead->next_dead;
-
-        unwrap_free(dead);
-        dead = next;
-    }
-}
-
-/* Built-in streams: ignored; wrapped: unwrapped now; created: queued. */
+/* Built-in streams: ignored; created and wrapped: queued. */
 void gm_stream_destroy(gm_stream **stream_p)
 {
     gm_stream *stream = NULL;
@@ -279,21 +200,6 @@ void gm_stream_destroy(gm_stream **stream_p)
     pthread_mutex_lock(&stream->ctx->lock);
     gm__list_remove(&stream->link);
     pthread_mutex_unlock(&stream->ctx->lock);
-    if (stream->kind == GM__STREAM_EXTERNAL && gm__in_stream_callback()) {
-        /* no driver call in a callback: a user thread queues it (free_dead) */
-        gm__lock_take(&stream->ctx->queue.lock);
-        stream->next_dead = stream->ctx->dying_streams;
-        stream->ctx->dying_streams = stream;
-        gm__lock_give(&stream->ctx->queue.lock);
-        return;
-    }
-    if (stream->kind == GM__STREAM_EXTERNAL) {
-        gm_context *ctx = stream->ctx;
-
-        destroy_external(stream); /* may free it */
-        free_dead(ctx, false);
-        return;
-    }
     queue_destroy(stream);
 }
 
@@ -407,6 +313,11 @@ gm_status gm_stream_wrap_external(gm_context *ctx, void *native, gm_stream **str
     if (status != GM_OK)
         return status;
     status = wrapper_create(ctx, fn, GM__STREAM_EXTERNAL, bstream, &stream);
+    if (status == GM_OK) {
+        status = gm__dealloc_entry_create(fn, GM__DEALLOC_WRAPPER, &stream->entry);
+        if (status != GM_OK)
+            gm__free(stream);
+    }
     if (status != GM_OK) {
         ctx->ops->stream_unwrap(ctx->bctx, bstream);
         return status;
@@ -657,7 +568,6 @@ void gm__streams_teardown(gm_context *ctx)
 {
     int64_t created = 0;
 
-    free_dead(ctx, true); /* their work has run (the teardown synchronized the device) */
     while (!gm__list_empty(&ctx->streams)) {
         gm_stream *s = GM__CONTAINER_OF(ctx->streams.next, gm_stream, link);
 
@@ -666,8 +576,10 @@ void gm__streams_teardown(gm_context *ctx)
             created++;
             queue_destroy(s);
         } else {
-            if (s->kind == GM__STREAM_EXTERNAL)
+            if (s->kind == GM__STREAM_EXTERNAL) { /* their work has run (the device synchronized) */
                 ctx->ops->stream_unwrap(ctx->bctx, s->bstream);
+                gm__dealloc_entry_discard(s->entry);
+            }
             if (per_thread_handle(s))
                 per_thread_unlist(s);
             gm__free(s);

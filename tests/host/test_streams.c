@@ -12,6 +12,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "../common/gm_threads.h"
 #include "rt_helpers.h"
 
 #define BIG (INT64_MAX / 4)
@@ -27,6 +28,18 @@ static int test_setup(void **state)
     (void)state;
     rt_fault_reset();
     return 0;
+}
+
+/* For tests whose library threads allocate and free (cmocka's allocator is not thread-safe). */
+static int c_allocator_setup(void **state)
+{
+    rt_fault_reset();
+    return gm_test_restore_allocator(state);
+}
+
+static int c_allocator_teardown(void **state)
+{
+    return gm_test_use_cmocka_allocator(state);
 }
 
 static void sleep_ms(int ms)
@@ -474,6 +487,9 @@ static void test_wrap_external(void **state)
     assert_ok(gm_stream_synchronize(ext));
     gm_stream_destroy(&ext);
     assert_null(ext);
+    assert_int_equal(rt_stats(ctx).pending_count, 1); /* the wrapper, count only */
+    assert_int_equal(rt_stats(ctx).pending_device_bytes, 0);
+    assert_ok(gm_deallocations_flush(ctx));
     assert_int_equal(rt_stats(ctx).pending_count, 0);
     assert_ok(gm_array_memset(a, 2, owner));
     assert_ok(gm_stream_synchronize(owner));
@@ -1192,7 +1208,7 @@ static void test_wrapped_stream_outlives_its_callbacks(void **state)
     assert_ok(gm_stream_synchronize(owner));
     assert_int_equal(atomic_load(&p.ran), 1);
     assert_true(p.status == GM_OK || p.status == GM_ERR_NOT_READY);
-    /* destroyed inside a callback: queued by the next user call, still after its work */
+    /* destroyed inside a callback: queued at once, unwrapped by a flush after its work */
     memset(&p, 0, sizeof(p));
     p.status = GM_ERR_INTERNAL;
     assert_ok(gm_stream_wrap_external(ctx, gm_stream_native(owner), &ext));
@@ -1204,6 +1220,97 @@ static void test_wrapped_stream_outlives_its_callbacks(void **state)
     assert_int_equal(atomic_load(&p.ran), 1);
     assert_true(p.status == GM_OK || p.status == GM_ERR_NOT_READY);
     gm_stream_destroy(&owner);
+    gm_context_destroy(&ctx);
+}
+
+/*
+ * A wrapper destroyed in a callback is queued for unwrapping at once, so the
+ * flush after the owner destroys the stream it wraps unwraps it first (it
+ * was left on a side list that a later call queued onto the freed stream:
+ * a heap-use-after-free under ASan).
+ */
+static void test_wrapper_destroyed_in_callback_before_its_target(void **state)
+{
+    gm_context *ctx = rt_fault_ctx();
+    gm_stream *owner = NULL, *ext = NULL, *other = NULL, *ext2 = NULL;
+
+    (void)state;
+    assert_ok(gm_stream_create(ctx, 0, &owner));
+    assert_ok(gm_stream_wrap_external(ctx, gm_stream_native(owner), &ext));
+    assert_ok(gm_stream_add_callback(owner, destroy_in_callback, &ext));
+    assert_ok(gm_stream_synchronize(owner));
+    assert_null(ext);
+    assert_int_equal(rt_stats(ctx).pending_count, 1); /* the wrapper, queued by the callback */
+    gm_stream_destroy(&owner);
+    assert_ok(gm_deallocations_flush(ctx)); /* the wrapper, then the stream it wrapped */
+    assert_int_equal(rt_stats(ctx).pending_count, 0);
+    assert_ok(gm_stream_create(ctx, 0, &other));
+    assert_ok(gm_stream_wrap_external(ctx, gm_stream_native(other), &ext2));
+    gm_stream_destroy(&ext2);
+    assert_ok(gm_deallocations_flush(ctx));
+    gm_stream_destroy(&other);
+    gm_context_destroy(&ctx);
+}
+
+typedef struct wrapping_thread {
+    gm_context *ctx;
+    gm_stream *wrapper;
+    gm_status status;
+} wrapping_thread;
+
+/* Wrap the thread's own stream, queue a callback that destroys the wrapper, exit. */
+static void *wrap_and_exit(void *arg)
+{
+    wrapping_thread *t = arg;
+    gm_stream *mine = gm_per_thread_default_stream(t->ctx);
+
+    t->status = gm_stream_wrap_external(t->ctx, gm_stream_native(mine), &t->wrapper);
+    if (t->status == GM_OK)
+        t->status = gm_stream_add_callback(t->wrapper, destroy_in_callback, &t->wrapper);
+    return NULL;
+}
+
+/*
+ * Threads that wrap their per-thread streams and destroy the wrappers in
+ * callbacks: a flush unwraps them, and the exited threads' streams (with
+ * the simulator's worker threads) go. They stayed until the context did.
+ */
+static void *nothing(void *arg)
+{
+    return arg;
+}
+
+static void test_per_thread_wrappers_destroyed_in_callbacks(void **state)
+{
+    enum { THREADS = 8 };
+    gm_context *ctx = NULL;
+    wrapping_thread threads[THREADS];
+    pthread_t tid;
+    int base = 0, n = 0;
+
+    (void)state;
+    assert_ok(gm_context_create(NULL, &ctx));
+    assert_int_equal(pthread_create(&tid, NULL, nothing, NULL), 0); /* ThreadSanitizer starts */
+    assert_int_equal(pthread_join(tid, NULL), 0);                   /* a thread with the first */
+    base = gm_test_thread_count();
+    assert_true(base > 0);
+    for (int i = 0; i < THREADS; i++) {
+        threads[i] = (wrapping_thread){ctx, NULL, GM_ERR_INTERNAL};
+        assert_int_equal(pthread_create(&tid, NULL, wrap_and_exit, &threads[i]), 0);
+        assert_int_equal(pthread_join(tid, NULL), 0);
+        assert_ok(threads[i].status);
+    }
+    assert_ok(gm_context_synchronize(ctx));
+    for (int i = 0; i < THREADS; i++)
+        assert_null(threads[i].wrapper);
+    assert_int_equal(rt_stats(ctx).pending_count, THREADS);
+    assert_ok(gm_deallocations_flush(ctx));
+    n = gm_test_thread_count();
+    for (int i = 0; i < 2500 && n > base; i++) { /* each worker ends itself: wait ~5 s at most */
+        sleep_ms(2);
+        n = gm_test_thread_count();
+    }
+    assert_int_equal(n, base);
     gm_context_destroy(&ctx);
 }
 
@@ -1223,6 +1330,9 @@ int main(void)
         cmocka_unit_test_setup(test_context_synchronize, test_setup),
         cmocka_unit_test_setup(test_no_chaining_during_teardown, test_setup),
         cmocka_unit_test_setup(test_wrapped_stream_outlives_its_callbacks, test_setup),
+        cmocka_unit_test_setup(test_wrapper_destroyed_in_callback_before_its_target, test_setup),
+        cmocka_unit_test_setup_teardown(test_per_thread_wrappers_destroyed_in_callbacks,
+                                        c_allocator_setup, c_allocator_teardown),
         cmocka_unit_test_setup(test_auto_synchronize, test_setup),
         cmocka_unit_test_setup(test_sync_calls_in_callback, test_setup),
         cmocka_unit_test_setup(test_events, test_setup),
