@@ -669,16 +669,29 @@ gm_status gm__hsa_host_work(gm_backend_ctx *bctx, gm_backend_stream *stream, gm_
     status = GM_HSA_CALL(&bctx->api, hsa_amd_signal_async_handler,
                          (dep, HSA_SIGNAL_CONDITION_LT, 1, work_handler, work));
     if (status != GM_OK && merged != NULL) {
-        /* The merging barrier is in flight: its signal must outlive it. The stream's
-         * frontier keeps it (it merges what the stream waits for anyway), so no wait with
-         * the lock held, which a callback that needs the lock would deadlock; only when
-         * the frontier cannot take it, wait. */
+        /* The merging barrier is in flight: its signal and the signals it waits for must
+         * outlive it (the caller's abort would drop them, and the cache hand them to new
+         * operations while the barrier still waits on them). An operation of their own
+         * holds them on the stream until the barrier completes, and its signal becomes the
+         * stream's frontier (it merges what the stream waited for), so no wait with the lock
+         * held, which a callback that needs the lock would deadlock; only when there is no
+         * memory for it, wait. */
         char detail[GM_HSA_ERROR_TEXT];
+        gm__hsa_op *hold = gm__calloc(1, sizeof(*hold));
 
         snprintf(detail, sizeof(detail), "%s", gm_last_error_message());
-        if (gm__hsa_frontier_add(bctx, stream, merged) != GM_OK &&
-            gm__hsa_sig_wait_locked(bctx, merged, "host work") != GM_OK)
+        if (hold != NULL) {
+            hold->what = "merging barrier";
+            hold->reported = true; /* its dependencies' failures are their own operations' */
+            hold->deps = op->deps; /* all but the last entry, merged: the hold's signal now */
+            hold->ndeps = op->ndeps - 1;
+            hold->done = merged;
+            op->deps = NULL;
+            op->ndeps = 0;
+            gm__hsa_op_commit(bctx, stream, hold);
+        } else if (gm__hsa_sig_wait_locked(bctx, merged, "host work") != GM_OK) {
             gm__log(GM_LOG_WARN, "HSA backend: %s", gm_last_error_message());
+        }
         status = gm__error(status, "%s", detail);
     }
     return status;

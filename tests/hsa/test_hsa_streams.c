@@ -1179,6 +1179,94 @@ static void test_host_work_merge_refused(void **state)
     hsa_test_close(bctx);
 }
 
+static atomic_int merge_gate;
+
+static gm_status wait_for_merge_gate(void *user)
+{
+    (void)user;
+    while (atomic_load(&merge_gate) == 0)
+        sleep_ms(1);
+    return GM_OK;
+}
+
+static gm_status nothing_to_do(void *user)
+{
+    (void)user;
+    return GM_OK;
+}
+
+typedef struct device_sync_call {
+    gm_backend_ctx *bctx;
+    gm_status status;
+    atomic_int done;
+} device_sync_call;
+
+static void *device_sync_thread(void *arg)
+{
+    device_sync_call *c = arg;
+
+    c->status = hsa_ops->device_synchronize(c->bctx);
+    atomic_store(&c->done, 1);
+    return NULL;
+}
+
+/*
+ * A refused handler after the merging barrier went out: the barrier's own
+ * dependencies stay referenced until it completes. They were dropped with
+ * the operation, recycled by the signal cache for the blocking streams' next
+ * work, which (the legacy rule) waits for the barrier: a cycle, and every
+ * synchronize hung. Exits the process if it hangs.
+ */
+static void test_merge_refused_keeps_barrier_dependencies(void **state)
+{
+    gm_backend_ctx *bctx = hsa_test_open(NULL, 0);
+    gm_backend_stream *b1 = NULL, *b2 = NULL, *legacy = NULL;
+    device_sync_call sync;
+    pthread_t t;
+    bool hung = true;
+
+    (void)state;
+    atomic_store(&merge_gate, 0);
+    assert_ok(hsa_ops->stream_create(bctx, GM_STREAM_DEFAULT, &b1));
+    assert_ok(hsa_ops->stream_create(bctx, GM_STREAM_DEFAULT, &b2));
+    assert_ok(hsa_ops->stream_builtin(bctx, GM_BUILTIN_STREAM_LEGACY, &legacy));
+    /* the legacy stream's next work waits for both: a merging barrier */
+    assert_ok(hsa_ops->stream_enqueue_host(bctx, b1, wait_for_merge_gate, NULL, NULL));
+    assert_ok(hsa_ops->stream_enqueue_host(bctx, b2, wait_for_merge_gate, NULL, NULL));
+    hsa_double_pause(1); /* the barrier stays queued */
+    hsa_double_fail("hsa_amd_signal_async_handler", 1, HSA_STATUS_ERROR_OUT_OF_RESOURCES, 0);
+    assert_status(hsa_ops->stream_enqueue_host(bctx, legacy, nothing_to_do, NULL, NULL),
+                  GM_ERR_OUT_OF_DEVICE_MEMORY);
+    atomic_store(&merge_gate, 1);
+    assert_ok(hsa_ops->stream_synchronize(bctx, b1)); /* their work is reaped */
+    assert_ok(hsa_ops->stream_synchronize(bctx, b2));
+    /* new work on the blocking streams takes signals from the cache */
+    assert_ok(hsa_ops->stream_enqueue_host(bctx, b1, nothing_to_do, NULL, NULL));
+    assert_ok(hsa_ops->stream_enqueue_host(bctx, b2, nothing_to_do, NULL, NULL));
+    hsa_double_pause(0);
+    sync.bctx = bctx;
+    sync.status = GM_ERR_INTERNAL;
+    atomic_init(&sync.done, 0);
+    assert_int_equal(pthread_create(&t, NULL, device_sync_thread, &sync), 0);
+    for (int i = 0; i < 10000 && hung; i++) {
+        hung = atomic_load(&sync.done) == 0;
+        if (hung)
+            sleep_ms(1);
+    }
+    if (hung) {
+        print_error("device_synchronize still waits after 10 s: the merging barrier waits on "
+                    "a recycled signal\n");
+        fflush(NULL);
+        _exit(1);
+    }
+    pthread_join(t, NULL);
+    assert_ok(sync.status);
+    assert_ok(hsa_ops->stream_destroy(bctx, b1));
+    assert_ok(hsa_ops->stream_destroy(bctx, b2));
+    hsa_test_assert_no_violations();
+    hsa_test_close(bctx);
+}
+
 /*
  * Synchronous host work (stream NULL) waits, on the calling thread, for the
  * work of every blocking stream, two here: a barrier-AND packet on the legacy
@@ -1787,12 +1875,6 @@ typedef struct enqueue_call {
     _Atomic int done;
 } enqueue_call;
 
-static gm_status nothing_to_do(void *user)
-{
-    (void)user;
-    return GM_OK;
-}
-
 static void *enqueue_thread(void *p)
 {
     enqueue_call *e = p;
@@ -2019,6 +2101,7 @@ int main(void)
         cmocka_unit_test(test_shared_pageable_locks),
         cmocka_unit_test(test_host_work_after_two_streams),
         cmocka_unit_test(test_host_work_merge_refused),
+        cmocka_unit_test(test_merge_refused_keeps_barrier_dependencies), /* may _exit */
         cmocka_unit_test(test_sync_host_work_waits_for_streams),
         cmocka_unit_test(test_wait_for_six_events),
         cmocka_unit_test(test_too_many_dependencies),
