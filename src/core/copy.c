@@ -79,6 +79,7 @@ typedef struct copy_job {
     gm_ndview host_dst;       /* the host step: host_dst <- host_src */
     gm_ndview host_src;
     unsigned char *temp[2];
+    bool queued; /* a stream-ordered step that uses it was queued (it may run later) */
 } copy_job;
 
 /* Which side of a copy memory of this kind is on. */
@@ -299,7 +300,7 @@ static void advance(const copy_plan *plan, int64_t *index, int64_t *dst_off, int
 }
 
 /* Issue every piece of a plan; stops at the first failure. */
-static gm_status emit(gm_context *ctx, const copy_plan *plan, gm_backend_stream *bs)
+static gm_status emit(gm_context *ctx, const copy_plan *plan, gm_backend_stream *bs, bool *queued_p)
 {
     int64_t index[GM_MAX_DIMS];
     int64_t dst_off = 0, src_off = 0;
@@ -314,19 +315,21 @@ static gm_status emit(gm_context *ctx, const copy_plan *plan, gm_backend_stream 
         desc.dst = (gm_devptr)(plan->dst_base + (uintptr_t)dst_off);
         desc.src = (gm_devptr)(plan->src_base + (uintptr_t)src_off);
         status = ctx->ops->copy(ctx->bctx, &desc, bs);
+        if (status == GM_OK && bs != NULL && queued_p != NULL)
+            *queued_p = true;
         advance(plan, index, &dst_off, &src_off);
     }
     return status;
 }
 
-/* Plan and issue dst <- src whatever the number of pieces. */
-static gm_status emit_views(gm_context *ctx, const gm_ndview *dst, const gm_ndview *src,
-                            gm_backend_stream *bs)
+/* Plan and issue dst <- src, which uses job's temporaries, whatever the number of pieces. */
+static gm_status emit_views(gm_context *ctx, copy_job *job, const gm_ndview *dst,
+                            const gm_ndview *src, gm_backend_stream *bs)
 {
     copy_plan plan;
 
     plan_build(dst, src, &plan);
-    return emit(ctx, &plan, bs);
+    return emit(ctx, &plan, bs, &job->queued);
 }
 
 /* ------------------------------------------------------------------ jobs */
@@ -437,8 +440,11 @@ static gm_status job_host_step(gm_context *ctx, copy_job *job, gm_backend_stream
 {
     gm_status status = GM_OK;
 
-    if (bs != NULL)
-        return ctx->ops->stream_enqueue_host(ctx->bctx, bs, job_host_step_cb, job, NULL);
+    if (bs != NULL) {
+        status = ctx->ops->stream_enqueue_host(ctx->bctx, bs, job_host_step_cb, job, NULL);
+        job->queued = job->queued || status == GM_OK;
+        return status;
+    }
     if (!gm__in_stream_callback())
         status = gm__error_within("synchronous host step", wait_queued(ctx, after));
     return status == GM_OK ? gm__host_copy_strided(&job->host_dst, &job->host_src) : status;
@@ -447,10 +453,10 @@ static gm_status job_host_step(gm_context *ctx, copy_job *job, gm_backend_stream
 /*
  * End a job: free it now without a stream; with one, queue its release in
  * stream order (after a failed step too: behind what was queued). If that
- * cannot be queued, wait for the work already queued (it may use the
- * temporaries) before freeing, without taking the stream's error; inside a
- * stream callback that wait could wait for the callback itself, so the job
- * is left (logged) instead.
+ * cannot be queued, free it now when no queued step uses it, else wait for
+ * the work already queued (it may use the temporaries) before freeing,
+ * without taking the stream's error; inside a stream callback that wait
+ * could wait for the callback itself, so the job is left (logged) instead.
  */
 static gm_status job_finish(gm_context *ctx, copy_job *job, gm_backend_stream *bs, gm_status status)
 {
@@ -471,6 +477,11 @@ static gm_status job_finish(gm_context *ctx, copy_job *job, gm_backend_stream *b
     if (status == GM_OK) {
         status = queued;
         snprintf(saved, sizeof(saved), "%s", gm_last_error_message());
+    }
+    if (!job->queued) { /* nothing queued uses it */
+        (void)gm__error(status, "%s", saved);
+        job_free(job);
+        return status;
     }
     if (gm__in_stream_callback()) {
         gm__log(GM_LOG_ERROR,
@@ -545,7 +556,7 @@ static gm_status staged_steps(gm_context *ctx, copy_job *job, staging *s, const 
 
     if (side_of(src) == GM_COPY_DEVICE) {
         s->src_image.data = job->temp[0];
-        status = emit_views(ctx, &s->src_image, src, bs);
+        status = emit_views(ctx, job, &s->src_image, src, bs);
     }
     if (status != GM_OK)
         return status;
@@ -564,7 +575,7 @@ static gm_status staged_steps(gm_context *ctx, copy_job *job, staging *s, const 
     }
     if (status != GM_OK || side_of(dst) == GM_COPY_HOST)
         return status;
-    return emit_views(ctx, dst, s->use_dst_image ? &s->dst_image : &s->src_image, bs);
+    return emit_views(ctx, job, dst, s->use_dst_image ? &s->dst_image : &s->src_image, bs);
 }
 
 /* Copy through host images of the device sides. */
@@ -754,7 +765,7 @@ static gm_status copy_device(gm_context *ctx, const char *fn, const gm_ndview *d
 
     plan_build(dst, src, &plan);
     if (plan.pieces == 1)
-        return emit(ctx, &plan, bs);
+        return emit(ctx, &plan, bs, NULL);
     if (ctx->ops->copy_strided != gm__unsupported_copy_strided) {
         gm__saved_error saved;
 
@@ -765,7 +776,7 @@ static gm_status copy_device(gm_context *ctx, const char *fn, const gm_ndview *d
         gm__error_restore(&saved); /* not this copy's error: another way follows */
     }
     if (plan.pieces <= GM__DIRECT_MAX_PIECES)
-        return emit(ctx, &plan, bs);
+        return emit(ctx, &plan, bs, NULL);
     return copy_staged(ctx, fn, dst, src, bs);
 }
 
@@ -1016,7 +1027,7 @@ static gm_status fill_staged(gm_context *ctx, const char *fn, const gm_ndview *v
         job->host_src = image;
         status = job_host_step(ctx, job, bs, NULL);
     } else {
-        status = emit_views(ctx, view, &image, bs);
+        status = emit_views(ctx, job, view, &image, bs);
     }
     return job_finish(ctx, job, bs, status);
 }

@@ -76,14 +76,21 @@ typedef struct cuda_scope {
 
 /*
  * Begin an op: ours current for it. No context current: set ours (it stays).
- * Ours already: nothing. Another: push ours (scope_end pops it).
+ * Ours already: nothing. Another: push ours (scope_end pops it). Inside a
+ * stream callback or host step, where the driver allows no call: refused.
  */
-static gm_status scope_begin(gm_backend_ctx *bctx, cuda_scope *scope)
+static gm_status scope_begin(gm_backend_ctx *bctx, const char *what, cuda_scope *scope)
 {
     CUcontext current = NULL;
-    gm_status status = GM_CUDA_CALL(&bctx->drv, cuCtxGetCurrent, &current);
+    gm_status status = GM_OK;
 
     scope->pushed = false;
+    if (gm__cuda_in_host_call())
+        return gm__error(GM_ERR_STATE,
+                         "cuda %s: not allowed inside a stream callback (the CUDA driver allows "
+                         "no call there)",
+                         what);
+    status = GM_CUDA_CALL(&bctx->drv, cuCtxGetCurrent, &current);
     if (status != GM_OK || current == bctx->context)
         return status;
     if (current == NULL)
@@ -235,7 +242,7 @@ static void cuda_fini(gm_backend_ctx *bctx)
                               "loaded) for the stream callbacks still to run");
         return;
     }
-    if (scope_begin(bctx, &scope) == GM_OK)
+    if (scope_begin(bctx, "fini", &scope) == GM_OK)
         gm__cuda_pack_fini(bctx);
     scope_end(bctx, &scope);
     gm__cuda_streams_fini(bctx);
@@ -270,16 +277,16 @@ static gm_status cuda_mem_info(gm_backend_ctx *bctx, int64_t *free_p, int64_t *t
  * scope_end above): scoped_NAME calls NAME with the primary context current
  * and the caller's current context restored after.
  */
-#define SCOPED(name, impl, params, args)              \
-    static gm_status scoped_##name params             \
-    {                                                 \
-        cuda_scope scope;                             \
-        gm_status status = scope_begin(bctx, &scope); \
-                                                      \
-        if (status == GM_OK)                          \
-            status = impl args;                       \
-        scope_end(bctx, &scope);                      \
-        return status;                                \
+#define SCOPED(name, impl, params, args)                     \
+    static gm_status scoped_##name params                    \
+    {                                                        \
+        cuda_scope scope;                                    \
+        gm_status status = scope_begin(bctx, #name, &scope); \
+                                                             \
+        if (status == GM_OK)                                 \
+            status = impl args;                              \
+        scope_end(bctx, &scope);                             \
+        return status;                                       \
     }
 SCOPED(mem_info, cuda_mem_info, (gm_backend_ctx * bctx, int64_t *free_p, int64_t *total_p),
        (bctx, free_p, total_p))

@@ -72,6 +72,13 @@ struct gm_backend_ctx {
 /* Make the context's primary context current on the calling thread (first thing in every op). */
 gm_status gm__cuda_enter(gm_backend_ctx *bctx);
 
+/*
+ * Whether the calling thread is running a function queued with
+ * cuStreamAddCallback (a stream callback or host step), where the driver
+ * allows no CUDA call: every op that needs one refuses then.
+ */
+bool gm__cuda_in_host_call(void);
+
 /* The CUstream behind a backend stream; NULL stands for the default (NULL) stream. */
 CUstream gm__cuda_stream_handle(const gm_backend_stream *stream);
 

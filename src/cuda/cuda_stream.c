@@ -6,8 +6,9 @@
  * the NULL stream; CU_STREAM_LEGACY; CU_STREAM_PER_THREAD) and wrapped
  * external CUstreams, of which only the wrapper is ours. Callbacks and host
  * work run through cuStreamAddCallback on a driver thread; like every CUDA
- * callback they must not call the CUDA API (so no gpumem call that reaches
- * the driver either). cuStreamAddCallback, unlike cuLaunchHostFunc, runs its
+ * callback they must not call the CUDA API, so every op that needs the
+ * driver refuses there (GM_ERR_STATE, gm__cuda_in_host_call) instead of
+ * calling it. cuStreamAddCallback, unlike cuLaunchHostFunc, runs its
  * function even after an error in the context, with that error: callbacks
  * receive it (as Numba's add_callback does), host work is skipped then but
  * its cleanup still runs, so nothing queued leaks or waits forever. A failing
@@ -370,6 +371,13 @@ gm_status gm__cuda_stream_query(gm_backend_ctx *bctx, gm_backend_stream *stream)
  * cleanup either way), then free the call. No CUDA call here
  * (gm__cuda_translate only maps).
  */
+static _Thread_local int in_host_call; /* run_host_call's nesting on this thread */
+
+bool gm__cuda_in_host_call(void)
+{
+    return in_host_call > 0;
+}
+
 static void CUDA_CB run_host_call(CUstream handle, CUresult result, void *data)
 {
     host_call *call = data;
@@ -378,6 +386,7 @@ static void CUDA_CB run_host_call(CUstream handle, CUresult result, void *data)
     int expected = GM_OK;
 
     (void)handle;
+    in_host_call++;
     if (call->callback != NULL) {
         if (status == GM_OK)
             status = (gm_status)atomic_load(call->slot);
@@ -390,6 +399,7 @@ static void CUDA_CB run_host_call(CUstream handle, CUresult result, void *data)
         if (status != GM_OK)
             atomic_compare_exchange_strong(call->slot, &expected, (int)status);
     }
+    in_host_call--;
     if (call->thread_slot != NULL)
         slot_call_done(bctx, call->thread_slot);
     stream_unref(call->stream);

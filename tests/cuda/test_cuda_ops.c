@@ -8,6 +8,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -500,39 +501,48 @@ static void on_callback(gm_status status, void *user)
     *(int *)user += 1;
 }
 
-/* What a callback that calls the driver saw. */
+/* What a callback that calls an op and the driver saw. */
 typedef struct call_inside {
     gm_backend_ctx *bctx;
     gm_status status;
+    char message[256];
+    CUresult direct;
 } call_inside;
 
 static void alloc_in_callback(gm_status status, void *user)
 {
     call_inside *c = user;
     gm_devptr ptr = 0;
+    CUcontext current = NULL;
 
     (void)status;
     c->status = CUDA_OPS->mem_alloc(c->bctx, 64, &ptr);
+    snprintf(c->message, sizeof(c->message), "%s", gm_last_error_message());
+    c->direct = cuCtxGetCurrent(&current);
 }
 
 /*
- * The double refuses driver calls made inside a stream callback, as the
- * driver does (CUDA_ERROR_NOT_PERMITTED), so that every other test proves the
- * backend's callbacks and host work never call the driver.
+ * Inside a stream callback an op that needs the driver refuses without
+ * calling it (the driver allows no call there). The double refuses driver
+ * calls made there, as the driver does (CUDA_ERROR_NOT_PERMITTED), so that
+ * every other test proves the backend's callbacks and host work never call
+ * the driver.
  */
 static void test_double_refuses_calls_in_callbacks(void **state)
 {
     gm_backend_ctx *bctx = cuda_test_open();
     gm_backend_stream *stream = NULL;
-    call_inside c = {bctx, GM_OK};
-    long violations = 0;
+    call_inside c = {bctx, GM_OK, "", CUDA_SUCCESS};
+    long violations = gm_cuda_double_violations();
 
     (void)state;
     assert_ok(CUDA_OPS->stream_create(bctx, 0, &stream));
     assert_ok(CUDA_OPS->stream_add_callback(bctx, stream, alloc_in_callback, &c));
-    assert_int_not_equal(c.status, GM_OK);
-    violations = gm_cuda_double_violations();
-    assert_true(violations >= 1);
+    assert_int_equal(c.status, GM_ERR_STATE);
+    assert_non_null(strstr(c.message, "cuda mem_alloc: not allowed inside a stream callback"));
+    assert_int_equal(c.direct, CUDA_ERROR_NOT_PERMITTED);
+    assert_int_equal(gm_cuda_double_violations(), violations + 1); /* the direct call only */
+    violations++;
     assert_non_null(strstr(gm_cuda_double_last_violation(), "inside a stream callback"));
     assert_ok(CUDA_OPS->stream_destroy(bctx, stream));
     CUDA_OPS->fini(bctx);

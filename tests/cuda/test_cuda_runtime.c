@@ -442,6 +442,90 @@ static void test_teardown_synchronizes_before_unloading(void **state)
     assert_true(gm_cuda_double_find_call("cuModuleUnload", start) > sync);
 }
 
+/* What a user callback on the CUDA backend got from calls that need the driver. */
+typedef struct callback_calls {
+    gm_context *ctx;
+    gm_stream *other;
+    gm_event *event;
+    gm_array *doomed; /* released inside: queued */
+    gm_status copy_on_stream, copy_now, add_callback, record, allocate, memory_info;
+    float a[16], b[16];
+} callback_calls;
+
+static void never_called(gm_stream *stream, gm_status status, void *user)
+{
+    (void)stream;
+    (void)status;
+    (void)user;
+    fail_msg("a callback added inside a callback was queued");
+}
+
+static void call_everything(gm_stream *stream, gm_status status, void *user)
+{
+    callback_calls *c = user;
+    const int64_t shape[1] = {16};
+    gm_ndview va, vb;
+    gm_array *made = NULL;
+    int64_t free_bytes = 0, total_bytes = 0;
+
+    (void)stream;
+    (void)status;
+    (void)gm_ndview_init(c->a, GM_FLOAT32, 1, shape, NULL, GM_ORDER_C, &va);
+    (void)gm_ndview_init(c->b, GM_FLOAT32, 1, shape, NULL, GM_ORDER_C, &vb);
+    c->copy_on_stream = gm_copy(c->ctx, &va, &vb, c->other); /* its job must not leak (ASan) */
+    c->copy_now = gm_copy(c->ctx, &va, &vb, NULL);           /* waits for nothing */
+    c->add_callback = gm_stream_add_callback(c->other, never_called, NULL);
+    c->record = gm_event_record(c->event, c->other);
+    c->allocate = gm_device_array(c->ctx, 1, shape, GM_FLOAT32, GM_ORDER_C, &made);
+    c->memory_info = gm_context_memory_info(c->ctx, &free_bytes, &total_bytes);
+    gm_array_release(&c->doomed);
+}
+
+/*
+ * A stream callback runs where the CUDA driver allows no call: what needs
+ * the driver returns GM_ERR_STATE without calling it (the double counts any
+ * call there as a violation), a synchronous host-to-host copy works, and a
+ * release is queued.
+ */
+static void test_callback_calls_that_need_the_driver(void **state)
+{
+    gm_context *ctx = open_context();
+    callback_calls c;
+    gm_stream *s = NULL;
+    const int64_t shape[1] = {16};
+
+    (void)state;
+    memset(&c, 0, sizeof(c));
+    c.ctx = ctx;
+    for (int i = 0; i < 16; i++)
+        c.b[i] = (float)i;
+    assert_ok(gm_stream_create(ctx, 0, &s));
+    assert_ok(gm_stream_create(ctx, 0, &c.other));
+    assert_ok(gm_event_create(ctx, false, &c.event));
+    assert_ok(gm_device_array(ctx, 1, shape, GM_FLOAT32, GM_ORDER_C, &c.doomed));
+    assert_ok(gm_stream_add_callback(s, call_everything, &c));
+    assert_ok(gm_stream_synchronize(s));
+    assert_ok(gm_stream_synchronize(c.other));
+    assert_int_equal(c.copy_on_stream, GM_ERR_STATE);
+    assert_ok(c.copy_now);
+    assert_true(c.a[15] == 15.0f);
+    assert_int_equal(c.add_callback, GM_ERR_STATE);
+    assert_int_equal(c.record, GM_ERR_STATE);
+    assert_int_equal(c.allocate, GM_ERR_STATE);
+    assert_int_equal(c.memory_info, GM_ERR_STATE);
+    assert_null(c.doomed);
+    {
+        gm_dealloc_stats stats;
+
+        assert_ok(gm_deallocations_stats(ctx, &stats));
+        assert_int_equal(stats.pending_count, 1);
+    }
+    gm_event_destroy(&c.event);
+    gm_stream_destroy(&c.other);
+    gm_stream_destroy(&s);
+    close_context(ctx); /* no violation */
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -456,6 +540,7 @@ int main(void)
         cmocka_unit_test_setup(test_caller_context_restored, cuda_test_setup),
         cmocka_unit_test_setup(test_caller_primary_context_kept, cuda_test_setup),
         cmocka_unit_test_setup(test_ipc_round_trip, cuda_test_setup),
+        cmocka_unit_test_setup(test_callback_calls_that_need_the_driver, cuda_test_setup),
     };
 
     return cmocka_run_group_tests_name("cuda/runtime", tests, cuda_test_group_setup,
