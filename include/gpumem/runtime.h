@@ -483,11 +483,11 @@ GM_API gm_status gm_stream_create(gm_context *ctx, unsigned flags, gm_stream **s
  * @brief Destroy a created or wrapped stream after its pending work: the
  *        native handle goes through the deallocation queue (count limit
  *        only). A wrapped external stream is never destroyed; its wrapper
- *        goes through the queue the same way, and the flush that frees it
- *        first waits for the work queued on the context's streams (callbacks
- *        queued through it are given it). Nothing is called on the native
- *        stream, so its owner may destroy that stream as soon as
- *        gm_stream_destroy returns, even when a callback called it.
+ *        goes through the queue the same way once every callback queued
+ *        through it has returned (they are given it, and may queue more
+ *        through it). Nothing is called on the native stream, so its owner
+ *        may destroy that stream as soon as gm_stream_destroy returns, even
+ *        when a callback called it.
  *        Built-in streams are ignored (*stream_p is left as it is);
  *        otherwise *stream_p is set to NULL. NULL is accepted. The flush
  *        that destroys a created stream waits for its queued work (the
@@ -562,7 +562,13 @@ GM_API gm_status gm_stream_query(gm_stream *stream);
  *        GM_ERR_STATE there; host-to-host copies and fills, which wait for
  *        nothing, are allowed. It may release arrays, streams and
  *        events: their deallocation is only queued there (no flush runs on
- *        that thread; gm_deallocations_flush() returns GM_ERR_STATE).
+ *        that thread; gm_deallocations_flush() returns GM_ERR_STATE). On
+ *        the CUDA backend it runs where the driver allows no call
+ *        (cuStreamAddCallback's rule), so everything there that needs the
+ *        driver returns GM_ERR_STATE without calling it: stream-ordered
+ *        work on any stream (a host-to-host copy on a stream, another
+ *        callback, an event record), queries, allocation; synchronous
+ *        host-to-host copies and fills and releases work everywhere.
  */
 typedef void (*gm_stream_callback)(gm_stream *stream, gm_status status, void *user);
 GM_API gm_status gm_stream_add_callback(gm_stream *stream, gm_stream_callback fn, void *user);

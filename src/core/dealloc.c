@@ -241,18 +241,23 @@ static gm_status release(gm_context *ctx, const gm__dealloc_entry *entry)
                      (int)entry->kind);
 }
 
-/* Whether queued device work may still use what releasing an entry of this kind frees. */
+/*
+ * Whether queued device work may still use what releasing an entry of this
+ * kind frees. Not a stream's or an event's (their backends free them once
+ * their work is done), nor a stream wrapper's: it is queued once no callback
+ * queued through it is pending, and the backends resolve a wrapper to its
+ * stream when work is queued.
+ */
 static bool needs_idle_device(gm__dealloc_kind kind)
 {
-    return kind != GM__DEALLOC_STREAM && kind != GM__DEALLOC_EVENT;
+    return kind != GM__DEALLOC_STREAM && kind != GM__DEALLOC_EVENT && kind != GM__DEALLOC_WRAPPER;
 }
 
 /*
- * Before freeing memory, a host copy, foreign memory, a module or a stream
- * wrapper (the callbacks queued through it are given it): wait for the work
- * queued on the context's streams, which may still use it (as cuMemFree
- * synchronizes implicitly; HSA's pool free and the simulator's free do
- * not). A failure is logged and the release goes on.
+ * Before freeing memory, a host copy, foreign memory or a module: wait for
+ * the work queued on the context's streams, which may still use it (as
+ * cuMemFree synchronizes implicitly; HSA's pool free and the simulator's
+ * free do not). A failure is logged and the release goes on.
  */
 static void wait_device_idle(gm_context *ctx)
 {

@@ -395,7 +395,8 @@ struct gm_stream {
     _Atomic int64_t auto_sync_depth; /* gm_stream_auto_synchronize_begin/end nesting */
     uint64_t serial;                 /* unique in the process (a freed wrapper's address is not) */
     gm__dealloc_entry *entry;        /* created and external: preallocated queue entry */
-    gm__link per_thread_link;        /* the per-thread handle: in stream.c's live list */
+    _Atomic int64_t holds;    /* external: the user's handle and each callback queued through it */
+    gm__link per_thread_link; /* the per-thread handle: in stream.c's live list */
 };
 
 /*

@@ -18,10 +18,11 @@
  * bookkeeping, not a deallocation: it never counts in the queue.
  */
 typedef struct callback_trampoline {
-    gm_context *ctx;   /* not read through `stream`: a wrapper may be gone by then */
-    gm_stream *stream; /* only passed on to fn */
+    gm_context *ctx;   /* not read through `stream`: a destroyed one may be gone by then */
+    gm_stream *stream; /* passed on to fn; a wrapped one is held for it (`held`) */
     gm_stream_callback fn;
     void *user;
+    bool held;                             /* one of stream->holds is this callback's */
     struct callback_trampoline *next_done; /* in ctx->done_callbacks */
 } callback_trampoline;
 
@@ -121,6 +122,7 @@ static gm_status wrapper_create(gm_context *ctx, const char *fn, gm__stream_kind
     stream->kind = kind;
     stream->serial = atomic_fetch_add(&next_serial, 1);
     atomic_init(&stream->auto_sync_depth, 0);
+    atomic_init(&stream->holds, 1);
     *stream_p = stream;
     return GM_OK;
 }
@@ -169,21 +171,34 @@ fail_wrapper:
 /*
  * Queue a created stream's destruction, or a wrapped stream's unwrapping
  * (its native stream is never destroyed); the core's wrapper is freed with
- * it. A wrapper is released after the work queued on the context's streams
- * has run (a callback queued through it is given it), so even one destroyed
- * in a callback, which must not call the driver, is unwrapped by a flush on
- * a user thread, in queue order: before a created stream it wraps and that
- * was destroyed after it. It calls no driver function on the native stream,
- * which its owner may destroy once the wrapper is.
+ * it. The flush (on a user thread) releases it in queue order. `flush`:
+ * whether a flush this makes due may run now (not on a backend's thread).
  */
-static void queue_destroy(gm_stream *stream)
+static void queue_destroy(gm_stream *stream, bool flush)
 {
     gm__dealloc_entry *entry = stream->entry;
 
     entry->handle = stream->bstream;
     entry->bookkeeping = stream;
     stream->entry = NULL;
-    gm__dealloc_enqueue(stream->ctx, entry);
+    if (flush)
+        gm__dealloc_enqueue(stream->ctx, entry);
+    else
+        gm__dealloc_enqueue_no_flush(stream->ctx, entry);
+}
+
+/*
+ * Drop one of a wrapped stream's holds: the user's handle, or a callback
+ * queued through it (which is given the wrapper). The last one queues its
+ * unwrapping, so a wrapper destroyed while callbacks queued through it are
+ * pending (or destroyed by one of them, or one chaining another through it)
+ * stays until the last has returned. Nothing is called on the native stream,
+ * which its owner may destroy once the wrapper is.
+ */
+static void wrapper_release(gm_stream *stream, bool flush)
+{
+    if (atomic_fetch_sub_explicit(&stream->holds, 1, memory_order_acq_rel) == 1)
+        queue_destroy(stream, flush);
 }
 
 /* Built-in streams: ignored; created and wrapped: queued. */
@@ -200,7 +215,10 @@ void gm_stream_destroy(gm_stream **stream_p)
     pthread_mutex_lock(&stream->ctx->lock);
     gm__list_remove(&stream->link);
     pthread_mutex_unlock(&stream->ctx->lock);
-    queue_destroy(stream);
+    if (stream->kind == GM__STREAM_EXTERNAL)
+        wrapper_release(stream, true);
+    else
+        queue_destroy(stream, true);
 }
 
 /*
@@ -374,14 +392,17 @@ static void trampoline_cb(gm_status status, void *user)
 {
     callback_trampoline *t = user;
     gm_context *ctx = t->ctx;
+    gm_stream *held = t->held ? t->stream : NULL;
 
     tls_in_callback = true;
     t->fn(t->stream, status, t->user);
     tls_in_callback = false;
     gm__lock_take(&ctx->queue.lock);
-    t->next_done = ctx->done_callbacks;
+    t->next_done = ctx->done_callbacks; /* from here another thread may reuse t */
     ctx->done_callbacks = t;
     gm__lock_give(&ctx->queue.lock);
+    if (held != NULL)
+        wrapper_release(held, false); /* a backend's thread: no flush */
 }
 
 /* Take the finished trampolines off the context's list. */
@@ -430,9 +451,14 @@ gm_status gm_stream_add_callback(gm_stream *stream, gm_stream_callback fn, void 
         t = gm__malloc(sizeof(*t));
     if (t == NULL)
         return gm__error(GM_ERR_NO_MEMORY, "%s: out of host memory", name);
-    *t = (callback_trampoline){stream->ctx, stream, fn, user, NULL};
+    *t = (callback_trampoline){stream->ctx, stream, fn, user, stream->kind == GM__STREAM_EXTERNAL,
+                               NULL};
+    if (t->held)
+        atomic_fetch_add_explicit(&stream->holds, 1, memory_order_relaxed);
     status = gm__error_within(
         name, stream->ctx->ops->stream_add_callback(stream->ctx->bctx, bs, trampoline_cb, t));
+    if (status != GM_OK && t->held) /* not the last: the caller's handle holds it */
+        atomic_fetch_sub_explicit(&stream->holds, 1, memory_order_relaxed);
     if (status != GM_OK)
         gm__free(t);
     return status;
@@ -574,7 +600,7 @@ void gm__streams_teardown(gm_context *ctx)
         gm__list_remove(&s->link);
         if (s->kind == GM__STREAM_CREATED) {
             created++;
-            queue_destroy(s);
+            queue_destroy(s, true);
         } else {
             if (s->kind == GM__STREAM_EXTERNAL) { /* their work has run (the device synchronized) */
                 ctx->ops->stream_unwrap(ctx->bctx, s->bstream);

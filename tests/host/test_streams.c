@@ -1252,6 +1252,70 @@ static void test_wrapper_destroyed_in_callback_before_its_target(void **state)
     gm_context_destroy(&ctx);
 }
 
+/* A gated callback that chains `chained` through the stream it is given. */
+typedef struct chain_probe {
+    atomic_int release;
+    atomic_int chained_ran;
+    gm_status chain_status;
+    void *native; /* what the chained callback's stream resolved to */
+} chain_probe;
+
+static void chained_callback(gm_stream *stream, gm_status status, void *user)
+{
+    chain_probe *p = user;
+
+    (void)status;
+    p->native = gm_stream_native(stream); /* the wrapper it is given: still there */
+    atomic_store(&p->chained_ran, 1);
+}
+
+static void chaining_callback(gm_stream *stream, gm_status status, void *user)
+{
+    chain_probe *p = user;
+
+    (void)status;
+    while (atomic_load(&p->release) == 0)
+        sleep_ms(1);
+    p->chain_status = gm_stream_add_callback(stream, chained_callback, p);
+}
+
+/*
+ * A wrapper destroyed while a callback queued through it is pending, which
+ * chains another through it: it is queued only once the last has returned,
+ * so flushes meanwhile leave it (they freed it, and the chained callback
+ * read freed memory: ASan).
+ */
+static void test_wrapper_outlives_chained_callbacks(void **state)
+{
+    gm_context *ctx = rt_fault_ctx();
+    gm_stream *owner = NULL, *ext = NULL;
+    chain_probe p;
+
+    (void)state;
+    memset(&p, 0, sizeof(p));
+    p.chain_status = GM_ERR_INTERNAL;
+    assert_ok(gm_stream_create(ctx, 0, &owner));
+    assert_ok(gm_stream_wrap_external(ctx, gm_stream_native(owner), &ext));
+    assert_ok(gm_stream_add_callback(ext, chaining_callback, &p));
+    gm_stream_destroy(&ext);
+    assert_int_equal(rt_stats(ctx).pending_count, 0); /* held by the callback */
+    assert_ok(gm_deallocations_flush(ctx));           /* does not wait for it */
+    atomic_store(&p.release, 1);
+    for (int i = 0; i < 5000 && atomic_load(&p.chained_ran) == 0; i++)
+        sleep_ms(1);
+    assert_int_equal(atomic_load(&p.chained_ran), 1);
+    assert_ok(p.chain_status);
+    assert_ptr_equal(p.native, gm_stream_native(owner));
+    assert_ok(gm_stream_synchronize(owner));
+    for (int i = 0; i < 5000 && rt_stats(ctx).pending_count == 0; i++)
+        sleep_ms(1); /* the last callback queues it as it returns */
+    assert_int_equal(rt_stats(ctx).pending_count, 1);
+    assert_ok(gm_deallocations_flush(ctx));
+    assert_int_equal(rt_stats(ctx).pending_count, 0);
+    gm_stream_destroy(&owner);
+    gm_context_destroy(&ctx);
+}
+
 typedef struct wrapping_thread {
     gm_context *ctx;
     gm_stream *wrapper;
@@ -1331,6 +1395,7 @@ int main(void)
         cmocka_unit_test_setup(test_no_chaining_during_teardown, test_setup),
         cmocka_unit_test_setup(test_wrapped_stream_outlives_its_callbacks, test_setup),
         cmocka_unit_test_setup(test_wrapper_destroyed_in_callback_before_its_target, test_setup),
+        cmocka_unit_test_setup(test_wrapper_outlives_chained_callbacks, test_setup),
         cmocka_unit_test_setup_teardown(test_per_thread_wrappers_destroyed_in_callbacks,
                                         c_allocator_setup, c_allocator_teardown),
         cmocka_unit_test_setup(test_auto_synchronize, test_setup),
