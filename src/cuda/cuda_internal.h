@@ -29,7 +29,8 @@ struct gm_backend_stream {
     CUstream handle;
     gm_cuda_stream_kind kind;
     /* First failing status of host work enqueued on the stream (GM_OK: none);
-     * taken and returned by the next stream_synchronize or stream_query. */
+     * taken and returned by the next stream_synchronize (stream_query leaves
+     * it); logged if the stream goes with it. */
     _Atomic int deferred_error;
     /* A created or wrapped stream's wrapper: one reference for its owner and one
      * per host work still queued (whose end writes deferred_error); the last frees

@@ -13,7 +13,8 @@
  * receive it (as Numba's add_callback does), host work is skipped then but
  * its cleanup still runs, so nothing queued leaks or waits forever. A failing
  * (or skipped) host work's status is kept on the stream and returned by its
- * next stream_synchronize or stream_query.
+ * next stream_synchronize (stream_query leaves it there), or logged if the
+ * stream goes first.
  *
  * Events are the driver's CUevents; timing ones are created without
  * CU_EVENT_DISABLE_TIMING.
@@ -157,12 +158,23 @@ static void stream_ref(gm_backend_stream *stream)
         atomic_fetch_add(&stream->refs, 1);
 }
 
-/* Drop a reference to a created or wrapped stream's wrapper; the last frees it. */
-
+/*
+ * Drop a reference to a created or wrapped stream's wrapper; the last frees
+ * it, logging an error of its host work that nobody took.
+ */
 static void stream_unref(gm_backend_stream *stream)
 {
-    if (stream->kind != GM_CUDA_STREAM_BUILTIN && atomic_fetch_sub(&stream->refs, 1) == 1)
-        gm__free(stream);
+    int error = GM_OK;
+
+    if (stream->kind == GM_CUDA_STREAM_BUILTIN || atomic_fetch_sub(&stream->refs, 1) != 1)
+        return;
+    error = atomic_load(&stream->deferred_error);
+    if (error != GM_OK) /* nobody can take it any more */
+        gm__log(GM_LOG_WARN,
+                "cuda: discarding the unreported error of host work on a %s stream: %s",
+                stream->kind == GM_CUDA_STREAM_WRAPPED ? "wrapped" : "destroyed",
+                gm_status_name((gm_status)error));
+    gm__free(stream);
 }
 
 bool gm__cuda_wait_host_calls(gm_backend_ctx *bctx, const char *what)
@@ -412,15 +424,20 @@ static void CUDA_CB run_host_call(CUstream handle, CUresult result, void *data)
  * Whether the stream is capturing into a graph: cuStreamAddCallback is not
  * allowed then (and would invalidate the capture), and a captured host step
  * would run at every replay while its bookkeeping is freed after the first.
- * Unknown (no cuStreamIsCapturing, or a failing query) counts as no.
+ * The legacy stream counts as capturing while a blocking stream is (the
+ * query's CUDA_ERROR_STREAM_CAPTURE_IMPLICIT: it is unusable then). Unknown
+ * (no cuStreamIsCapturing, or another failing query) counts as no.
  */
 static bool capturing(gm_backend_ctx *bctx, const gm_backend_stream *stream)
 {
     CUstreamCaptureStatus capture = CU_STREAM_CAPTURE_STATUS_NONE;
+    CUresult result = CUDA_SUCCESS;
 
-    return bctx->drv.cuStreamIsCapturing != NULL &&
-           bctx->drv.cuStreamIsCapturing(stream->handle, &capture) == CUDA_SUCCESS &&
-           capture != CU_STREAM_CAPTURE_STATUS_NONE;
+    if (bctx->drv.cuStreamIsCapturing == NULL)
+        return false;
+    result = bctx->drv.cuStreamIsCapturing(stream->handle, &capture);
+    return result == CUDA_ERROR_STREAM_CAPTURE_IMPLICIT ||
+           (result == CUDA_SUCCESS && capture != CU_STREAM_CAPTURE_STATUS_NONE);
 }
 
 /* Queue a host_call on the stream; on failure it is freed and nothing will run. */
@@ -446,8 +463,9 @@ static gm_status launch_host_call(gm_backend_ctx *bctx, gm_backend_stream *strea
     status = gm__cuda_enter(bctx);
     if (status == GM_OK && capturing(bctx, stream))
         status = gm__error(GM_ERR_UNSUPPORTED,
-                           "cuda: the stream is being captured into a CUDA graph; stream callbacks "
-                           "and gpumem's host steps cannot be captured (they run once)");
+                           "cuda: the stream is being captured into a CUDA graph (the legacy "
+                           "stream: a blocking stream is); stream callbacks and gpumem's host "
+                           "steps cannot be captured (they run once)");
     if (status != GM_OK)
         goto free_call;
     /* Counted before it can run (the double runs it inside cuStreamAddCallback). */

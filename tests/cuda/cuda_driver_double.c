@@ -1564,9 +1564,11 @@ CUresult CUDAAPI cuStreamIsCapturing(CUstream hStream, CUstreamCaptureStatus *ca
         rc = valid_stream(__func__, hStream);
     if (rc == CUDA_SUCCESS && captureStatus == NULL)
         rc = violation(CUDA_ERROR_INVALID_VALUE, "cuStreamIsCapturing: NULL captureStatus");
+    if (rc == CUDA_SUCCESS && S.capturing == 2 && (hStream == CU_STREAM_LEGACY || hStream == NULL))
+        rc = CUDA_ERROR_STREAM_CAPTURE_IMPLICIT;
     if (rc == CUDA_SUCCESS)
         *captureStatus =
-            S.capturing ? CU_STREAM_CAPTURE_STATUS_ACTIVE : CU_STREAM_CAPTURE_STATUS_NONE;
+            S.capturing == 1 ? CU_STREAM_CAPTURE_STATUS_ACTIVE : CU_STREAM_CAPTURE_STATUS_NONE;
     return rc;
 }
 

@@ -82,7 +82,12 @@ void gm_cuda_double_set_callback_status(CUresult status);
 void gm_cuda_double_hold_callbacks(int hold);
 int gm_cuda_double_run_held_callbacks(CUresult status);
 
-/* Whether cuStreamIsCapturing reports every stream as capturing (reset: no). */
+/*
+ * What cuStreamIsCapturing reports (reset: 0): 0 no stream capturing; 1
+ * every stream capturing; 2 a blocking stream capturing, so that the legacy
+ * stream (CU_STREAM_LEGACY or NULL) is unusable and its query fails with
+ * CUDA_ERROR_STREAM_CAPTURE_IMPLICIT, as the driver documents.
+ */
 void gm_cuda_double_set_capturing(int capturing);
 
 /* The call log since the last reset or clear: count, and the symbol of call i (0-based). */

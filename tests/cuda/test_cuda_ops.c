@@ -704,6 +704,75 @@ static void test_per_thread_slots_go_with_threads(void **state)
     assert_int_equal(gm_test_use_cmocka_allocator(state), 0);
 }
 
+/* Warnings logged about created or wrapped streams that went with an error of their host work. */
+static atomic_int stream_warnings;
+
+static void count_stream_warnings(gm_log_level level, const char *message, void *user)
+{
+    (void)user;
+    if (level == GM_LOG_WARN && strstr(message, "discarding the unreported error of host work") &&
+        strstr(message, "per-thread") == NULL)
+        atomic_fetch_add(&stream_warnings, 1);
+}
+
+/*
+ * A created stream destroyed, or a wrapper unwrapped, with the error of a
+ * failed host step still in it: logged as it goes (it was dropped silently).
+ * Taken by a synchronize first: nothing logged.
+ */
+static void test_stream_errors_logged_when_streams_go(void **state)
+{
+    gm_backend_ctx *bctx = cuda_test_open();
+    gm_backend_stream *created = NULL, *wrapped = NULL;
+
+    (void)state;
+    atomic_store(&stream_warnings, 0);
+    gm_set_log_hook(count_stream_warnings, NULL);
+    assert_ok(CUDA_OPS->stream_create(bctx, 0, &created));
+    assert_ok(CUDA_OPS->stream_enqueue_host(bctx, created, failing_work, NULL, NULL));
+    assert_status(CUDA_OPS->stream_synchronize(bctx, created), GM_ERR_LAUNCH); /* taken */
+    assert_ok(CUDA_OPS->stream_wrap(bctx, CUDA_OPS->stream_native(bctx, created), &wrapped));
+    assert_ok(CUDA_OPS->stream_enqueue_host(bctx, wrapped, failing_work, NULL, NULL));
+    CUDA_OPS->stream_unwrap(bctx, wrapped);
+    assert_int_equal(atomic_load(&stream_warnings), 1);
+    assert_ok(CUDA_OPS->stream_enqueue_host(bctx, created, failing_work, NULL, NULL));
+    assert_ok(CUDA_OPS->stream_destroy(bctx, created));
+    assert_int_equal(atomic_load(&stream_warnings), 2);
+    gm_set_log_hook(NULL, NULL);
+    cuda_test_close(bctx);
+}
+
+/*
+ * While a blocking stream captures into a graph the legacy stream is
+ * unusable (cuStreamIsCapturing: CUDA_ERROR_STREAM_CAPTURE_IMPLICIT): host
+ * work on it is refused before cuStreamAddCallback, as on a capturing stream.
+ */
+static void test_legacy_refused_during_implicit_capture(void **state)
+{
+    gm_backend_ctx *bctx = cuda_test_open();
+    gm_backend_stream *legacy = NULL, *created = NULL;
+    long before = 0;
+
+    (void)state;
+    assert_ok(CUDA_OPS->stream_builtin(bctx, GM_BUILTIN_STREAM_LEGACY, &legacy));
+    assert_ok(CUDA_OPS->stream_create(bctx, GM_STREAM_NON_BLOCKING, &created));
+    work_runs = 0;
+    work_result = GM_OK;
+    gm_cuda_double_set_capturing(2);
+    before = gm_cuda_double_count_calls("cuStreamAddCallback");
+    assert_status(CUDA_OPS->stream_enqueue_host(bctx, legacy, host_work, NULL, NULL),
+                  GM_ERR_UNSUPPORTED);
+    assert_message_contains("a blocking stream is");
+    assert_int_equal(gm_cuda_double_count_calls("cuStreamAddCallback"), before);
+    assert_ok(CUDA_OPS->stream_enqueue_host(bctx, created, host_work, NULL, NULL));
+    assert_int_equal(work_runs, 1);
+    gm_cuda_double_set_capturing(0);
+    assert_ok(CUDA_OPS->stream_enqueue_host(bctx, legacy, host_work, NULL, NULL));
+    assert_int_equal(work_runs, 2);
+    assert_ok(CUDA_OPS->stream_destroy(bctx, created));
+    cuda_test_close(bctx);
+}
+
 /*
  * A wrapped CU_STREAM_LEGACY or NULL handle is the legacy stream: a host step
  * that failed there is reported once, by whichever handle of the legacy
@@ -1089,6 +1158,8 @@ int main(void)
         cmocka_unit_test(test_wrapped_per_thread_errors_per_thread),
         cmocka_unit_test(test_per_thread_slots_go_with_threads),
         cmocka_unit_test(test_wrapped_legacy_shares_errors),
+        cmocka_unit_test_setup(test_stream_errors_logged_when_streams_go, cuda_test_setup),
+        cmocka_unit_test_setup(test_legacy_refused_during_implicit_capture, cuda_test_setup),
         cmocka_unit_test_setup(test_host_work_outlives_stream, cuda_test_setup),
         cmocka_unit_test_setup(test_device_synchronize_waits_for_callbacks, cuda_test_setup),
         cmocka_unit_test_setup(test_events, cuda_test_setup),
