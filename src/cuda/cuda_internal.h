@@ -36,6 +36,10 @@ struct gm_backend_stream {
      * per host work still queued (whose end writes deferred_error); the last frees
      * it. A built-in one lives in the backend context. */
     _Atomic int refs;
+    /* A wrapper of a stream created by this context (referenced): its errors are that
+     * stream's, as on the other backends; NULL otherwise. */
+    struct gm_backend_stream *owner;
+    struct gm_backend_stream *next_created; /* created: in bctx->created (created_lock) */
 };
 
 /* Whether the packing kernel of copy_strided (cuda_pack.c) is loaded. */
@@ -65,6 +69,8 @@ struct gm_backend_ctx {
      * error of a failed host step is kept per thread (made on the thread's first host
      * step on it, freed once the thread has exited and its queued steps have run, or by
      * fini). */
+    pthread_mutex_t created_lock; /* the list of live created streams, for stream_wrap */
+    struct gm_backend_stream *created;
     pthread_mutex_t thread_errors_lock;
     struct gm_cuda_thread_error *thread_errors;
     gm__thread_watch exit_watch; /* frees an exited thread's slot */

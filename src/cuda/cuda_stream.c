@@ -107,6 +107,8 @@ void gm__cuda_streams_init(gm_backend_ctx *bctx)
         atomic_init(&bctx->builtin[i].refs, 1);
     }
     atomic_init(&bctx->host_calls, 0);
+    pthread_mutex_init(&bctx->created_lock, NULL);
+    bctx->created = NULL;
     pthread_mutex_init(&bctx->thread_errors_lock, NULL);
     bctx->thread_errors = NULL;
     gm__thread_watch_start(&bctx->exit_watch, thread_exited, bctx);
@@ -122,6 +124,7 @@ void gm__cuda_streams_fini(gm_backend_ctx *bctx)
         slot_free_locked(bctx, bctx->thread_errors, "context teardown");
     pthread_mutex_unlock(&bctx->thread_errors_lock);
     pthread_mutex_destroy(&bctx->thread_errors_lock);
+    pthread_mutex_destroy(&bctx->created_lock);
 }
 
 /*
@@ -174,6 +177,8 @@ static void stream_unref(gm_backend_stream *stream)
                 "cuda: discarding the unreported error of host work on a %s stream: %s",
                 stream->kind == GM_CUDA_STREAM_WRAPPED ? "wrapped" : "destroyed",
                 gm_status_name((gm_status)error));
+    if (stream->owner != NULL)
+        stream_unref(stream->owner);
     gm__free(stream);
 }
 
@@ -207,6 +212,8 @@ static gm_backend_stream *new_stream(CUstream handle, gm_cuda_stream_kind kind)
     stream->kind = kind;
     atomic_init(&stream->deferred_error, GM_OK);
     atomic_init(&stream->refs, 1);
+    stream->owner = NULL;
+    stream->next_created = NULL;
     return stream;
 }
 
@@ -230,6 +237,10 @@ gm_status gm__cuda_stream_create(gm_backend_ctx *bctx, unsigned flags, gm_backen
         status = GM_ERR_NO_MEMORY;
         goto destroy_handle;
     }
+    pthread_mutex_lock(&bctx->created_lock);
+    stream->next_created = bctx->created;
+    bctx->created = stream;
+    pthread_mutex_unlock(&bctx->created_lock);
     *stream_p = stream;
     return GM_OK;
 
@@ -270,6 +281,14 @@ gm_status gm__cuda_stream_destroy(gm_backend_ctx *bctx, gm_backend_stream *strea
     status = GM_CUDA_CALL(&bctx->drv, cuStreamDestroy, stream->handle);
     if (status != GM_OK)
         return status;
+    pthread_mutex_lock(&bctx->created_lock); /* the driver may reuse the handle from here */
+    for (gm_backend_stream **link = &bctx->created; *link != NULL; link = &(*link)->next_created) {
+        if (*link == stream) {
+            *link = stream->next_created;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&bctx->created_lock);
     stream_unref(stream); /* after an error, host work may still be queued */
     return GM_OK;
 }
@@ -288,9 +307,17 @@ gm_status gm__cuda_stream_wrap(gm_backend_ctx *bctx, void *native, gm_backend_st
 {
     gm_backend_stream *stream = new_stream((CUstream)native, GM_CUDA_STREAM_WRAPPED);
 
-    (void)bctx;
     if (stream == NULL)
         return GM_ERR_NO_MEMORY;
+    pthread_mutex_lock(&bctx->created_lock);
+    for (gm_backend_stream *s = bctx->created; s != NULL && native != NULL; s = s->next_created) {
+        if (s->handle == (CUstream)native) {
+            stream_ref(s);
+            stream->owner = s;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&bctx->created_lock);
     *stream_p = stream;
     return GM_OK;
 }
@@ -330,6 +357,8 @@ static _Atomic int *deferred_slot(gm_backend_ctx *bctx, gm_backend_stream *strea
     *thread_p = NULL;
     if (stream->handle == NULL || stream->handle == CU_STREAM_LEGACY)
         stream = &bctx->builtin[GM_BUILTIN_STREAM_LEGACY];
+    else if (stream->owner != NULL)
+        stream = stream->owner;
     return &stream->deferred_error;
 }
 

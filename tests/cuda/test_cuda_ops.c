@@ -716,28 +716,42 @@ static void count_stream_warnings(gm_log_level level, const char *message, void 
 }
 
 /*
- * A created stream destroyed, or a wrapper unwrapped, with the error of a
- * failed host step still in it: logged as it goes (it was dropped silently).
- * Taken by a synchronize first: nothing logged.
+ * A failed host step queued through a wrapper of a stream this context
+ * created is that stream's error (as on the other backends; the wrapper kept
+ * its own). A created stream destroyed, or a wrapper of someone else's
+ * CUstream unwrapped, with such an error untaken: logged as it goes (it was
+ * dropped silently).
  */
-static void test_stream_errors_logged_when_streams_go(void **state)
+static void test_stream_errors_of_wrappers_and_streams_that_go(void **state)
 {
     gm_backend_ctx *bctx = cuda_test_open();
     gm_backend_stream *created = NULL, *wrapped = NULL;
+    CUstream theirs = NULL;
 
     (void)state;
     atomic_store(&stream_warnings, 0);
     gm_set_log_hook(count_stream_warnings, NULL);
     assert_ok(CUDA_OPS->stream_create(bctx, 0, &created));
-    assert_ok(CUDA_OPS->stream_enqueue_host(bctx, created, failing_work, NULL, NULL));
-    assert_status(CUDA_OPS->stream_synchronize(bctx, created), GM_ERR_LAUNCH); /* taken */
     assert_ok(CUDA_OPS->stream_wrap(bctx, CUDA_OPS->stream_native(bctx, created), &wrapped));
     assert_ok(CUDA_OPS->stream_enqueue_host(bctx, wrapped, failing_work, NULL, NULL));
+    assert_status(CUDA_OPS->stream_synchronize(bctx, created), GM_ERR_LAUNCH);
+    assert_ok(CUDA_OPS->stream_synchronize(bctx, wrapped)); /* reported once */
     CUDA_OPS->stream_unwrap(bctx, wrapped);
-    assert_int_equal(atomic_load(&stream_warnings), 1);
+    assert_int_equal(atomic_load(&stream_warnings), 0);
+    /* the wrapper outlives its owner's destroy: the error still lands on the owner */
+    assert_ok(CUDA_OPS->stream_wrap(bctx, CUDA_OPS->stream_native(bctx, created), &wrapped));
     assert_ok(CUDA_OPS->stream_enqueue_host(bctx, created, failing_work, NULL, NULL));
     assert_ok(CUDA_OPS->stream_destroy(bctx, created));
+    assert_int_equal(atomic_load(&stream_warnings), 0); /* the wrapper still holds it */
+    CUDA_OPS->stream_unwrap(bctx, wrapped);
+    assert_int_equal(atomic_load(&stream_warnings), 1); /* as the created stream goes */
+    /* someone else's CUstream: the wrapper keeps the error */
+    assert_int_equal(cuStreamCreate(&theirs, CU_STREAM_DEFAULT), CUDA_SUCCESS);
+    assert_ok(CUDA_OPS->stream_wrap(bctx, theirs, &wrapped));
+    assert_ok(CUDA_OPS->stream_enqueue_host(bctx, wrapped, failing_work, NULL, NULL));
+    CUDA_OPS->stream_unwrap(bctx, wrapped);
     assert_int_equal(atomic_load(&stream_warnings), 2);
+    assert_int_equal(cuStreamDestroy(theirs), CUDA_SUCCESS);
     gm_set_log_hook(NULL, NULL);
     cuda_test_close(bctx);
 }
@@ -1158,7 +1172,7 @@ int main(void)
         cmocka_unit_test(test_wrapped_per_thread_errors_per_thread),
         cmocka_unit_test(test_per_thread_slots_go_with_threads),
         cmocka_unit_test(test_wrapped_legacy_shares_errors),
-        cmocka_unit_test_setup(test_stream_errors_logged_when_streams_go, cuda_test_setup),
+        cmocka_unit_test_setup(test_stream_errors_of_wrappers_and_streams_that_go, cuda_test_setup),
         cmocka_unit_test_setup(test_legacy_refused_during_implicit_capture, cuda_test_setup),
         cmocka_unit_test_setup(test_host_work_outlives_stream, cuda_test_setup),
         cmocka_unit_test_setup(test_device_synchronize_waits_for_callbacks, cuda_test_setup),
