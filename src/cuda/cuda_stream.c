@@ -115,9 +115,17 @@ void gm__cuda_streams_init(gm_backend_ctx *bctx)
 }
 
 /* After every host call has returned (fini waits for them): the slots left go, with their
- * errors logged (the core reports the other built-in streams' errors). */
+ * errors logged (the core reports, and so takes, the errors of the built-in streams it
+ * handed out; the legacy stream's, set through a wrapper of its handle, is logged here). */
 void gm__cuda_streams_fini(gm_backend_ctx *bctx)
 {
+    int legacy = atomic_load(&bctx->builtin[GM_BUILTIN_STREAM_LEGACY].deferred_error);
+
+    if (legacy != GM_OK)
+        gm__log(GM_LOG_WARN,
+                "context teardown: discarding the unreported error of host work on the legacy "
+                "stream: %s",
+                gm_status_name((gm_status)legacy));
     gm__thread_watch_stop(&bctx->exit_watch);
     pthread_mutex_lock(&bctx->thread_errors_lock);
     while (bctx->thread_errors != NULL)

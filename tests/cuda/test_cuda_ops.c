@@ -790,7 +790,8 @@ static void test_legacy_refused_during_implicit_capture(void **state)
 /*
  * A wrapped CU_STREAM_LEGACY or NULL handle is the legacy stream: a host step
  * that failed there is reported once, by whichever handle of the legacy
- * stream synchronizes first (the built-in default stream here).
+ * stream synchronizes first (the built-in default stream here); one left
+ * untaken is logged at the context's end.
  */
 static void test_wrapped_legacy_shares_errors(void **state)
 {
@@ -807,7 +808,16 @@ static void test_wrapped_legacy_shares_errors(void **state)
         assert_ok(CUDA_OPS->stream_synchronize(bctx, wrapped)); /* taken already */
         CUDA_OPS->stream_unwrap(bctx, wrapped);
     }
+    /* left untaken: the context's end logs it */
+    atomic_store(&stream_warnings, 0);
+    gm_set_log_hook(count_stream_warnings, NULL);
+    assert_ok(CUDA_OPS->stream_wrap(bctx, NULL, &wrapped));
+    assert_ok(CUDA_OPS->stream_enqueue_host(bctx, wrapped, failing_work, NULL, NULL));
+    CUDA_OPS->stream_unwrap(bctx, wrapped);
+    assert_int_equal(atomic_load(&stream_warnings), 0);
     cuda_test_close(bctx);
+    assert_int_equal(atomic_load(&stream_warnings), 1);
+    gm_set_log_hook(NULL, NULL);
 }
 
 /*
