@@ -314,9 +314,9 @@ static gm_status emit(gm_context *ctx, const copy_plan *plan, gm_backend_stream 
     for (int64_t piece = 0; piece < plan->pieces && status == GM_OK; piece++) {
         desc.dst = (gm_devptr)(plan->dst_base + (uintptr_t)dst_off);
         desc.src = (gm_devptr)(plan->src_base + (uintptr_t)src_off);
+        if (bs != NULL && queued_p != NULL)
+            *queued_p = true; /* even a failing copy may have queued part of itself */
         status = ctx->ops->copy(ctx->bctx, &desc, bs);
-        if (status == GM_OK && bs != NULL && queued_p != NULL)
-            *queued_p = true;
         advance(plan, index, &dst_off, &src_off);
     }
     return status;
@@ -340,9 +340,13 @@ static size_t align_up(size_t n)
     return (n + GM__JOB_ALIGN - 1) / GM__JOB_ALIGN * GM__JOB_ALIGN;
 }
 
-/* A job block with two temporaries of the given sizes (0: none). */
-static gm_status job_create(gm_context *ctx, const char *fn, int64_t bytes0, int64_t bytes1,
-                            copy_job **job_p)
+/*
+ * A job block with two temporaries of the given sizes (0: none), for work on
+ * bs. Refused inside a stream callback of a backend that allows no call
+ * there: its steps would all be refused, and the job could not be freed.
+ */
+static gm_status job_create(gm_context *ctx, const char *fn, gm_backend_stream *bs, int64_t bytes0,
+                            int64_t bytes1, copy_job **job_p)
 {
     size_t head = align_up(sizeof(copy_job));
     size_t size0 = align_up((size_t)bytes0); /* bytes are int64: no wrap here */
@@ -350,6 +354,11 @@ static gm_status job_create(gm_context *ctx, const char *fn, int64_t bytes0, int
     copy_job *job = NULL;
     gm_status status = GM_OK;
 
+    if (bs != NULL && ctx->ops->no_calls_in_callbacks && gm__in_stream_callback())
+        return gm__error(GM_ERR_STATE,
+                         "%s: stream-ordered work is not allowed inside a stream callback on the "
+                         "%s backend (its driver allows no call there)",
+                         fn, ctx->ops->name);
     if (__builtin_add_overflow(head, size0, &total) ||
         __builtin_add_overflow(total, (size_t)bytes1, &total))
         return gm__error(GM_ERR_OVERFLOW, "%s: staging buffers too large", fn);
@@ -587,7 +596,7 @@ static gm_status copy_staged(gm_context *ctx, const char *fn, const gm_ndview *d
     gm_status status = staging_plan(dst, src, &s);
 
     if (status == GM_OK)
-        status = job_create(ctx, fn, s.src_bytes, s.dst_bytes, &job);
+        status = job_create(ctx, fn, bs, s.src_bytes, s.dst_bytes, &job);
     if (status != GM_OK)
         return status;
     status = staged_steps(ctx, job, &s, dst, src, bs);
@@ -603,7 +612,7 @@ static gm_status copy_host(gm_context *ctx, const char *fn, const gm_ndview *dst
 
     if (bs == NULL)
         return gm__host_copy_strided(dst, src);
-    status = job_create(ctx, fn, 0, 0, &job);
+    status = job_create(ctx, fn, bs, 0, 0, &job);
     if (status != GM_OK)
         return status;
     job->host_dst = *dst;
@@ -1016,7 +1025,7 @@ static gm_status fill_staged(gm_context *ctx, const char *fn, const gm_ndview *v
     gm_status status = mirror_layout(view, &image);
 
     if (status == GM_OK)
-        status = job_create(ctx, fn, gm_ndview_nbytes(view), 0, &job);
+        status = job_create(ctx, fn, bs, gm_ndview_nbytes(view), 0, &job);
     if (status != GM_OK)
         return status;
     for (int64_t i = 0; i < size; i++)

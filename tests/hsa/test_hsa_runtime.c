@@ -562,6 +562,77 @@ static void test_copy_past_allocation_refused(void **state)
     close_context(ctx);
 }
 
+/*
+ * A staged fill on a stream whose device step issued a DMA piece and then
+ * failed, and whose stream-ordered release could not be queued either: the
+ * job (the fill's host image) stays until the issued piece has run. It was
+ * freed at once, and the piece read freed memory (ASan; here also the row it
+ * wrote, from a freed and overwritten image).
+ */
+static void test_failed_staged_fill_keeps_its_job(void **state)
+{
+    const int64_t shape[2] = {8, 16}, strides[2] = {256, 4};
+    const float value = 1.5f;
+    bool found = false;
+
+    (void)state;
+    for (long k = 1; k <= 80 && !found; k++) {
+        hsa_double_config cfg;
+        gm_context_options opts;
+        gm_context *ctx = NULL;
+        gm_stream *st = NULL;
+        gm_array *a = NULL, *warm = NULL;
+        gm_event *ev = NULL;
+        int64_t n = 4096;
+        float back[8][16];
+        long copies = 0;
+        gm_status status = GM_OK;
+
+        hsa_double_config_default(&cfg);
+        cfg.no_sdma = 1;            /* rows go as separate DMA pieces */
+        cfg.copy_delay_us = 100000; /* each runs 100 ms after it is issued */
+        hsa_double_reset(&cfg);
+        gm_context_options_default(&opts);
+        assert_ok(gm__context_create_with_ops(&gm__hsa_backend, &opts, &ctx));
+        assert_ok(gm_stream_create(ctx, 0, &st));
+        assert_ok(gm_device_array_strided(ctx, 2, shape, strides, GM_FLOAT32, &a));
+        /* the stream gets its queue and the signal cache spares: a wait on it then makes
+         * no runtime call that the failure below could refuse */
+        assert_ok(gm_device_array(ctx, 1, &n, GM_UINT8, GM_ORDER_C, &warm));
+        assert_ok(gm_event_create(ctx, false, &ev));
+        for (int r = 0; r < 4; r++) {
+            assert_ok(gm_array_memset(warm, r, st));
+            assert_ok(gm_array_memset(warm, r, st));
+            assert_ok(gm_event_record(ev, st));
+        }
+        assert_ok(gm_stream_synchronize(st));
+        gm_event_destroy(&ev);
+        gm_array_release(&warm);
+        assert_ok(gm_deallocations_flush(ctx));
+        assert_ok(gm_context_synchronize(ctx));
+        copies = hsa_double_calls("hsa_amd_memory_async_copy");
+        hsa_double_fail(NULL, k, HSA_STATUS_ERROR_OUT_OF_RESOURCES, 1); /* call k and later */
+        status = gm_array_fill(a, &value, st);
+        hsa_double_fail_clear();
+        copies = hsa_double_calls("hsa_amd_memory_async_copy") - copies;
+        found = status != GM_OK && copies >= 2; /* the first piece was issued */
+        (void)gm_stream_synchronize(st);
+        if (found) { /* the piece issued first wrote row 0 from the image */
+            gm_ndview hv;
+
+            assert_ok(gm_ndview_init(back, GM_FLOAT32, 2, shape, NULL, GM_ORDER_C, &hv));
+            assert_ok(gm_array_copy_to_host(a, &hv, NULL));
+            for (int i = 0; i < 16; i++)
+                assert_true(back[0][i] == value);
+        }
+        gm_array_release(&a);
+        gm_stream_destroy(&st);
+        gm_context_destroy(&ctx);
+    }
+    assert_true(found);
+    /* no hsa_test_assert_nothing_live: the injected failure also refuses unlocks */
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -578,6 +649,7 @@ int main(void)
         cmocka_unit_test(test_register_twice_refused),
         cmocka_unit_test(test_register_over_pageable_copy),
         cmocka_unit_test(test_copy_past_allocation_refused),
+        cmocka_unit_test(test_failed_staged_fill_keeps_its_job),
     };
 
     return cmocka_run_group_tests(tests, gm_test_use_cmocka_allocator, gm_test_restore_allocator);
