@@ -110,7 +110,9 @@ GM_API void gm_context_options_default(gm_context_options *options);
  *         a plugin entry returning NULL); GM_ERR_VERSION_MISMATCH (a memory
  *         manager of another interface version, or too small a table);
  *         GM_ERR_NOT_FOUND (the GM_MEMORY_MANAGER plugin cannot be loaded or
- *         lacks its entry symbol); the status of the manager's initialize.
+ *         lacks its entry symbol); the status of the manager's initialize;
+ *         GM_ERR_STATE inside a stream callback (where CUDA allows no driver
+ *         call; refused on every backend, as gm_context_destroy is there).
  */
 GM_API gm_status gm_context_create(const gm_context_options *options, gm_context **ctx_p);
 
@@ -485,9 +487,9 @@ GM_API gm_status gm_stream_create(gm_context *ctx, unsigned flags, gm_stream **s
  *        only). A wrapped external stream is never destroyed; its wrapper
  *        goes through the queue the same way once every callback queued
  *        through it has returned (they are given it, and may queue more
- *        through it). Nothing is called on the native stream, so its owner
- *        may destroy that stream as soon as gm_stream_destroy returns, even
- *        when a callback called it.
+ *        through it except on CUDA: gm_stream_callback). Nothing is called
+ *        on the native stream, so its owner may destroy that stream as soon
+ *        as gm_stream_destroy returns, even when a callback called it.
  *        Built-in streams are ignored (*stream_p is left as it is);
  *        otherwise *stream_p is set to NULL. NULL is accepted. The flush
  *        that destroys a created stream waits for its queued work (the

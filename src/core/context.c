@@ -280,6 +280,8 @@ gm_status gm_context_create(const gm_context_options *options, gm_context **ctx_
 
     if (ctx_p == NULL)
         return gm__error(GM_ERR_NULL_POINTER, "%s: ctx_p is NULL", fn);
+    if (gm__in_stream_callback()) /* a driver's init there is refused (CUDA) */
+        return gm__error(GM_ERR_STATE, "%s: not allowed inside a stream callback", fn);
     status = read_options(options, &resolved);
     if (status == GM_OK)
         status = check_options(&resolved);
@@ -401,6 +403,7 @@ static gm_status context_alloc(const gm_backend_ops *ops, const gm_context_optio
         return gm__error(GM_ERR_NO_MEMORY, "gm_context_create: cannot create the context lock");
     }
     atomic_init(&ctx->closing, false);
+    atomic_init(&ctx->callbacks_pending, 0);
     ctx->ops = ops;
     ctx->options = *options;
     ctx->options.backend = ops->kind;
@@ -565,6 +568,7 @@ void gm_context_destroy(gm_context **ctx_p)
         gm__log(GM_LOG_WARN, "gm_context_destroy: waiting for queued device work failed: %s",
                 gm_last_error_message());
     gm__streams_report_errors(ctx);
+    gm__streams_wait_callbacks(ctx); /* if that wait failed: they hold wrappers, queue entries */
     gm__kernels_context_teardown(ctx);
     release_live_arrays(ctx);
     gm__events_teardown(ctx);

@@ -273,7 +273,8 @@ struct gm_context {
     gm__link scopes;      /* gm_host_scope.link */
     gm__link exports;     /* live DLPack exports (dlpack.c); guarded by dlpack.c's global lock */
     void *done_callbacks; /* finished stream-callback trampolines (stream.c); queue.lock */
-    atomic_bool closing;  /* gm_context_destroy has begun: no new stream work */
+    _Atomic int64_t callbacks_pending; /* queued user callbacks not yet returned (stream.c) */
+    atomic_bool closing;               /* gm_context_destroy has begun: no new stream work */
 };
 
 /* Whether this build has the backend of `kind` (host always). */
@@ -427,6 +428,8 @@ gm_status gm__query_result(const char *fn, gm_status status, const char *pending
 
 /* Context teardown, once the streams are idle: log the errors they still hold. */
 void gm__streams_report_errors(gm_context *ctx);
+/* Context teardown: wait (a while) for the user callbacks that have not returned yet. */
+void gm__streams_wait_callbacks(gm_context *ctx);
 /* Context teardown: destroy created streams, unwrap external ones, free built-in wrappers. */
 void gm__streams_teardown(gm_context *ctx);
 /* After the backend is gone: free the finished stream-callback trampolines. */

@@ -5,6 +5,7 @@
  * streams (never destroyed), and the stream operations.
  */
 #include <inttypes.h>
+#include <time.h>
 
 #include "runtime_internal.h"
 
@@ -403,6 +404,25 @@ static void trampoline_cb(gm_status status, void *user)
     gm__lock_give(&ctx->queue.lock);
     if (held != NULL)
         wrapper_release(held, false); /* a backend's thread: no flush */
+    /* the last touch of ctx: a teardown waiting for it may go on */
+    atomic_fetch_sub_explicit(&ctx->callbacks_pending, 1, memory_order_release);
+}
+
+void gm__streams_wait_callbacks(gm_context *ctx)
+{
+    const struct timespec tick = {0, 1000 * 1000};
+    int64_t left = 0;
+
+    for (int ms = 0; ms < 60 * 1000; ms++) {
+        left = atomic_load_explicit(&ctx->callbacks_pending, memory_order_acquire);
+        if (left == 0)
+            return;
+        nanosleep(&tick, NULL);
+    }
+    gm__log(GM_LOG_ERROR,
+            "gm_context_destroy: %" PRId64 " stream callbacks have still not returned after 60 s; "
+            "going on without them (they must not run after the context is gone)",
+            left);
 }
 
 /* Take the finished trampolines off the context's list. */
@@ -455,12 +475,15 @@ gm_status gm_stream_add_callback(gm_stream *stream, gm_stream_callback fn, void 
                                NULL};
     if (t->held)
         atomic_fetch_add_explicit(&stream->holds, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&stream->ctx->callbacks_pending, 1, memory_order_relaxed);
     status = gm__error_within(
         name, stream->ctx->ops->stream_add_callback(stream->ctx->bctx, bs, trampoline_cb, t));
-    if (status != GM_OK && t->held) /* not the last: the caller's handle holds it */
-        atomic_fetch_sub_explicit(&stream->holds, 1, memory_order_relaxed);
-    if (status != GM_OK)
+    if (status != GM_OK) {
+        atomic_fetch_sub_explicit(&stream->ctx->callbacks_pending, 1, memory_order_relaxed);
+        if (t->held) /* not the last: the caller's handle holds it */
+            atomic_fetch_sub_explicit(&stream->holds, 1, memory_order_relaxed);
         gm__free(t);
+    }
     return status;
 }
 
@@ -602,7 +625,10 @@ void gm__streams_teardown(gm_context *ctx)
             created++;
             queue_destroy(s, true);
         } else {
-            if (s->kind == GM__STREAM_EXTERNAL) { /* their work has run (the device synchronized) */
+            if (s->kind == GM__STREAM_EXTERNAL &&
+                atomic_fetch_sub_explicit(&s->holds, 1, memory_order_acq_rel) != 1)
+                continue; /* a callback that never returned holds it (logged): left to it */
+            if (s->kind == GM__STREAM_EXTERNAL) {
                 ctx->ops->stream_unwrap(ctx->bctx, s->bstream);
                 gm__dealloc_entry_discard(s->entry);
             }

@@ -713,7 +713,8 @@ typedef struct sync_calls {
     gm_kernel *fill_kernel;
     gm_array *pinned;
     gm_status fill, memset, copy, to_device, to_host_new, launch, constant, scope;
-    gm_status host_copy, host_fill;
+    gm_status host_copy, host_fill, create;
+    gm_context *created;
     bool host_ok;
     char message[256];
 } sync_calls;
@@ -745,6 +746,7 @@ static void sync_calls_callback(gm_stream *stream, gm_status status, void *user)
         gm_launch(c->fill_kernel, (gm_dim3){1, 1, 1}, (gm_dim3){16, 1, 1}, 0, NULL, 3, args);
     c->constant = gm_module_set_constant(gm_kernel_module(c->fill_kernel), "none", &v, sizeof(v));
     c->scope = gm_stream_auto_synchronize_begin(gm_default_stream(c->ctx)); /* its end would be */
+    c->create = gm_context_create(NULL, &c->created); /* CUDA's init would be refused there */
     {
         float other[16];
         gm_ndview ov;
@@ -798,6 +800,8 @@ static void test_sync_calls_in_callback(void **state)
     assert_int_equal(c.launch, GM_ERR_STATE);
     assert_int_equal(c.constant, GM_ERR_STATE);
     assert_int_equal(c.scope, GM_ERR_STATE);
+    assert_int_equal(c.create, GM_ERR_STATE);
+    assert_null(c.created);
     assert_status(gm_stream_auto_synchronize_end(gm_default_stream(ctx)), GM_ERR_STATE);
     assert_message_contains("no auto_synchronize scope is open"); /* none was opened */
     assert_ok(gm_context_synchronize(ctx));
@@ -1316,6 +1320,50 @@ static void test_wrapper_outlives_chained_callbacks(void **state)
     gm_context_destroy(&ctx);
 }
 
+static atomic_int slow_callback_done;
+
+static void slow_wrapped_callback(gm_stream *stream, gm_status status, void *user)
+{
+    (void)stream;
+    (void)status;
+    (void)user;
+    sleep_ms(200);
+    atomic_store(&slow_callback_done, 1);
+}
+
+/*
+ * Teardown whose device wait fails while a callback queued through a
+ * wrapper is still running: it waits for the callback before it frees the
+ * wrapper (listed: a use after free when the callback dropped its hold) or
+ * drains the queue (destroyed first: the wrapper's entry came after the
+ * drain, a leak).
+ */
+static void teardown_with_wrapped_callback(bool destroy_first)
+{
+    gm_context *ctx = rt_fault_ctx();
+    gm_stream *ext = NULL;
+
+    atomic_store(&slow_callback_done, 0);
+    assert_ok(
+        gm_stream_wrap_external(ctx, gm_stream_native(gm_per_thread_default_stream(ctx)), &ext));
+    assert_ok(gm_stream_add_callback(ext, slow_wrapped_callback, NULL));
+    if (destroy_first)
+        gm_stream_destroy(&ext); /* held by the callback */
+    rt_fault_fail_at(RT_DEVICE_SYNCHRONIZE, rt_fault_calls(RT_DEVICE_SYNCHRONIZE) + 1,
+                     GM_ERR_DRIVER);
+    rt_log_capture(GM_LOG_WARN);
+    gm_context_destroy(&ctx);
+    rt_log_stop();
+    assert_int_equal(atomic_load(&slow_callback_done), 1);
+}
+
+static void test_teardown_waits_for_wrapped_callbacks(void **state)
+{
+    (void)state;
+    teardown_with_wrapped_callback(false);
+    teardown_with_wrapped_callback(true);
+}
+
 typedef struct wrapping_thread {
     gm_context *ctx;
     gm_stream *wrapper;
@@ -1396,6 +1444,7 @@ int main(void)
         cmocka_unit_test_setup(test_wrapped_stream_outlives_its_callbacks, test_setup),
         cmocka_unit_test_setup(test_wrapper_destroyed_in_callback_before_its_target, test_setup),
         cmocka_unit_test_setup(test_wrapper_outlives_chained_callbacks, test_setup),
+        cmocka_unit_test_setup(test_teardown_waits_for_wrapped_callbacks, test_setup),
         cmocka_unit_test_setup_teardown(test_per_thread_wrappers_destroyed_in_callbacks,
                                         c_allocator_setup, c_allocator_teardown),
         cmocka_unit_test_setup(test_auto_synchronize, test_setup),
