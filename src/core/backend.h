@@ -242,10 +242,11 @@ typedef struct gm_backend_ops {
      * waiting for the stream's earlier work). The core then fills such a source before the
      * call, never in a host step queued ahead of it. */
     bool host_read_at_call;
-    /* Whether stream callbacks run where the driver allows no call (CUDA): every op that
-     * needs it refuses there (GM_ERR_STATE), and the core refuses stream-ordered work that
-     * would need temporaries before making them. */
-    bool no_calls_in_callbacks;
+    /* Optional (NULL: callbacks may call the driver). Whether the calling thread runs one
+     * of this backend's stream callbacks where its driver allows no call (CUDA): every op
+     * that needs the driver refuses there (GM_ERR_STATE), and the core refuses
+     * stream-ordered work that would need temporaries before making them. */
+    bool (*in_driverless_callback)(void);
     gm_op_init *init;
     gm_op_fini *fini;
     gm_op_device_info *device_info;

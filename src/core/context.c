@@ -403,7 +403,7 @@ static gm_status context_alloc(const gm_backend_ops *ops, const gm_context_optio
         return gm__error(GM_ERR_NO_MEMORY, "gm_context_create: cannot create the context lock");
     }
     atomic_init(&ctx->closing, false);
-    atomic_init(&ctx->callbacks_pending, 0);
+    gm__list_init(&ctx->pending_callbacks);
     ctx->ops = ops;
     ctx->options = *options;
     ctx->options.backend = ops->kind;
@@ -568,7 +568,6 @@ void gm_context_destroy(gm_context **ctx_p)
         gm__log(GM_LOG_WARN, "gm_context_destroy: waiting for queued device work failed: %s",
                 gm_last_error_message());
     gm__streams_report_errors(ctx);
-    gm__streams_wait_callbacks(ctx); /* if that wait failed: they hold wrappers, queue entries */
     gm__kernels_context_teardown(ctx);
     release_live_arrays(ctx);
     gm__events_teardown(ctx);
@@ -576,7 +575,11 @@ void gm_context_destroy(gm_context **ctx_p)
     gm__dealloc_queue_teardown(ctx);
     gm__mm_reset(ctx);
     ctx->ops->fini(ctx->bctx);
+    /* When the device wait above failed, callbacks the fini ran may have queued more
+     * (a wrapper they held, a release): freed now, with no backend to call. */
     gm__streams_free_callbacks(ctx);
+    gm__streams_free_unrun(ctx);
+    gm__dealloc_queue_orphans(ctx);
     gm__mm_unload(ctx);
     pthread_mutex_destroy(&ctx->lock);
     gm__free(ctx);

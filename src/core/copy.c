@@ -342,8 +342,9 @@ static size_t align_up(size_t n)
 
 /*
  * A job block with two temporaries of the given sizes (0: none), for work on
- * bs. Refused inside a stream callback of a backend that allows no call
- * there: its steps would all be refused, and the job could not be freed.
+ * bs. Refused inside a stream callback of this backend where its driver
+ * allows no call: its steps would all be refused, and the job could not be
+ * freed.
  */
 static gm_status job_create(gm_context *ctx, const char *fn, gm_backend_stream *bs, int64_t bytes0,
                             int64_t bytes1, copy_job **job_p)
@@ -354,7 +355,8 @@ static gm_status job_create(gm_context *ctx, const char *fn, gm_backend_stream *
     copy_job *job = NULL;
     gm_status status = GM_OK;
 
-    if (bs != NULL && ctx->ops->no_calls_in_callbacks && gm__in_stream_callback())
+    if (bs != NULL && ctx->ops->in_driverless_callback != NULL &&
+        ctx->ops->in_driverless_callback())
         return gm__error(GM_ERR_STATE,
                          "%s: stream-ordered work is not allowed inside a stream callback on the "
                          "%s backend (its driver allows no call there)",

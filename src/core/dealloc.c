@@ -632,6 +632,34 @@ void gm__dealloc_queue_teardown(gm_context *ctx)
     pthread_mutex_destroy(&q->flush_lock);
 }
 
+void gm__dealloc_queue_orphans(gm_context *ctx)
+{
+    gm__dealloc_queue *q = &ctx->queue;
+    gm__dealloc_entry *entry = NULL;
+    int64_t others = 0;
+
+    gm__lock_take(&q->lock);
+    entry = q->head;
+    q->head = NULL;
+    q->tail = NULL;
+    gm__lock_give(&q->lock);
+    while (entry != NULL) {
+        gm__dealloc_entry *next = entry->next;
+
+        if (entry->kind == GM__DEALLOC_FOREIGN || entry->kind == GM__DEALLOC_HOST_COPY)
+            (void)release(ctx, entry); /* no backend call: the owner's release, a host free */
+        else
+            others += entry->kind != GM__DEALLOC_WRAPPER;
+        entry_free(entry);
+        entry = next;
+    }
+    if (others > 0)
+        gm__log(GM_LOG_WARN,
+                "gm_context_destroy: %" PRId64 " deallocations queued by stream callbacks after "
+                "the queue was drained; their resources went with the backend",
+                others);
+}
+
 /* ------------------------------------------------ allocation with retry */
 
 /* One allocation attempt; `args` is the caller's request. */

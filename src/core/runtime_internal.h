@@ -144,6 +144,13 @@ gm_status gm__dealloc_queue_init(gm__dealloc_queue *queue, int64_t max_count,
  * failures are logged and the entry is dropped. Then destroy the queue.
  */
 void gm__dealloc_queue_teardown(gm_context *ctx);
+/*
+ * After the backend's fini: free the entries queued since the teardown (by
+ * callbacks the fini ran). Foreign memory and host buffers are released;
+ * the other resources went with the backend (logged), except stream
+ * wrappers, the expected ones, which need no release then.
+ */
+void gm__dealloc_queue_orphans(gm_context *ctx);
 
 /* Allocate an empty entry of `kind`; errors name `fn`. */
 gm_status gm__dealloc_entry_create(const char *fn, gm__dealloc_kind kind,
@@ -273,8 +280,8 @@ struct gm_context {
     gm__link scopes;      /* gm_host_scope.link */
     gm__link exports;     /* live DLPack exports (dlpack.c); guarded by dlpack.c's global lock */
     void *done_callbacks; /* finished stream-callback trampolines (stream.c); queue.lock */
-    _Atomic int64_t callbacks_pending; /* queued user callbacks not yet returned (stream.c) */
-    atomic_bool closing;               /* gm_context_destroy has begun: no new stream work */
+    gm__link pending_callbacks; /* queued user callbacks not yet run (stream.c); queue.lock */
+    atomic_bool closing;        /* gm_context_destroy has begun: no new stream work */
 };
 
 /* Whether this build has the backend of `kind` (host always). */
@@ -428,8 +435,9 @@ gm_status gm__query_result(const char *fn, gm_status status, const char *pending
 
 /* Context teardown, once the streams are idle: log the errors they still hold. */
 void gm__streams_report_errors(gm_context *ctx);
-/* Context teardown: wait (a while) for the user callbacks that have not returned yet. */
-void gm__streams_wait_callbacks(gm_context *ctx);
+/* Context teardown, after the backend's fini: free (and log) the user callbacks that never
+ * ran (a failed context's; no backend can call them any more). */
+void gm__streams_free_unrun(gm_context *ctx);
 /* Context teardown: destroy created streams, unwrap external ones, free built-in wrappers. */
 void gm__streams_teardown(gm_context *ctx);
 /* After the backend is gone: free the finished stream-callback trampolines. */

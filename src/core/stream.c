@@ -25,6 +25,7 @@ typedef struct callback_trampoline {
     void *user;
     bool held;                             /* one of stream->holds is this callback's */
     struct callback_trampoline *next_done; /* in ctx->done_callbacks */
+    gm__link pending;                      /* in ctx->pending_callbacks until it runs */
 } callback_trampoline;
 
 /* Set while this thread runs a user's stream callback. */
@@ -399,30 +400,31 @@ static void trampoline_cb(gm_status status, void *user)
     t->fn(t->stream, status, t->user);
     tls_in_callback = false;
     gm__lock_take(&ctx->queue.lock);
+    gm__list_unlink(&t->pending);
     t->next_done = ctx->done_callbacks; /* from here another thread may reuse t */
     ctx->done_callbacks = t;
     gm__lock_give(&ctx->queue.lock);
     if (held != NULL)
         wrapper_release(held, false); /* a backend's thread: no flush */
-    /* the last touch of ctx: a teardown waiting for it may go on */
-    atomic_fetch_sub_explicit(&ctx->callbacks_pending, 1, memory_order_release);
 }
 
-void gm__streams_wait_callbacks(gm_context *ctx)
+void gm__streams_free_unrun(gm_context *ctx)
 {
-    const struct timespec tick = {0, 1000 * 1000};
     int64_t left = 0;
 
-    for (int ms = 0; ms < 60 * 1000; ms++) {
-        left = atomic_load_explicit(&ctx->callbacks_pending, memory_order_acquire);
-        if (left == 0)
-            return;
-        nanosleep(&tick, NULL);
+    while (!gm__list_empty(&ctx->pending_callbacks)) {
+        callback_trampoline *t =
+            GM__CONTAINER_OF(ctx->pending_callbacks.next, callback_trampoline, pending);
+
+        gm__list_unlink(&t->pending);
+        gm__free(t);
+        left++;
     }
-    gm__log(GM_LOG_ERROR,
-            "gm_context_destroy: %" PRId64 " stream callbacks have still not returned after 60 s; "
-            "going on without them (they must not run after the context is gone)",
-            left);
+    if (left > 0)
+        gm__log(GM_LOG_WARN,
+                "gm_context_destroy: %" PRId64 " stream callbacks never ran (the context "
+                "failed); the wrappers they held are left",
+                left);
 }
 
 /* Take the finished trampolines off the context's list. */
@@ -471,15 +473,19 @@ gm_status gm_stream_add_callback(gm_stream *stream, gm_stream_callback fn, void 
         t = gm__malloc(sizeof(*t));
     if (t == NULL)
         return gm__error(GM_ERR_NO_MEMORY, "%s: out of host memory", name);
-    *t = (callback_trampoline){stream->ctx, stream, fn, user, stream->kind == GM__STREAM_EXTERNAL,
-                               NULL};
+    *t = (callback_trampoline){
+        stream->ctx, stream, fn, user, stream->kind == GM__STREAM_EXTERNAL, NULL, {NULL, NULL}};
     if (t->held)
         atomic_fetch_add_explicit(&stream->holds, 1, memory_order_relaxed);
-    atomic_fetch_add_explicit(&stream->ctx->callbacks_pending, 1, memory_order_relaxed);
+    gm__lock_take(&stream->ctx->queue.lock); /* before it can run */
+    gm__list_push(&stream->ctx->pending_callbacks, &t->pending);
+    gm__lock_give(&stream->ctx->queue.lock);
     status = gm__error_within(
         name, stream->ctx->ops->stream_add_callback(stream->ctx->bctx, bs, trampoline_cb, t));
     if (status != GM_OK) {
-        atomic_fetch_sub_explicit(&stream->ctx->callbacks_pending, 1, memory_order_relaxed);
+        gm__lock_take(&stream->ctx->queue.lock);
+        gm__list_unlink(&t->pending);
+        gm__lock_give(&stream->ctx->queue.lock);
         if (t->held) /* not the last: the caller's handle holds it */
             atomic_fetch_sub_explicit(&stream->holds, 1, memory_order_relaxed);
         gm__free(t);
@@ -627,7 +633,8 @@ void gm__streams_teardown(gm_context *ctx)
         } else {
             if (s->kind == GM__STREAM_EXTERNAL &&
                 atomic_fetch_sub_explicit(&s->holds, 1, memory_order_acq_rel) != 1)
-                continue; /* a callback that never returned holds it (logged): left to it */
+                continue; /* a callback still to run holds it (the device wait failed): its
+                           * release queues it, freed after the backend's fini */
             if (s->kind == GM__STREAM_EXTERNAL) {
                 ctx->ops->stream_unwrap(ctx->bctx, s->bstream);
                 gm__dealloc_entry_discard(s->entry);

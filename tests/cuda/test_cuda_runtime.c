@@ -526,6 +526,58 @@ static void test_callback_calls_that_need_the_driver(void **state)
     close_context(ctx); /* no violation */
 }
 
+/* What a host-backend callback did on a CUDA stream. */
+typedef struct cross_fill {
+    gm_array *array;
+    gm_stream *stream;
+    gm_status status;
+} cross_fill;
+
+static void fill_on_cuda(gm_stream *stream, gm_status status, void *user)
+{
+    cross_fill *c = user;
+    const float value = 1.5f;
+
+    (void)stream;
+    (void)status;
+    c->status = gm_array_fill(c->array, &value, c->stream);
+}
+
+/*
+ * A callback of another backend (the simulator's worker thread) may queue
+ * CUDA work: only CUDA's own callbacks forbid driver calls (a staged fill on
+ * a CUDA stream there was refused as if it were inside one).
+ */
+static void test_other_backend_callback_queues_cuda_work(void **state)
+{
+    const int64_t shape[2] = {8, 16}, strides[2] = {256, 4};
+    gm_context_options options;
+    gm_context *host_ctx = NULL, *ctx = open_context();
+    gm_stream *host_stream = NULL;
+    cross_fill c = {NULL, NULL, GM_ERR_INTERNAL};
+    float back[8][16];
+    gm_ndview hv;
+
+    (void)state;
+    gm_context_options_default(&options);
+    assert_ok(gm__context_create_with_ops(&gm__host_backend, &options, &host_ctx));
+    assert_ok(gm_stream_create(host_ctx, 0, &host_stream));
+    assert_ok(gm_stream_create(ctx, 0, &c.stream));
+    assert_ok(gm_device_array_strided(ctx, 2, shape, strides, GM_FLOAT32, &c.array));
+    assert_ok(gm_stream_add_callback(host_stream, fill_on_cuda, &c));
+    assert_ok(gm_stream_synchronize(host_stream));
+    assert_ok(c.status);
+    assert_ok(gm_stream_synchronize(c.stream));
+    assert_ok(gm_ndview_init(back, GM_FLOAT32, 2, shape, NULL, GM_ORDER_C, &hv));
+    assert_ok(gm_array_copy_to_host(c.array, &hv, NULL));
+    assert_true(back[0][0] == 1.5f && back[7][15] == 1.5f);
+    gm_array_release(&c.array);
+    gm_stream_destroy(&c.stream);
+    gm_stream_destroy(&host_stream);
+    gm_context_destroy(&host_ctx);
+    close_context(ctx);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -541,6 +593,7 @@ int main(void)
         cmocka_unit_test_setup(test_caller_primary_context_kept, cuda_test_setup),
         cmocka_unit_test_setup(test_ipc_round_trip, cuda_test_setup),
         cmocka_unit_test_setup(test_callback_calls_that_need_the_driver, cuda_test_setup),
+        cmocka_unit_test_setup(test_other_backend_callback_queues_cuda_work, cuda_test_setup),
     };
 
     return cmocka_run_group_tests_name("cuda/runtime", tests, cuda_test_group_setup,

@@ -1333,10 +1333,11 @@ static void slow_wrapped_callback(gm_stream *stream, gm_status status, void *use
 
 /*
  * Teardown whose device wait fails while a callback queued through a
- * wrapper is still running: it waits for the callback before it frees the
- * wrapper (listed: a use after free when the callback dropped its hold) or
- * drains the queue (destroyed first: the wrapper's entry came after the
- * drain, a leak).
+ * wrapper has still to run (the simulator's fini runs it): the wrapper stays
+ * until the callback releases it, and its entry, queued after the queue's
+ * drain, is freed after the fini. Listed, it was freed under the callback
+ * (a use after free as the callback dropped its hold); destroyed first, its
+ * entry was never freed (a leak).
  */
 static void teardown_with_wrapped_callback(bool destroy_first)
 {
@@ -1357,7 +1358,7 @@ static void teardown_with_wrapped_callback(bool destroy_first)
     assert_int_equal(atomic_load(&slow_callback_done), 1);
 }
 
-static void test_teardown_waits_for_wrapped_callbacks(void **state)
+static void test_teardown_with_wrapped_callbacks_pending(void **state)
 {
     (void)state;
     teardown_with_wrapped_callback(false);
@@ -1444,7 +1445,7 @@ int main(void)
         cmocka_unit_test_setup(test_wrapped_stream_outlives_its_callbacks, test_setup),
         cmocka_unit_test_setup(test_wrapper_destroyed_in_callback_before_its_target, test_setup),
         cmocka_unit_test_setup(test_wrapper_outlives_chained_callbacks, test_setup),
-        cmocka_unit_test_setup(test_teardown_waits_for_wrapped_callbacks, test_setup),
+        cmocka_unit_test_setup(test_teardown_with_wrapped_callbacks_pending, test_setup),
         cmocka_unit_test_setup_teardown(test_per_thread_wrappers_destroyed_in_callbacks,
                                         c_allocator_setup, c_allocator_teardown),
         cmocka_unit_test_setup(test_auto_synchronize, test_setup),

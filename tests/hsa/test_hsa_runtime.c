@@ -633,6 +633,49 @@ static void test_failed_staged_fill_keeps_its_job(void **state)
     /* no hsa_test_assert_nothing_live: the injected failure also refuses unlocks */
 }
 
+static void never_runs(gm_stream *stream, gm_status status, void *user)
+{
+    (void)stream;
+    (void)status;
+    *(int *)user += 1;
+}
+
+/*
+ * A callback queued behind a copy that can never start (it waits for one
+ * that failed on the DMA engine, and the context fails): it never runs, and
+ * gm_context_destroy does not wait for it (it waited 60 s for it).
+ */
+static void test_destroy_with_callback_that_never_runs(void **state)
+{
+    gm_context *ctx = open_context(0.2, 10);
+    gm_stream *st = NULL;
+    gm_array *a = NULL;
+    int64_t n = 1024;
+    float host[1024] = {0};
+    gm_ndview hv;
+    struct timespec t0, t1;
+    int ran = 0;
+
+    (void)state;
+    assert_ok(gm_stream_create(ctx, 0, &st));
+    assert_ok(gm_device_array(ctx, 1, &n, GM_FLOAT32, GM_ORDER_C, &a));
+    assert_ok(gm_ndview_init(host, GM_FLOAT32, 1, &n, NULL, GM_ORDER_C, &hv));
+    hsa_double_fail_copies(1, NULL, -1);
+    hsa_double_pause(1); /* all queued before the first fails: the rest depend on it */
+    (void)gm_array_copy_to_device(a, &hv, st);
+    (void)gm_array_copy_to_device(a, &hv, st);
+    assert_ok(gm_stream_add_callback(st, never_runs, &ran));
+    hsa_double_pause(0);
+    assert_int_not_equal(gm_stream_synchronize(st), GM_OK); /* the copy's, or the context's */
+    gm_array_release(&a);
+    gm_stream_destroy(&st);
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    gm_context_destroy(&ctx);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    assert_int_equal(ran, 0);
+    assert_true(t1.tv_sec - t0.tv_sec < 20); /* a hang check, not a speed test */
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -650,6 +693,7 @@ int main(void)
         cmocka_unit_test(test_register_over_pageable_copy),
         cmocka_unit_test(test_copy_past_allocation_refused),
         cmocka_unit_test(test_failed_staged_fill_keeps_its_job),
+        cmocka_unit_test(test_destroy_with_callback_that_never_runs),
     };
 
     return cmocka_run_group_tests(tests, gm_test_use_cmocka_allocator, gm_test_restore_allocator);
