@@ -404,6 +404,8 @@ static gm_status context_alloc(const gm_backend_ops *ops, const gm_context_optio
     }
     atomic_init(&ctx->closing, false);
     gm__list_init(&ctx->pending_callbacks);
+    atomic_init(&ctx->callbacks_running, 0);
+    atomic_init(&ctx->callbacks_entered, 0);
     ctx->ops = ops;
     ctx->options = *options;
     ctx->options.backend = ops->kind;
@@ -564,9 +566,11 @@ void gm_context_destroy(gm_context **ctx_p)
      * those a callback destroys meanwhile (a walk of ctx->streams raced such a callback and
      * spun on a stream it unlinked), before modules still loaded are unloaded (directly,
      * below); then log the errors the listed streams still hold. */
-    if (ctx->ops->device_synchronize(ctx->bctx) != GM_OK)
+    if (ctx->ops->device_synchronize(ctx->bctx) != GM_OK) {
         gm__log(GM_LOG_WARN, "gm_context_destroy: waiting for queued device work failed: %s",
                 gm_last_error_message());
+        gm__streams_wait_callbacks(ctx); /* they may release what the teardown frees */
+    }
     gm__streams_report_errors(ctx);
     gm__kernels_context_teardown(ctx);
     release_live_arrays(ctx);

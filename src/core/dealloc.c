@@ -653,6 +653,13 @@ void gm__dealloc_queue_orphans(gm_context *ctx)
         entry_free(entry);
         entry = next;
     }
+    while (q->pool != NULL) { /* blocks pooled since (a size-0 array released there) */
+        gm__dealloc_entry *next = q->pool->next;
+
+        entry_free(q->pool);
+        q->pool = next;
+    }
+    q->pool_count = 0;
     if (others > 0)
         gm__log(GM_LOG_WARN,
                 "gm_context_destroy: %" PRId64 " deallocations queued by stream callbacks after "

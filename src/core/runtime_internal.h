@@ -281,7 +281,9 @@ struct gm_context {
     gm__link exports;     /* live DLPack exports (dlpack.c); guarded by dlpack.c's global lock */
     void *done_callbacks; /* finished stream-callback trampolines (stream.c); queue.lock */
     gm__link pending_callbacks; /* queued user callbacks not yet run (stream.c); queue.lock */
-    atomic_bool closing;        /* gm_context_destroy has begun: no new stream work */
+    _Atomic int64_t callbacks_running;  /* trampolines between entry and their last touch */
+    _Atomic uint64_t callbacks_entered; /* trampolines entered so far (progress) */
+    atomic_bool closing;                /* gm_context_destroy has begun: no new stream work */
 };
 
 /* Whether this build has the backend of `kind` (host always). */
@@ -435,8 +437,11 @@ gm_status gm__query_result(const char *fn, gm_status status, const char *pending
 
 /* Context teardown, once the streams are idle: log the errors they still hold. */
 void gm__streams_report_errors(gm_context *ctx);
+/* Context teardown, when its device wait failed: wait while queued user callbacks still
+ * run or start (not for ones stuck behind work that never starts). */
+void gm__streams_wait_callbacks(gm_context *ctx);
 /* Context teardown, after the backend's fini: free (and log) the user callbacks that never
- * ran (a failed context's; no backend can call them any more). */
+ * ran (a failed context's; no backend can call them any more), with the wrappers they held. */
 void gm__streams_free_unrun(gm_context *ctx);
 /* Context teardown: destroy created streams, unwrap external ones, free built-in wrappers. */
 void gm__streams_teardown(gm_context *ctx);

@@ -396,6 +396,8 @@ static void trampoline_cb(gm_status status, void *user)
     gm_context *ctx = t->ctx;
     gm_stream *held = t->held ? t->stream : NULL;
 
+    atomic_fetch_add_explicit(&ctx->callbacks_running, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&ctx->callbacks_entered, 1, memory_order_relaxed);
     tls_in_callback = true;
     t->fn(t->stream, status, t->user);
     tls_in_callback = false;
@@ -406,6 +408,53 @@ static void trampoline_cb(gm_status status, void *user)
     gm__lock_give(&ctx->queue.lock);
     if (held != NULL)
         wrapper_release(held, false); /* a backend's thread: no flush */
+    /* the last touch of ctx: a teardown waiting for it may go on */
+    atomic_fetch_sub_explicit(&ctx->callbacks_running, 1, memory_order_release);
+}
+
+/* Milliseconds on CLOCK_MONOTONIC. */
+static int64_t now_ms(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/*
+ * Wait until no queued callback is left, or none runs and none has started
+ * for STALL_MS (the rest wait for work that never starts: a failed HSA
+ * context's), or for at most WAIT_MS in all.
+ */
+#define STALL_MS 500
+#define WAIT_MS  (60 * 1000)
+void gm__streams_wait_callbacks(gm_context *ctx)
+{
+    const struct timespec tick = {0, 1000 * 1000};
+    int64_t start = now_ms(), progress = start;
+    uint64_t entered = atomic_load(&ctx->callbacks_entered);
+
+    for (;;) {
+        int64_t now = now_ms();
+        uint64_t seen = atomic_load(&ctx->callbacks_entered);
+        bool pending = false;
+
+        gm__lock_take(&ctx->queue.lock);
+        pending = !gm__list_empty(&ctx->pending_callbacks);
+        gm__lock_give(&ctx->queue.lock);
+        if (!pending && atomic_load_explicit(&ctx->callbacks_running, memory_order_acquire) == 0)
+            return;
+        if (seen != entered || atomic_load(&ctx->callbacks_running) > 0) {
+            entered = seen;
+            progress = now;
+        }
+        if (now - progress >= STALL_MS || now - start >= WAIT_MS)
+            break;
+        nanosleep(&tick, NULL);
+    }
+    gm__log(GM_LOG_WARN,
+            "gm_context_destroy: queued stream callbacks are still to run; going on without "
+            "them");
 }
 
 void gm__streams_free_unrun(gm_context *ctx)
@@ -415,15 +464,22 @@ void gm__streams_free_unrun(gm_context *ctx)
     while (!gm__list_empty(&ctx->pending_callbacks)) {
         callback_trampoline *t =
             GM__CONTAINER_OF(ctx->pending_callbacks.next, callback_trampoline, pending);
+        gm_stream *held = t->held ? t->stream : NULL;
 
         gm__list_unlink(&t->pending);
         gm__free(t);
         left++;
+        /* its last hold: a wrapper left to it by the teardown, or destroyed (its backend
+         * wrapper went with the backend, or is left with it) */
+        if (held != NULL && atomic_fetch_sub_explicit(&held->holds, 1, memory_order_acq_rel) == 1) {
+            gm__dealloc_entry_discard(held->entry);
+            gm__free(held);
+        }
     }
     if (left > 0)
         gm__log(GM_LOG_WARN,
                 "gm_context_destroy: %" PRId64 " stream callbacks never ran (the context "
-                "failed); the wrappers they held are left",
+                "failed)",
                 left);
 }
 

@@ -1365,6 +1365,38 @@ static void test_teardown_with_wrapped_callbacks_pending(void **state)
     teardown_with_wrapped_callback(true);
 }
 
+static void release_after_a_while(gm_stream *stream, gm_status status, void *user)
+{
+    (void)stream;
+    (void)status;
+    sleep_ms(100);
+    gm_array_release((gm_array **)user); /* a callback may release arrays */
+}
+
+/*
+ * Teardown whose device wait fails while a callback that releases an array
+ * still runs: it waits for the callback before it frees the live arrays (the
+ * array was released twice: a double free).
+ */
+static void test_teardown_waits_for_running_callbacks(void **state)
+{
+    gm_context *ctx = rt_fault_ctx();
+    gm_stream *st = NULL;
+    gm_array *a = NULL;
+    int64_t n = 64;
+
+    (void)state;
+    assert_ok(gm_stream_create(ctx, 0, &st));
+    assert_ok(gm_device_array(ctx, 1, &n, GM_UINT8, GM_ORDER_C, &a));
+    assert_ok(gm_stream_add_callback(st, release_after_a_while, &a));
+    rt_fault_fail_at(RT_DEVICE_SYNCHRONIZE, rt_fault_calls(RT_DEVICE_SYNCHRONIZE) + 1,
+                     GM_ERR_DRIVER);
+    rt_log_capture(GM_LOG_WARN);
+    gm_context_destroy(&ctx);
+    rt_log_stop();
+    assert_null(a);
+}
+
 typedef struct wrapping_thread {
     gm_context *ctx;
     gm_stream *wrapper;
@@ -1446,6 +1478,7 @@ int main(void)
         cmocka_unit_test_setup(test_wrapper_destroyed_in_callback_before_its_target, test_setup),
         cmocka_unit_test_setup(test_wrapper_outlives_chained_callbacks, test_setup),
         cmocka_unit_test_setup(test_teardown_with_wrapped_callbacks_pending, test_setup),
+        cmocka_unit_test_setup(test_teardown_waits_for_running_callbacks, test_setup),
         cmocka_unit_test_setup_teardown(test_per_thread_wrappers_destroyed_in_callbacks,
                                         c_allocator_setup, c_allocator_teardown),
         cmocka_unit_test_setup(test_auto_synchronize, test_setup),
