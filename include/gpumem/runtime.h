@@ -130,10 +130,12 @@ GM_API gm_status gm_context_create(const gm_context_options *options, gm_context
  *        pointers dangle (gpumem/dlpack.h). From its start, stream work
  *        queued by a callback still running (a callback adding another) is
  *        refused with GM_ERR_STATE: only work queued before the call is
- *        waited for. NULL and *ctx_p == NULL are accepted. Inside a stream
- *        callback it does nothing but record GM_ERR_STATE
- *        (gm_last_error()) and log it at error level: the context stays
- *        alive and *ctx_p unchanged.
+ *        waited for. When that wait fails (a failed context), it waits while
+ *        stream callbacks still run or start, then goes on (logged): a
+ *        callback stuck behind work that never starts never runs. NULL
+ *        and *ctx_p == NULL are accepted. Inside a stream callback it does
+ *        nothing but record GM_ERR_STATE (gm_last_error()) and log it at
+ *        error level: the context stays alive and *ctx_p unchanged.
  */
 GM_API void gm_context_destroy(gm_context **ctx_p);
 
