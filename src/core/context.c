@@ -406,6 +406,7 @@ static gm_status context_alloc(const gm_backend_ops *ops, const gm_context_optio
     gm__list_init(&ctx->pending_callbacks);
     atomic_init(&ctx->callbacks_running, 0);
     atomic_init(&ctx->callbacks_entered, 0);
+    atomic_init(&ctx->callbacks_abandoned, false);
     ctx->ops = ops;
     ctx->options = *options;
     ctx->options.backend = ops->kind;

@@ -283,6 +283,7 @@ struct gm_context {
     gm__link pending_callbacks; /* queued user callbacks not yet run (stream.c); queue.lock */
     _Atomic int64_t callbacks_running;  /* trampolines between entry and their last touch */
     _Atomic uint64_t callbacks_entered; /* trampolines entered so far (progress) */
+    atomic_bool callbacks_abandoned;    /* teardown went on without them: skip their fn */
     atomic_bool closing;                /* gm_context_destroy has begun: no new stream work */
 };
 

@@ -396,11 +396,13 @@ static void trampoline_cb(gm_status status, void *user)
     gm_context *ctx = t->ctx;
     gm_stream *held = t->held ? t->stream : NULL;
 
-    atomic_fetch_add_explicit(&ctx->callbacks_running, 1, memory_order_relaxed);
+    atomic_fetch_add(&ctx->callbacks_running, 1); /* seq_cst: against the abandon below */
     atomic_fetch_add_explicit(&ctx->callbacks_entered, 1, memory_order_relaxed);
-    tls_in_callback = true;
-    t->fn(t->stream, status, t->user);
-    tls_in_callback = false;
+    if (!atomic_load(&ctx->callbacks_abandoned)) {
+        tls_in_callback = true;
+        t->fn(t->stream, status, t->user);
+        tls_in_callback = false;
+    }
     gm__lock_take(&ctx->queue.lock);
     gm__list_unlink(&t->pending);
     t->next_done = ctx->done_callbacks; /* from here another thread may reuse t */
@@ -423,8 +425,11 @@ static int64_t now_ms(void)
 
 /*
  * Wait until no queued callback is left, or none runs and none has started
- * for STALL_MS (the rest wait for work that never starts: a failed HSA
- * context's), or for at most WAIT_MS in all.
+ * for STALL_MS (the rest may wait for work that never starts: a failed HSA
+ * context's), or for at most WAIT_MS in all. Giving up abandons the rest:
+ * one that starts later (behind slow work the backend still runs during the
+ * teardown) skips its function, which could touch what the teardown frees;
+ * those already running are waited for.
  */
 #define STALL_MS 500
 #define WAIT_MS  (60 * 1000)
@@ -452,9 +457,12 @@ void gm__streams_wait_callbacks(gm_context *ctx)
             break;
         nanosleep(&tick, NULL);
     }
+    atomic_store(&ctx->callbacks_abandoned, true); /* seq_cst: a trampoline that missed it */
+    while (atomic_load(&ctx->callbacks_running) > 0 && now_ms() - start < WAIT_MS)
+        nanosleep(&tick, NULL); /* is counted as running here */
     gm__log(GM_LOG_WARN,
             "gm_context_destroy: queued stream callbacks are still to run; going on without "
-            "them");
+            "them (they will not be called)");
 }
 
 void gm__streams_free_unrun(gm_context *ctx)

@@ -1397,6 +1397,46 @@ static void test_teardown_waits_for_running_callbacks(void **state)
     assert_null(a);
 }
 
+static atomic_int behind_ran;
+
+static void release_behind_work(gm_stream *stream, gm_status status, void *user)
+{
+    (void)stream;
+    (void)status;
+    atomic_store(&behind_ran, 1);
+    gm_array_release((gm_array **)user);
+}
+
+/*
+ * Teardown whose device wait fails while a callback that releases an array
+ * is queued behind more stream work than the callback wait's patience: it
+ * runs before the wait gives up, or is skipped after (the backend still runs
+ * the stream during the teardown); it released the array the teardown had
+ * freed (a double free).
+ */
+static void test_teardown_abandons_late_callbacks(void **state)
+{
+    gm_context *ctx = rt_fault_ctx();
+    gm_stream *st = NULL;
+    gm_array *big = NULL, *a = NULL;
+    int64_t n = 64, big_n = 32 << 20;
+
+    (void)state;
+    atomic_store(&behind_ran, 0);
+    assert_ok(gm_stream_create(ctx, 0, &st));
+    assert_ok(gm_device_array(ctx, 1, &big_n, GM_UINT8, GM_ORDER_C, &big));
+    assert_ok(gm_device_array(ctx, 1, &n, GM_UINT8, GM_ORDER_C, &a));
+    for (int i = 0; i < 1200; i++) /* well over 500 ms of stream work */
+        assert_ok(gm_array_memset(big, i & 0xff, st));
+    assert_ok(gm_stream_add_callback(st, release_behind_work, &a));
+    rt_fault_fail_at(RT_DEVICE_SYNCHRONIZE, rt_fault_calls(RT_DEVICE_SYNCHRONIZE) + 1,
+                     GM_ERR_DRIVER);
+    rt_log_capture(GM_LOG_WARN);
+    gm_context_destroy(&ctx);
+    rt_log_stop();
+    assert_true(atomic_load(&behind_ran) == 0 || a == NULL);
+}
+
 typedef struct wrapping_thread {
     gm_context *ctx;
     gm_stream *wrapper;
@@ -1479,6 +1519,7 @@ int main(void)
         cmocka_unit_test_setup(test_wrapper_outlives_chained_callbacks, test_setup),
         cmocka_unit_test_setup(test_teardown_with_wrapped_callbacks_pending, test_setup),
         cmocka_unit_test_setup(test_teardown_waits_for_running_callbacks, test_setup),
+        cmocka_unit_test_setup(test_teardown_abandons_late_callbacks, test_setup),
         cmocka_unit_test_setup_teardown(test_per_thread_wrappers_destroyed_in_callbacks,
                                         c_allocator_setup, c_allocator_teardown),
         cmocka_unit_test_setup(test_auto_synchronize, test_setup),
