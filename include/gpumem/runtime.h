@@ -132,7 +132,8 @@ GM_API gm_status gm_context_create(const gm_context_options *options, gm_context
  *        refused with GM_ERR_STATE: only work queued before the call is
  *        waited for. When that wait fails (a failed context), it waits while
  *        stream callbacks still run or start, then goes on (logged): a
- *        callback stuck behind work that never starts never runs. NULL
+ *        callback stuck behind work that never starts, or starting only
+ *        later, is not called. NULL
  *        and *ctx_p == NULL are accepted. Inside a stream callback it does
  *        nothing but record GM_ERR_STATE (gm_last_error()) and log it at
  *        error level: the context stays alive and *ctx_p unchanged.
