@@ -615,13 +615,9 @@ gm_status gm__dealloc_flush(gm_context *ctx, const char *fn)
 }
 
 /* Drain everything, ignoring defer_cleanup and logging failures, then destroy the locks. */
-void gm__dealloc_queue_teardown(gm_context *ctx)
+/* Free the pooled spare blocks (teardown: no lock, nobody else uses the queue). */
+static void pool_free(gm__dealloc_queue *q)
 {
-    gm__dealloc_queue *q = &ctx->queue;
-
-    pthread_mutex_lock(&q->flush_lock);
-    (void)drain(ctx, "gm_context_destroy", DRAIN_TEARDOWN);
-    pthread_mutex_unlock(&q->flush_lock);
     while (q->pool != NULL) {
         gm__dealloc_entry *next = q->pool->next;
 
@@ -629,6 +625,16 @@ void gm__dealloc_queue_teardown(gm_context *ctx)
         q->pool = next;
     }
     q->pool_count = 0;
+}
+
+void gm__dealloc_queue_teardown(gm_context *ctx)
+{
+    gm__dealloc_queue *q = &ctx->queue;
+
+    pthread_mutex_lock(&q->flush_lock);
+    (void)drain(ctx, "gm_context_destroy", DRAIN_TEARDOWN);
+    pthread_mutex_unlock(&q->flush_lock);
+    pool_free(q);
     pthread_mutex_destroy(&q->flush_lock);
 }
 
@@ -653,13 +659,7 @@ void gm__dealloc_queue_orphans(gm_context *ctx)
         entry_free(entry);
         entry = next;
     }
-    while (q->pool != NULL) { /* blocks pooled since (a size-0 array released there) */
-        gm__dealloc_entry *next = q->pool->next;
-
-        entry_free(q->pool);
-        q->pool = next;
-    }
-    q->pool_count = 0;
+    pool_free(q); /* blocks pooled since (a size-0 array released there) */
     if (others > 0)
         gm__log(GM_LOG_WARN,
                 "gm_context_destroy: %" PRId64 " deallocations queued by stream callbacks after "

@@ -695,11 +695,10 @@ void gm__streams_teardown(gm_context *ctx)
             created++;
             queue_destroy(s, true);
         } else {
-            if (s->kind == GM__STREAM_EXTERNAL &&
-                atomic_fetch_sub_explicit(&s->holds, 1, memory_order_acq_rel) != 1)
-                continue; /* a callback still to run holds it (the device wait failed): its
-                           * release queues it, freed after the backend's fini */
             if (s->kind == GM__STREAM_EXTERNAL) {
+                if (atomic_fetch_sub_explicit(&s->holds, 1, memory_order_acq_rel) != 1)
+                    continue; /* a callback still to run holds it (the device wait failed):
+                               * its release queues it, freed after the backend's fini */
                 ctx->ops->stream_unwrap(ctx->bctx, s->bstream);
                 gm__dealloc_entry_discard(s->entry);
             }

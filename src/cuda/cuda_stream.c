@@ -49,6 +49,14 @@ typedef struct host_call {
     void *user;
 } host_call;
 
+/* Log a host-work error left where nobody can take it any more (`stream`: which). */
+static void log_discarded(const char *who, const char *stream, int error)
+{
+    if (error != GM_OK)
+        gm__log(GM_LOG_WARN, "%s: discarding the unreported error of host work on %s: %s", who,
+                stream, gm_status_name((gm_status)error));
+}
+
 /* Unlink and free a thread's slot (thread_errors_lock held), logging an error left in it. */
 static void slot_free_locked(gm_backend_ctx *bctx, struct gm_cuda_thread_error *e, const char *why)
 {
@@ -59,11 +67,7 @@ static void slot_free_locked(gm_backend_ctx *bctx, struct gm_cuda_thread_error *
         link = &(*link)->next;
     if (*link == e)
         *link = e->next;
-    if (error != GM_OK)
-        gm__log(GM_LOG_WARN,
-                "%s: discarding the unreported error of host work on a per-thread "
-                "stream: %s",
-                why, gm_status_name((gm_status)error));
+    log_discarded(why, "a per-thread stream", error);
     gm__free(e);
 }
 
@@ -121,11 +125,7 @@ void gm__cuda_streams_fini(gm_backend_ctx *bctx)
 {
     int legacy = atomic_load(&bctx->builtin[GM_BUILTIN_STREAM_LEGACY].deferred_error);
 
-    if (legacy != GM_OK)
-        gm__log(GM_LOG_WARN,
-                "context teardown: discarding the unreported error of host work on the legacy "
-                "stream: %s",
-                gm_status_name((gm_status)legacy));
+    log_discarded("context teardown", "the legacy stream", legacy);
     gm__thread_watch_stop(&bctx->exit_watch);
     pthread_mutex_lock(&bctx->thread_errors_lock);
     while (bctx->thread_errors != NULL)
@@ -179,12 +179,10 @@ static void stream_unref(gm_backend_stream *stream)
 
     if (stream->kind == GM_CUDA_STREAM_BUILTIN || atomic_fetch_sub(&stream->refs, 1) != 1)
         return;
-    error = atomic_load(&stream->deferred_error);
-    if (error != GM_OK) /* nobody can take it any more */
-        gm__log(GM_LOG_WARN,
-                "cuda: discarding the unreported error of host work on a %s stream: %s",
-                stream->kind == GM_CUDA_STREAM_WRAPPED ? "wrapped" : "destroyed",
-                gm_status_name((gm_status)error));
+    error = atomic_load(&stream->deferred_error); /* nobody can take it any more */
+    log_discarded(
+        "cuda", stream->kind == GM_CUDA_STREAM_WRAPPED ? "a wrapped stream" : "a destroyed stream",
+        error);
     if (stream->owner != NULL)
         stream_unref(stream->owner);
     gm__free(stream);
