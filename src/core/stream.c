@@ -478,7 +478,7 @@ void gm__streams_free_unrun(gm_context *ctx)
         gm__free(t);
         left++;
         /* its last hold: a wrapper left to it by the teardown, or destroyed (its backend
-         * wrapper went with the backend, or is left with it) */
+         * wrapper went with the backend's fini) */
         if (held != NULL && atomic_fetch_sub_explicit(&held->holds, 1, memory_order_acq_rel) == 1) {
             gm__dealloc_entry_discard(held->entry);
             gm__free(held);

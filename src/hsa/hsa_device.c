@@ -314,6 +314,8 @@ static void free_context_objects(gm_backend_ctx *bctx)
     pthread_mutex_lock(&bctx->lock);
     gm__hsa_ipc_detach_all(bctx);
     gm__hsa_stream_free_all(bctx);
+    while (bctx->wrappers != NULL) /* held by stream callbacks that never ran */
+        gm__hsa_wrapper_free(bctx, bctx->wrappers);
     gm__hsa_sig_unref(bctx, bctx->zero);
     bctx->zero = NULL;
     gm__hsa_sig_cache_drain(bctx);

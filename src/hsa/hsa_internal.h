@@ -119,7 +119,8 @@ struct gm_backend_stream {
     unsigned flags; /* gm_stream_flags */
     gm_backend_ctx *bctx;
     gm_backend_stream *target; /* wrappers: the wrapped stream */
-    gm_backend_stream *next;   /* bctx->streams list (not wrappers) */
+    gm_backend_stream *next;   /* bctx->streams list, or bctx->wrappers for a wrapper */
+    gm_backend_stream *prev;   /* wrappers: the previous one on bctx->wrappers */
     bool retired;              /* per-thread stream of an exited thread: freed once idle */
     int wrappers;              /* per-thread streams: stream_wrap wrappers of it (lock) */
     bool holds;                /* a wrapper of a per-thread stream (counted there) */
@@ -204,6 +205,8 @@ struct gm_backend_ctx {
     pthread_mutex_t lock;
     _Atomic int64_t device_bytes; /* allocated through mem_alloc (mem_info fallback) */
     gm_backend_stream *streams;   /* every non-wrapper stream */
+    gm_backend_stream *wrappers;  /* every wrapper not unwrapped (the fini frees what is left:
+                                     those a stream callback that never ran still held) */
     gm_backend_stream *zombies;   /* destroyed after a failure with work the runtime may still
                                      touch (a DMA copy, an async handler): freed once reaped */
     gm_backend_stream *legacy;
@@ -280,6 +283,8 @@ void gm__hsa_stream_set_error(gm_backend_stream *stream, gm_status status, const
 gm_status gm__hsa_stream_new(gm_backend_ctx *bctx, gm__hsa_stream_kind kind, unsigned flags,
                              gm_backend_stream **stream_p);
 void gm__hsa_stream_free_all(gm_backend_ctx *bctx);
+/* Unlist and free a wrapper (stream_wrap's). */
+void gm__hsa_wrapper_free(gm_backend_ctx *bctx, gm_backend_stream *wrapper);
 /* A thread exited (a gm__thread_watch function; arg is the context): retire its stream. */
 void gm__hsa_thread_exited(void *arg, uint64_t key);
 /* Commit op, then (lock released while waiting) wait for it: the synchronous path. */

@@ -93,6 +93,11 @@ gm_status gm__hsa_stream_new(gm_backend_ctx *bctx, gm__hsa_stream_kind kind, uns
     if (kind != GM_HSA_STREAM_WRAPPER) {
         stream->next = bctx->streams;
         bctx->streams = stream;
+    } else {
+        stream->next = bctx->wrappers;
+        if (bctx->wrappers != NULL)
+            bctx->wrappers->prev = stream;
+        bctx->wrappers = stream;
     }
     *stream_p = stream;
     return GM_OK;
@@ -853,17 +858,26 @@ void gm__hsa_stream_unwrap(gm_backend_ctx *bctx, gm_backend_stream *stream)
 {
     if (stream == NULL || stream->kind != GM_HSA_STREAM_WRAPPER)
         return;
+    pthread_mutex_lock(&bctx->lock);
     /* only a per-thread target is looked at: it is alive while wrapped (another may be gone,
      * destroyed by its owner before the wrapper was released) */
-    if (stream->holds) {
-        pthread_mutex_lock(&bctx->lock);
-        if (--stream->target->wrappers == 0 && stream->target->retired)
-            end_retired(bctx);
-        pthread_mutex_unlock(&bctx->lock);
-    }
-    pthread_mutex_destroy(&stream->error_lock);
-    stream->magic = 0;
-    gm__free(stream);
+    if (stream->holds && --stream->target->wrappers == 0 && stream->target->retired)
+        end_retired(bctx);
+    gm__hsa_wrapper_free(bctx, stream);
+    pthread_mutex_unlock(&bctx->lock);
+}
+
+void gm__hsa_wrapper_free(gm_backend_ctx *bctx, gm_backend_stream *wrapper)
+{
+    if (wrapper->prev != NULL)
+        wrapper->prev->next = wrapper->next;
+    else
+        bctx->wrappers = wrapper->next;
+    if (wrapper->next != NULL)
+        wrapper->next->prev = wrapper->prev;
+    pthread_mutex_destroy(&wrapper->error_lock);
+    wrapper->magic = 0;
+    gm__free(wrapper);
 }
 
 void *gm__hsa_stream_native(gm_backend_ctx *bctx, gm_backend_stream *stream)

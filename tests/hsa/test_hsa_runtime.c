@@ -676,6 +676,37 @@ static void test_destroy_with_callback_that_never_runs(void **state)
     assert_true(t1.tv_sec - t0.tv_sec < 20); /* a hang check, not a speed test */
 }
 
+/* The same through a wrapper of the stream, the wrapper and the stream destroyed first. */
+static void test_destroy_with_wrapped_callback_that_never_runs(void **state)
+{
+    gm_context *ctx = open_context(0.2, 10);
+    gm_stream *st = NULL;
+    gm_stream *ws = NULL;
+    gm_array *a = NULL;
+    int64_t n = 1024;
+    float host[1024] = {0};
+    gm_ndview hv;
+    int ran = 0;
+
+    (void)state;
+    assert_ok(gm_stream_create(ctx, 0, &st));
+    assert_ok(gm_stream_wrap_external(ctx, gm_stream_native(st), &ws));
+    assert_ok(gm_device_array(ctx, 1, &n, GM_FLOAT32, GM_ORDER_C, &a));
+    assert_ok(gm_ndview_init(host, GM_FLOAT32, 1, &n, NULL, GM_ORDER_C, &hv));
+    hsa_double_fail_copies(1, NULL, -1);
+    hsa_double_pause(1);
+    (void)gm_array_copy_to_device(a, &hv, st);
+    (void)gm_array_copy_to_device(a, &hv, st);
+    assert_ok(gm_stream_add_callback(ws, never_runs, &ran));
+    hsa_double_pause(0);
+    assert_int_not_equal(gm_stream_synchronize(st), GM_OK);
+    gm_array_release(&a);
+    gm_stream_destroy(&ws);
+    gm_stream_destroy(&st);
+    gm_context_destroy(&ctx);
+    assert_int_equal(ran, 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -694,6 +725,7 @@ int main(void)
         cmocka_unit_test(test_copy_past_allocation_refused),
         cmocka_unit_test(test_failed_staged_fill_keeps_its_job),
         cmocka_unit_test(test_destroy_with_callback_that_never_runs),
+        cmocka_unit_test(test_destroy_with_wrapped_callback_that_never_runs),
     };
 
     return cmocka_run_group_tests(tests, gm_test_use_cmocka_allocator, gm_test_restore_allocator);
