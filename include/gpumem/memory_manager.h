@@ -45,9 +45,11 @@
  * may run on a driver thread; it runs at the next flush) and the built-in
  * manager (which sets the flag). Unpinning (memunpin) is always immediate.
  *
- * Out of memory: when memalloc or memhostalloc returns
+ * Out of memory: when memalloc, memhostalloc or mempin returns
  * GM_ERR_OUT_OF_DEVICE_MEMORY or GM_ERR_NO_MEMORY, gpumem flushes its queue
- * and calls it once more (not inside defer_cleanup), whatever the manager.
+ * and calls it once more (not inside defer_cleanup), whatever the manager
+ * (Numba retries mempin only when mapped; gm_pin, gm_map and gm_register
+ * all retry, since a flush may unpin queued pinned memory).
  *
  * Managed (unified) memory is not part of the interface (nor of Numba's):
  * it is always allocated and freed by the built-in allocator.

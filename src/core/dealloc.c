@@ -808,6 +808,32 @@ gm_status gm__alloc_host(gm_context *ctx, size_t bytes, unsigned flags, void **p
     return status;
 }
 
+typedef struct pin_request {
+    void *start;
+    size_t bytes;
+    bool mapped;
+    void *owner;
+} pin_request;
+
+/* Attempt to page-lock (register) host memory through the memory manager. */
+static gm_status attempt_pin(gm_context *ctx, void *args)
+{
+    pin_request *req = args;
+
+    return gm__mm_mempin(ctx, req->start, req->bytes, req->mapped, &req->owner);
+}
+
+/* Registration with the same rule (Numba retries mapped registration; so do we, any). */
+gm_status gm__pin_host(gm_context *ctx, void *start, size_t bytes, bool mapped, void **owner_p)
+{
+    pin_request req = {start, bytes, mapped, NULL};
+    gm_status status = alloc_with_retry(ctx, attempt_pin, &req);
+
+    if (status == GM_OK)
+        *owner_p = req.owner;
+    return status;
+}
+
 /* ------------------------------------------------------------ public API */
 
 /* Step the defer_cleanup nesting counter; true when the bounds now apply and are exceeded. */

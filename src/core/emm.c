@@ -465,7 +465,13 @@ static gm_status finish(gm_context *ctx, const char *op, uint64_t mark, gm_statu
 {
     if (status == GM_OK)
         gm__error_back_to(mark);
-    if (status == GM_OK || tls_base_failed)
+    if (status == GM_OK)
+        return status;
+    if (status > 0 || strcmp(gm_status_name(status), "UNKNOWN") == 0)
+        return gm__error(GM_ERR_INTERNAL,
+                         "memory manager '%s': %s returned %d, which is not a gm_status",
+                         manager_name(ctx), op, (int)status);
+    if (tls_base_failed)
         return status;
     return gm__error(status, "memory manager '%s': %s returned %s", manager_name(ctx), op,
                      gm_status_name(status));

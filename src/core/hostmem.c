@@ -359,7 +359,7 @@ static gm_status register_ranges(gm_context *ctx, const char *fn, gm_host_scope 
     while (registered < scope->nranges && status == GM_OK) {
         gm__host_range *r = &scope->ranges[registered];
 
-        status = gm__mm_mempin(ctx, (void *)r->start, r->bytes, scope->mapped, &r->owner);
+        status = gm__pin_host(ctx, (void *)r->start, r->bytes, scope->mapped, &r->owner);
         if (status != GM_OK)
             break;
         registered++;

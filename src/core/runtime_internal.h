@@ -214,6 +214,8 @@ gm_status gm__alloc_device_failed(gm_context *ctx, gm_status status, uint64_t ma
 gm_status gm__alloc_host(gm_context *ctx, size_t bytes, unsigned flags, void **ptr_p,
                          void **owner_p);
 gm_status gm__alloc_managed(gm_context *ctx, size_t bytes, gm_devptr *ptr_p);
+/* Registration of host memory (gm_pin, gm_map, gm_register: the manager's mempin). */
+gm_status gm__pin_host(gm_context *ctx, void *start, size_t bytes, bool mapped, void **owner_p);
 
 /* ----------------------------------------------------- memory manager */
 

@@ -282,6 +282,61 @@ static void test_oom_inside_defer(void **state)
     gm_context_destroy(&ctx);
 }
 
+/*
+ * Registration (gm_pin, gm_map, gm_register) out of memory flushes and retries
+ * once too, as Numba's mapped mempin does: a flush may unpin queued memory.
+ */
+static void test_oom_registration(void **state)
+{
+    static _Alignas(4096) unsigned char buf[3][8192];
+    gm_context_options o = rt_options(1000, 10.0, BIG);
+    gm_context *ctx = NULL;
+    gm_array *a = NULL;
+    gm_host_scope *scope = NULL;
+    gm_ndview v[3];
+    int64_t n = 8192, calls = 0;
+
+    (void)state;
+    for (int i = 0; i < 3; i++)
+        assert_ok(gm_ndview_init(buf[i], GM_UINT8, 1, &n, NULL, GM_ORDER_C, &v[i]));
+    assert_ok(rt_fault_context(&o, &ctx));
+    for (int i = 0; i < 3; i++) {
+        a = pinned_bytes(ctx, MIB);
+        gm_array_release(&a);
+        assert_int_equal(rt_stats(ctx).pending_count, 1);
+        calls = rt_fault_calls(RT_HOST_REGISTER);
+        rt_fault_fail_at(RT_HOST_REGISTER, calls + 1, GM_ERR_NO_MEMORY);
+        if (i == 0)
+            assert_ok(gm_pin(ctx, 1, &v[i], &scope));
+        else if (i == 1)
+            assert_ok(gm_map(ctx, 1, &v[i], NULL, &scope));
+        else
+            assert_ok(gm_register(ctx, 1, &v[i], &scope));
+        assert_int_equal(rt_fault_calls(RT_HOST_REGISTER), calls + 2); /* failed, retried */
+        assert_int_equal(rt_stats(ctx).pending_count, 0);              /* after a flush */
+        assert_ok(gm_host_scope_end(&scope));
+    }
+    /* inside defer_cleanup: no flush, no retry, and the message says why */
+    a = pinned_bytes(ctx, MIB);
+    assert_ok(gm_defer_cleanup_begin(ctx));
+    gm_array_release(&a);
+    calls = rt_fault_calls(RT_HOST_REGISTER);
+    rt_fault_fail_at(RT_HOST_REGISTER, calls + 1, GM_ERR_NO_MEMORY);
+    assert_status(gm_pin(ctx, 1, &v[0], &scope), GM_ERR_NO_MEMORY);
+    assert_null(scope);
+    assert_int_equal(rt_fault_calls(RT_HOST_REGISTER), calls + 1);
+    assert_message_contains("gm_pin: ");
+    assert_message_contains("inside defer_cleanup, which keeps 1 queued deallocations");
+    assert_ok(gm_defer_cleanup_end(ctx));
+    /* another failure is not retried */
+    calls = rt_fault_calls(RT_HOST_REGISTER);
+    rt_fault_fail_at(RT_HOST_REGISTER, calls + 1, GM_ERR_DRIVER);
+    assert_status(gm_pin(ctx, 1, &v[0], &scope), GM_ERR_DRIVER);
+    assert_int_equal(rt_fault_calls(RT_HOST_REGISTER), calls + 1);
+    assert_int_equal(rt_stats(ctx).pending_count, 1);
+    gm_context_destroy(&ctx);
+}
+
 /* defer_cleanup scopes nest; the limits apply again when the last one ends. */
 static void test_defer_nesting(void **state)
 {
@@ -863,6 +918,7 @@ int main(void)
         cmocka_unit_test_setup(test_oom_without_pending, test_setup),
         cmocka_unit_test_setup(test_oom_pinned_and_mapped, test_setup),
         cmocka_unit_test_setup(test_oom_inside_defer, test_setup),
+        cmocka_unit_test_setup(test_oom_registration, test_setup),
         cmocka_unit_test_setup(test_defer_nesting, test_setup),
         cmocka_unit_test_setup(test_flush_stops_at_failure, test_setup),
         cmocka_unit_test_setup(test_failed_flush_not_counted, test_setup),

@@ -298,6 +298,16 @@ static void test_manager_failures(void **state)
     assert_status(gm_device_array(ctx, 1, &n, GM_UINT8, GM_ORDER_C, &a), GM_ERR_DRIVER);
     assert_message_contains("memory manager 'emm-test': memalloc returned ERR_DRIVER");
     assert_int_equal(s.memalloc, 1); /* not an out-of-memory status: no retry */
+    /* a value that is no gm_status (positive, or unknown) is not passed on as one */
+    s.fail_memalloc = (gm_status)7;
+    assert_status(gm_device_array(ctx, 1, &n, GM_UINT8, GM_ORDER_C, &a), GM_ERR_INTERNAL);
+    assert_message_contains("memory manager 'emm-test': memalloc returned 7, which is not a "
+                            "gm_status");
+    assert_null(a);
+    s.fail_memalloc = (gm_status)-9999;
+    assert_status(gm_device_array(ctx, 1, &n, GM_UINT8, GM_ORDER_C, &a), GM_ERR_INTERNAL);
+    assert_message_contains("memalloc returned -9999, which is not a gm_status");
+    s.memalloc = 1;
     s.fail_memalloc = GM_OK;
     s.memalloc_no_address = true;
     assert_status(gm_device_array(ctx, 1, &n, GM_UINT8, GM_ORDER_C, &a), GM_ERR_INTERNAL);
