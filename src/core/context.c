@@ -439,10 +439,11 @@ static gm_status context_start(gm_context *ctx)
 
     if (status != GM_OK)
         return status;
-    status = gm__mm_initialize(ctx);
+    status = gm__error_within("gm_context_create", gm__mm_initialize(ctx));
     if (status != GM_OK)
         goto fail_fini;
-    status = gm__mm_memory_info(ctx, &free_bytes, &ctx->total_memory);
+    status = gm__error_within("gm_context_create",
+                              gm__mm_memory_info(ctx, &free_bytes, &ctx->total_memory));
     if (status != GM_OK)
         goto fail_reset;
     status = gm__dealloc_queue_init(&ctx->queue, ctx->options.max_pending_count,

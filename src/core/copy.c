@@ -998,8 +998,10 @@ gm_status gm__copy(const char *fn, gm_context *ctx, const gm_ndview *dst, const 
     if (status != GM_OK)
         return status;
     if (c_dense_pair(dst, src, &q))
-        return copy_checked_dense(ctx, fn, dst, src, &q, bs);
-    return copy_pair(fn, ctx, dst, src, bs);
+        status = copy_checked_dense(ctx, fn, dst, src, &q, bs);
+    else
+        status = copy_pair(fn, ctx, dst, src, bs);
+    return status == GM_OK ? status : gm__error_named(fn, status); /* the backend's failures */
 }
 
 /* gm__copy without c_dense_pair (see runtime_internal.h). */
@@ -1011,7 +1013,7 @@ gm_status gm__copy_general(const char *fn, gm_context *ctx, const gm_ndview *dst
 
     if (status != GM_OK)
         return status;
-    return copy_pair(fn, ctx, dst, src, bs);
+    return gm__error_named(fn, copy_pair(fn, ctx, dst, src, bs));
 }
 
 /* ---------------------------------------------------------------- fills */
@@ -1092,8 +1094,8 @@ static gm_devptr lowest_byte(const gm_ndview *view)
 }
 
 /* Backend memset for contiguous device arrays of 1/2/4/8-byte items, else a host image. */
-gm_status gm__fill(const char *fn, gm_context *ctx, const gm_ndview *view, const void *value,
-                   gm_stream *stream)
+static gm_status fill(const char *fn, gm_context *ctx, const gm_ndview *view, const void *value,
+                      gm_stream *stream)
 {
     gm_backend_stream *bs = NULL;
     int64_t itemsize = 0;
@@ -1116,9 +1118,15 @@ gm_status gm__fill(const char *fn, gm_context *ctx, const gm_ndview *view, const
     return fill_staged(ctx, fn, view, value, bs);
 }
 
+gm_status gm__fill(const char *fn, gm_context *ctx, const gm_ndview *view, const void *value,
+                   gm_stream *stream)
+{
+    return gm__error_named(fn, fill(fn, ctx, view, value, stream)); /* the backend's failures */
+}
+
 /* Backend byte memset for contiguous device arrays, else a fill with a byte pattern. */
-gm_status gm__memset(const char *fn, gm_context *ctx, const gm_ndview *view, unsigned char byte,
-                     gm_stream *stream)
+static gm_status memset_view(const char *fn, gm_context *ctx, const gm_ndview *view,
+                             unsigned char byte, gm_stream *stream)
 {
     gm_backend_stream *bs = NULL;
     unsigned char *pattern = NULL;
@@ -1138,4 +1146,10 @@ gm_status gm__memset(const char *fn, gm_context *ctx, const gm_ndview *view, uns
     status = fill_staged(ctx, fn, view, pattern, bs);
     gm__free(pattern);
     return status;
+}
+
+gm_status gm__memset(const char *fn, gm_context *ctx, const gm_ndview *view, unsigned char byte,
+                     gm_stream *stream)
+{
+    return gm__error_named(fn, memset_view(fn, ctx, view, byte, stream));
 }

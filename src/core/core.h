@@ -25,6 +25,9 @@ gm_status gm__error(gm_status status, const char *fmt, ...) GM_PRINTF_LIKE(2, 3)
  * message naming itself: the public call's name then leads.
  */
 gm_status gm__error_within(const char *fn, gm_status status);
+/* gm__error_within, unless the thread's message already starts with "fn: " (a failure
+ * of several paths, some of which name the call themselves). */
+gm_status gm__error_named(const char *fn, gm_status status);
 
 /* Size of the thread's last-error message buffer. */
 #define GM__ERROR_MESSAGE_MAX 1024

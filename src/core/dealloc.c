@@ -851,14 +851,19 @@ static bool defer_step(gm__dealloc_queue *q, int64_t step)
 /* Open a defer_cleanup scope (a per-context nesting counter), then the manager's. */
 gm_status gm_defer_cleanup_begin(gm_context *ctx)
 {
-    gm_status status = gm__check_context("gm_defer_cleanup_begin", ctx);
+    static const char fn[] = "gm_defer_cleanup_begin";
+    gm_status status = gm__check_context(fn, ctx);
+    gm__saved_error saved;
 
     if (status != GM_OK)
         return status;
     (void)defer_step(&ctx->queue, 1);
-    status = gm__mm_defer_begin(ctx);
-    if (status != GM_OK && defer_step(&ctx->queue, -1))
+    status = gm__error_within(fn, gm__mm_defer_begin(ctx));
+    if (status != GM_OK && defer_step(&ctx->queue, -1)) {
+        gm__error_save(&saved); /* the flush's own failure is logged */
         gm__dealloc_flush_due(ctx);
+        gm__error_restore(&saved);
+    }
     return status;
 }
 
@@ -886,7 +891,7 @@ gm_status gm_defer_cleanup_end(gm_context *ctx)
         return status;
     if (due)
         gm__dealloc_flush_due(ctx); /* none inside a stream callback */
-    return gm__mm_defer_end(ctx);
+    return gm__error_within(fn, gm__mm_defer_end(ctx));
 }
 
 /* Explicit flush; returns the first deallocation failure. */

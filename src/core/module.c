@@ -307,8 +307,10 @@ static gm_status module_create(const char *fn, gm_context *ctx, const module_sou
         goto fail;
     status = ctx->ops->module_load(ctx->bctx, image_kind(src->format), src->image, src->bytes,
                                    &m->bmodule);
-    if (status != GM_OK)
+    if (status != GM_OK) {
+        status = gm__error_within(fn, status);
         goto fail_entry;
+    }
     m->ctx = ctx;
     m->format = src->format;
     m->set = src->set;
@@ -488,7 +490,8 @@ static const gm_host_kernel *table_kernel(const gm_host_table *t, const char *na
     if (t == NULL)
         return NULL;
     for (int32_t i = 0; i < t->nkernels; i++) {
-        if (t->kernels[i] != NULL && strcmp(t->kernels[i]->name, name) == 0)
+        if (t->kernels[i] != NULL && t->kernels[i]->name != NULL &&
+            strcmp(t->kernels[i]->name, name) == 0)
             return t->kernels[i];
     }
     return NULL;
@@ -616,7 +619,7 @@ static gm_status set_constant_by_copy(const char *fn, gm_module *m, const char *
     if (status == GM_ERR_NOT_FOUND)
         return gm__error(status, "%s: no global '%s' in module '%s'", fn, name, m->label);
     if (status != GM_OK)
-        return status;
+        return gm__error_within(fn, status);
     if (bytes > size)
         return gm__error(GM_ERR_OUT_OF_RANGE, "%s: '%s' holds %zu bytes, %zu were given", fn, name,
                          size, bytes);
@@ -631,7 +634,7 @@ static gm_status set_constant_by_copy(const char *fn, gm_module *m, const char *
     d.height = d.depth = 1;
     d.dst_pitch = d.src_pitch = bytes;
     d.dst_height = d.src_height = 1;
-    return ctx->ops->copy(ctx->bctx, &d, NULL);
+    return gm__error_within(fn, ctx->ops->copy(ctx->bctx, &d, NULL));
 }
 
 gm_status gm_module_set_constant(gm_module *module, const char *name, const void *data,
@@ -659,7 +662,7 @@ gm_status gm_module_set_constant(gm_module *module, const char *name, const void
             snprintf(detail, sizeof detail, "%s", gm_last_error_message());
             return gm__error(status, "%s: %s", fn, detail);
         }
-        return status;
+        return gm__error_within(fn, status);
     }
     return set_constant_by_copy(fn, module, name, data, bytes);
 }
@@ -746,6 +749,12 @@ static gm_status check_set(const char *fn, const gm_image_set *set)
         return gm__error(GM_ERR_INVALID_ARG,
                          "%s: set '%s': its host table's kernel or global list is malformed", fn,
                          name);
+    for (int32_t i = 0; t != NULL && i < t->nkernels; i++) { /* the registry finds by name */
+        if (t->kernels[i] != NULL && t->kernels[i]->name == NULL)
+            return gm__error(GM_ERR_INVALID_ARG,
+                             "%s: set '%s': kernel %d of its host table has a NULL name", fn, name,
+                             (int)i);
+    }
     if (set->amdgpu_count < 0 || (set->amdgpu_count > 0 && set->amdgpu == NULL) ||
         (set->cuda == NULL) != (set->cuda_bytes == 0))
         return gm__error(GM_ERR_INVALID_ARG,

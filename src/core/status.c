@@ -162,6 +162,15 @@ gm_status gm__error_within(const char *fn, gm_status status)
     return gm__error(status, "%s: %s", fn, detail);
 }
 
+gm_status gm__error_named(const char *fn, gm_status status)
+{
+    size_t n = strlen(fn);
+
+    if (status == GM_OK || (strncmp(tls_last_message, fn, n) == 0 && tls_last_message[n] == ':'))
+        return status;
+    return gm__error_within(fn, status);
+}
+
 /* Parse GM_LOG_LEVEL: a level name or a digit 0-5; anything else is "warn". */
 int gm__parse_log_level(const char *text)
 {

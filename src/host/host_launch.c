@@ -70,6 +70,26 @@ static gm_status check_table(const gm_host_table *t)
                 k->name == NULL       ? "name"
                 : k->block_fn == NULL ? "block function"
                                       : "parameter size list");
+        if (k->nparams < 0)
+            return gm__error(GM_ERR_INVALID_ARG,
+                             "module_load: kernel %d ('%s') of the host table has %d parameters",
+                             (int)i, k->name, (int)k->nparams);
+        for (int32_t p = 0; k->param_decls != NULL && p < k->nparams; p++) {
+            if (k->param_decls[p] == NULL)
+                return gm__error(GM_ERR_INVALID_ARG,
+                                 "module_load: kernel %d ('%s') of the host table is malformed: "
+                                 "its parameter declaration %d is NULL",
+                                 (int)i, k->name, (int)p);
+        }
+    }
+    for (int32_t i = 0; i < t->nglobals; i++) {
+        const gm_host_global *g = t->globals[i];
+
+        if (g != NULL && (g->name == NULL || (g->bytes > 0 && g->address == NULL)))
+            return gm__error(GM_ERR_INVALID_ARG,
+                             "module_load: global %d of the host table is malformed: its %s is "
+                             "NULL",
+                             (int)i, g->name == NULL ? "name" : "address");
     }
     return GM_OK;
 }
@@ -137,7 +157,7 @@ static const gm_host_global *find_global(const gm_backend_module *module, const 
     for (int32_t i = 0; i < t->nglobals; i++) {
         const gm_host_global *g = t->globals[i];
 
-        if (g != NULL && strcmp(g->name, name) == 0)
+        if (g != NULL && g->name != NULL && strcmp(g->name, name) == 0)
             return g;
     }
     return NULL;

@@ -1194,6 +1194,39 @@ static void test_messages_name_the_call(void **state)
     assert_null(r);
     gm_array_release(&t);
     gm_array_release(&a);
+    {
+        /* the backend's refusals of device ranges past an allocation, after the call's name */
+        float host[20] = {0}, one = 1.0f;
+        int64_t shape[2] = {4, 5};
+        gm_ndview hv, bad, strided;
+        gm_array *f = NULL, *x = NULL;
+
+        assert_ok(gm_device_array(ctx, 2, shape, GM_FLOAT32, GM_ORDER_C, &a));
+        assert_ok(gm_ndview_init(host, GM_FLOAT32, 2, shape, NULL, GM_ORDER_C, &hv));
+        bad = *gm_array_view(a);
+        bad.offset = 8; /* 8 bytes past the allocation's end */
+        strided = *gm_array_view(a);
+        strided.strides[1] = 8; /* not dense, and past the end */
+        assert_status(gm_copy(ctx, &bad, &hv, NULL), GM_ERR_INVALID_ARG);
+        assert_message_begins("gm_copy: copy: destination range");
+        assert_status(gm_copy(ctx, &strided, &hv, NULL), GM_ERR_INVALID_ARG);
+        assert_message_begins("gm_copy: ");
+        assert_status(gm_to_device(ctx, &bad, NULL, &x), GM_ERR_INVALID_ARG);
+        assert_message_begins("gm_to_device: ");
+        assert_null(x);
+        assert_ok(gm_array_from_foreign(ctx, &bad, NULL, NULL, NULL, &f));
+        assert_status(gm_array_copy_to_device(f, &hv, NULL), GM_ERR_INVALID_ARG);
+        assert_message_begins("gm_array_copy_to_device: copy: destination range");
+        assert_status(gm_array_copy_to_host_new(f, NULL, &x), GM_ERR_INVALID_ARG);
+        assert_message_begins("gm_array_copy_to_host_new: ");
+        assert_null(x);
+        assert_status(gm_array_fill(f, &one, NULL), GM_ERR_INVALID_ARG);
+        assert_message_begins("gm_array_fill: ");
+        assert_status(gm_array_memset(f, 0, NULL), GM_ERR_INVALID_ARG);
+        assert_message_begins("gm_array_memset: memset: ");
+        gm_array_release(&f);
+        gm_array_release(&a);
+    }
     gm_context_destroy(&ctx);
 }
 

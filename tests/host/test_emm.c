@@ -414,7 +414,8 @@ static void test_lifecycle_failures(void **state)
     o.memory_manager_user = &s;
     s.fail_initialize = GM_ERR_PERMISSION;
     assert_status(gm_context_create(&o, &ctx), GM_ERR_PERMISSION);
-    assert_message_contains("memory manager 'emm-test': initialize returned ERR_PERMISSION");
+    assert_message_contains(
+        "gm_context_create: memory manager 'emm-test': initialize returned ERR_PERMISSION");
     assert_int_equal(s.reset, 0);
     assert_null(ctx);
     s.fail_initialize = GM_OK;
@@ -478,12 +479,15 @@ static void test_defer_hooks(void **state)
     assert_int_equal(s.defer_end, 2); /* no scope: the manager is not called */
     s.fail_defer_begin = GM_ERR_PERMISSION;
     assert_status(gm_defer_cleanup_begin(ctx), GM_ERR_PERMISSION);
-    assert_message_contains("defer_cleanup_begin returned ERR_PERMISSION");
+    assert_message_contains("gm_defer_cleanup_begin: memory manager 'emm-test': "
+                            "defer_cleanup_begin returned ERR_PERMISSION");
     assert_int_equal(rt_stats(ctx).defer_depth, 0); /* the queue's scope closed again */
     s.fail_defer_begin = GM_OK;
     assert_ok(gm_defer_cleanup_begin(ctx));
     s.fail_defer_end = GM_ERR_DRIVER;
     assert_status(gm_defer_cleanup_end(ctx), GM_ERR_DRIVER);
+    assert_message_contains("gm_defer_cleanup_end: memory manager 'emm-test': "
+                            "defer_cleanup_end returned ERR_DRIVER");
     assert_int_equal(rt_stats(ctx).defer_depth, 0); /* closed anyway */
     gm_context_destroy(&ctx);
 }

@@ -328,6 +328,24 @@ static void test_find_and_registry(void **state)
         assert_status(gm_register_image_set(&sets[3]), GM_ERR_INVALID_ARG);
         assert_status(gm_unregister_image_set(&sets[0]), GM_ERR_NOT_FOUND); /* not listed */
     }
+    {
+        /* a kernel without a name: refused, since every later find compares names */
+        static gm_host_kernel unnamed;
+        static const gm_host_kernel *one[1];
+        static gm_host_table table;
+        static gm_image_set set;
+
+        unnamed = *kt_test_table.kernels[0];
+        unnamed.name = NULL;
+        one[0] = &unnamed;
+        table = kt_test_table;
+        table.nkernels = 1;
+        table.kernels = one;
+        set = (gm_image_set){"unnamed", &table, NULL, 0, NULL, 0};
+        assert_status(gm_register_image_set(&set), GM_ERR_INVALID_ARG);
+        assert_message_contains("set 'unnamed': kernel 0 of its host table has a NULL name");
+        assert_ok(gm_kernel_find(ctx, "matmul_f32", &k2));
+    }
     /* A registered set comes first: its add_f32 replaces the built-in one. */
     assert_ok(gm_register_image_set(&kt_override_set));
     assert_ok(gm_register_image_set(&kt_override_set));
@@ -442,7 +460,8 @@ static void test_module_errors(void **state)
     bad.abi = 99;
     assert_status(gm_module_load_image(ctx, GM_IMAGE_FORMAT_HOST, &bad, sizeof bad, &m),
                   GM_ERR_VERSION_MISMATCH);
-    assert_message_contains("ABI 99");
+    assert_message_contains("gm_module_load_image: module_load: host kernel table built for "
+                            "simulator ABI 99");
     {
         /* a kernel entry without a block function or a name is malformed, not another ABI */
         gm_host_kernel broken = *kt_test_table.kernels[0];
@@ -461,9 +480,45 @@ static void test_module_errors(void **state)
                       GM_ERR_INVALID_ARG);
         assert_message_contains("its name is NULL");
         broken = *kt_test_table.kernels[0];
+        broken.nparams = -1;
+        assert_status(gm_module_load_image(ctx, GM_IMAGE_FORMAT_HOST, &bad, sizeof bad, &m),
+                      GM_ERR_INVALID_ARG);
+        assert_message_contains("has -1 parameters");
+        broken = *kt_test_table.kernels[0];
+        if (broken.nparams > 0) { /* a NULL declaration would reach a "%s" in a signature */
+            const char *decls[16] = {NULL};
+
+            assert_true(broken.nparams <= 16);
+            for (int i = 1; i < broken.nparams; i++)
+                decls[i] = broken.param_decls[i];
+            broken.param_decls = decls;
+            assert_status(gm_module_load_image(ctx, GM_IMAGE_FORMAT_HOST, &bad, sizeof bad, &m),
+                          GM_ERR_INVALID_ARG);
+            assert_message_contains("its parameter declaration 0 is NULL");
+        }
+        broken = *kt_test_table.kernels[0];
         broken.abi = 7;
         assert_status(gm_module_load_image(ctx, GM_IMAGE_FORMAT_HOST, &bad, sizeof bad, &m),
                       GM_ERR_VERSION_MISMATCH);
+        bad = kt_test_table;
+    }
+    {
+        /* a global without a name (its lookups compare names) or without storage */
+        static float storage[4];
+        gm_host_global g = {NULL, storage, sizeof storage};
+        const gm_host_global *const globals[] = {&g};
+
+        bad = kt_test_table;
+        bad.nglobals = 1;
+        bad.globals = globals;
+        assert_status(gm_module_load_image(ctx, GM_IMAGE_FORMAT_HOST, &bad, sizeof bad, &m),
+                      GM_ERR_INVALID_ARG);
+        assert_message_contains("global 0 of the host table is malformed: its name is NULL");
+        g.name = "coeffs";
+        g.address = NULL;
+        assert_status(gm_module_load_image(ctx, GM_IMAGE_FORMAT_HOST, &bad, sizeof bad, &m),
+                      GM_ERR_INVALID_ARG);
+        assert_message_contains("its address is NULL");
         bad = kt_test_table;
     }
     assert_status(gm_module_load_image(ctx, GM_IMAGE_FORMAT_HOST, NULL, 0, &m),
