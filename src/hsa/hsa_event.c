@@ -126,6 +126,16 @@ gm_status gm__hsa_stream_wait_event(gm_backend_ctx *bctx, gm_backend_stream *str
     return status;
 }
 
+/* event_elapsed with an event not completed: its context's failure, or GM_ERR_NOT_READY. */
+static gm_status not_completed(gm_backend_ctx *bctx)
+{
+    gm_status status = gm__hsa_poll_failed(bctx, "event_elapsed");
+
+    if (status != GM_OK)
+        return status;
+    return gm__error(GM_ERR_NOT_READY, "event_elapsed: an event has not completed yet");
+}
+
 gm_status gm__hsa_event_query(gm_backend_ctx *bctx, gm_backend_event *event)
 {
     gm_status status = GM_OK;
@@ -133,8 +143,12 @@ gm_status gm__hsa_event_query(gm_backend_ctx *bctx, gm_backend_event *event)
     if (event == NULL)
         return gm__error(GM_ERR_NULL_POINTER, "event_query: event is NULL");
     pthread_mutex_lock(&bctx->lock);
-    if (event->record != NULL && !gm__hsa_sig_done(bctx, event->record))
-        status = GM_ERR_NOT_READY;
+    if (event->record != NULL && !gm__hsa_sig_done(bctx, event->record)) {
+        /* a lost context's work never completes: say so, as the waits do */
+        status = gm__hsa_poll_failed(bctx, "event_query");
+        if (status == GM_OK)
+            status = GM_ERR_NOT_READY;
+    }
     pthread_mutex_unlock(&bctx->lock);
     return status;
 }
@@ -192,7 +206,7 @@ gm_status gm__hsa_event_elapsed(gm_backend_ctx *bctx, gm_backend_event *start,
         status = gm__error(GM_ERR_INVALID_ARG, "event_elapsed: both events must have been "
                                                "recorded");
     else if (!gm__hsa_sig_done(bctx, start->record) || !gm__hsa_sig_done(bctx, end->record))
-        status = gm__error(GM_ERR_NOT_READY, "event_elapsed: an event has not completed yet");
+        status = not_completed(bctx);
     else
         *ms_p = (float)((double)(atomic_load(&end->record->stamp_ns) -
                                  atomic_load(&start->record->stamp_ns)) /

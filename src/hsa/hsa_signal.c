@@ -176,6 +176,14 @@ void gm__hsa_check_stuck(gm_backend_ctx *bctx)
     gm__hsa_ctx_fail(bctx, GM_ERR_CONTEXT_LOST, text);
 }
 
+gm_status gm__hsa_poll_failed(gm_backend_ctx *bctx, const char *what)
+{
+    gm__hsa_check_stuck(bctx);
+    if (atomic_load(&bctx->queue_failed) != 0)
+        return queue_failure(bctx, what);
+    return GM_OK;
+}
+
 /*
  * Wait until sig < 1, in slices, so that a queue error (reported by the
  * runtime's callback), a GPU memory fault or work stuck behind a failed

@@ -318,6 +318,21 @@ static void clear_frontier(gm_backend_ctx *bctx, gm_backend_stream *stream)
 /* Add a signal to what the stream's next operation waits for. Lock held. */
 gm_status gm__hsa_frontier_add(gm_backend_ctx *bctx, gm_backend_stream *stream, gm__hsa_sig *sig)
 {
+    size_t kept = 0;
+
+    for (size_t i = 0; i < stream->nfrontier; i++) {
+        if (stream->frontier[i] == sig) /* waiting twice for one event adds nothing */
+            return GM_OK;
+    }
+    if (stream->nfrontier == stream->frontier_cap) { /* full: drop what completed first */
+        for (size_t i = 0; i < stream->nfrontier; i++) {
+            if (gm__hsa_sig_done(bctx, stream->frontier[i]))
+                gm__hsa_sig_unref(bctx, stream->frontier[i]);
+            else
+                stream->frontier[kept++] = stream->frontier[i];
+        }
+        stream->nfrontier = kept;
+    }
     if (stream->nfrontier == stream->frontier_cap) {
         size_t cap = stream->frontier_cap == 0 ? 4 : 2 * stream->frontier_cap;
         gm__hsa_sig **grown = gm__realloc(stream->frontier, cap * sizeof(*grown));
@@ -905,8 +920,12 @@ gm_status gm__hsa_stream_query(gm_backend_ctx *bctx, gm_backend_stream *stream)
     pthread_mutex_lock(&bctx->lock);
     stream = gm__hsa_stream_resolve(bctx, stream);
     gm__hsa_stream_reap(bctx, stream);
-    if (stream->ops_head != NULL || pending_frontier(bctx, stream) != NULL)
-        status = GM_ERR_NOT_READY; /* work, or an event it waits for, still pending */
+    if (stream->ops_head != NULL || pending_frontier(bctx, stream) != NULL) {
+        /* work, or an event it waits for, still pending; a lost context's never completes */
+        status = gm__hsa_poll_failed(bctx, "stream_query");
+        if (status == GM_OK)
+            status = GM_ERR_NOT_READY;
+    }
     pthread_mutex_unlock(&bctx->lock);
     return status;
 }

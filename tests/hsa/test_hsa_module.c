@@ -501,6 +501,11 @@ static void test_queue_fault(void **state)
     hsa_double_config_default(&cfg);
     cfg.fault_kernel = "axpy";
     f = run_faulting(&cfg, "HSA_STATUS_ERROR_MEMORY_APERTURE_VIOLATION");
+    /* queries say so too, not GM_ERR_NOT_READY for ever (a polling loop would spin) */
+    assert_status(hsa_ops->event_query(f.l.bctx, f.ev), GM_ERR_CONTEXT_LOST);
+    assert_message_contains("event_query: the context failed");
+    assert_status(hsa_ops->stream_query(f.l.bctx, f.s), GM_ERR_CONTEXT_LOST);
+    assert_message_contains("stream_query: the context failed");
     close_faulted(&f);
 }
 

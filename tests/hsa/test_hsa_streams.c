@@ -236,6 +236,8 @@ static void test_event_cross_stream(void **state)
     assert_ok(hsa_ops->event_record(bctx, ev, s1));
     assert_status(hsa_ops->event_query(bctx, ev), GM_ERR_NOT_READY);
     assert_ok(hsa_ops->stream_wait_event(bctx, s2, ev));
+    for (int i = 0; i < 1000; i++) /* waiting again for one event adds nothing */
+        assert_ok(hsa_ops->stream_wait_event(bctx, s2, ev));
     assert_ok(
         copy_async(bctx, s2, GM_COPY_HOST, back, GM_COPY_DEVICE, (void *)(uintptr_t)da, N * 4));
     hsa_double_pause(0);
@@ -251,6 +253,7 @@ static void test_event_cross_stream(void **state)
     assert_int_equal(bar.dep_signal[0].handle, find_copy((void *)(uintptr_t)da).completion.handle);
     cb = find_copy(back);
     assert_true(has_dep(&cb, bar.completion_signal));
+    assert_int_equal(cb.ndeps, 1);
     assert_ok(hsa_ops->event_destroy(bctx, ev));
     assert_ok(hsa_ops->event_destroy(bctx, never));
     assert_ok(hsa_ops->stream_destroy(bctx, s1));
