@@ -78,8 +78,9 @@ struct host_stream {
     uint64_t enqueued;
     uint64_t completed;
     bool stopping;
-    bool retired; /* per-thread stream of an exited thread: goes once idle and unwrapped */
-    bool holds;   /* a wrapper of a per-thread stream (which stays while wrapped) */
+    bool retired;   /* per-thread stream of an exited thread, or a destroyed stream still
+                       wrapped: goes once idle and unwrapped */
+    bool destroyed; /* stream_destroy was called: no new wrapper finds it */
     gm_status sticky;
     char sticky_message[STICKY_MESSAGE_MAX];
 };
@@ -376,8 +377,8 @@ static void unlink_stream_locked(host_ctx *c, host_stream *s);
 static void end_retired_locked(host_ctx *c, host_stream *s)
 {
     if (s->sticky != GM_OK)
-        gm__log(GM_LOG_WARN,
-                "per-thread stream of an exited thread: discarding unreported error: %s",
+        gm__log(GM_LOG_WARN, "%s: discarding unreported error: %s",
+                s->destroyed ? "stream_destroy" : "per-thread stream of an exited thread",
                 s->sticky_message);
     unlink_stream_locked(c, s);
     reap_locked(c);
@@ -645,6 +646,15 @@ gm_status gm__host_stream_destroy(gm_backend_ctx *bctx, gm_backend_stream *strea
     if (tls_worker == s)
         return gm__error(GM_ERR_STATE, "stream_destroy: called from the stream's own work");
     pthread_mutex_lock(&c->lock);
+    s->destroyed = true;
+    if (wrapped_locked(c, s)) {
+        /* a wrapper still refers to it (its handle was wrapped): its worker ends it once it is
+         * idle and the last wrapper went, as it ends an exited thread's stream */
+        s->retired = true;
+        pthread_cond_signal(&s->wake);
+        pthread_mutex_unlock(&c->lock);
+        return GM_OK;
+    }
     wait_idle_locked(s);
     s->stopping = true;
     pthread_cond_signal(&s->wake);
@@ -661,16 +671,17 @@ gm_status gm__host_stream_destroy(gm_backend_ctx *bctx, gm_backend_stream *strea
     return GM_OK;
 }
 
-/* The worker stream `native` names, if it is one of this context's (lock held). */
+/* The worker stream `native` names, if it is one of this context's and not destroyed (lock
+ * held). */
 static host_stream *find_stream_locked(host_ctx *c, const void *native)
 {
     for (host_stream *s = c->streams; s != NULL; s = s->next) {
         if ((const void *)s == native)
-            return s;
+            return s->destroyed ? NULL : s;
     }
     for (host_stream *s = c->wrappers; s != NULL; s = s->next) {
         if ((const void *)s == native)
-            return s->target;
+            return s->target->destroyed ? NULL : s->target;
     }
     return NULL;
 }
@@ -693,7 +704,6 @@ gm_status gm__host_stream_wrap(gm_backend_ctx *bctx, void *native, gm_backend_st
         w->ctx = c;
         w->target = target;
         w->builtin = BUILTIN_NONE;
-        w->holds = target->builtin == GM_BUILTIN_STREAM_PER_THREAD;
         w->next = c->wrappers;
         c->wrappers = w;
     }
@@ -701,7 +711,9 @@ gm_status gm__host_stream_wrap(gm_backend_ctx *bctx, void *native, gm_backend_st
     if (target == NULL) {
         gm__free(w);
         return gm__error(GM_ERR_INVALID_HANDLE,
-                         "stream_wrap: %p is not a stream of this host backend context", native);
+                         "stream_wrap: %p is not a live stream of this host backend context "
+                         "(never one, or destroyed)",
+                         native);
     }
     *stream_p = to_backend_stream(w);
     return GM_OK;
@@ -720,8 +732,9 @@ void gm__host_stream_unwrap(gm_backend_ctx *bctx, gm_backend_stream *stream)
         continue;
     if (*pp == s)
         *pp = s->next;
-    if (s->holds) /* a per-thread stream (alive while wrapped): its worker may end it now */
-        pthread_cond_signal(&s->target->wake);
+    /* the target stays while wrapped: if retired (its thread exited, or it was destroyed),
+     * its worker may end it now */
+    pthread_cond_signal(&s->target->wake);
     pthread_mutex_unlock(&c->lock);
     gm__free(s);
 }

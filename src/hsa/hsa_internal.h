@@ -121,12 +121,13 @@ struct gm_backend_stream {
     gm_backend_stream *target; /* wrappers: the wrapped stream */
     gm_backend_stream *next;   /* bctx->streams list, or bctx->wrappers for a wrapper */
     gm_backend_stream *prev;   /* wrappers: the previous one on bctx->wrappers */
-    bool retired;              /* per-thread stream of an exited thread: freed once idle */
-    int wrappers;              /* per-thread streams: stream_wrap wrappers of it (lock) */
-    bool holds;                /* a wrapper of a per-thread stream (counted there) */
-    hsa_queue_t *queue;        /* created on first packet */
-    gm__hsa_sig *queue_last;   /* completion of the last packet chain on queue (ref) */
-    gm__hsa_sig **frontier;    /* what the next operation waits for */
+    bool retired;       /* per-thread stream of an exited thread, or a destroyed one still wrapped:
+                           freed once idle and unwrapped (end_retired) */
+    bool destroyed;     /* stream_destroy was called: no new wrapper finds it */
+    int wrappers;       /* stream_wrap wrappers of it (lock): it stays while there are any */
+    hsa_queue_t *queue; /* created on first packet */
+    gm__hsa_sig *queue_last; /* completion of the last packet chain on queue (ref) */
+    gm__hsa_sig **frontier;  /* what the next operation waits for */
     size_t nfrontier, frontier_cap;
     gm__hsa_op *ops_head, *ops_tail; /* pending operations, in submission order */
     pthread_mutex_t error_lock;      /* guards error, error_text (handler threads) */

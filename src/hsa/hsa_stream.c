@@ -509,8 +509,8 @@ static void end_retired(gm_backend_ctx *bctx)
             continue;
         }
         if (peek_error(s) != GM_OK)
-            gm__log(GM_LOG_WARN,
-                    "per-thread stream of an exited thread: discarding unreported error: %s",
+            gm__log(GM_LOG_WARN, "%s: discarding unreported error: %s",
+                    s->destroyed ? "stream_destroy" : "per-thread stream of an exited thread",
                     s->error_text);
         stream_free(bctx, s); /* unlinks it: *link is the next one now */
     }
@@ -746,7 +746,11 @@ gm_status gm__hsa_stream_destroy(gm_backend_ctx *bctx, gm_backend_stream *stream
     status = drain(bctx, stream, "stream_destroy");
     if (status == GM_OK)
         status = take_error(stream, "stream_destroy");
-    stream_retire(bctx, stream);
+    stream->destroyed = true;
+    if (stream->wrappers > 0)
+        stream->retired = true; /* wrapped: freed with the last wrapper (end_retired) */
+    else
+        stream_retire(bctx, stream);
     pthread_mutex_unlock(&bctx->lock);
     /* The stream is gone either way: an error of its work is logged, not returned (nor left
      * as the thread's error), so that the deallocation queue does not keep the entry and
@@ -848,10 +852,10 @@ gm_status gm__hsa_stream_wrap(gm_backend_ctx *bctx, void *native, gm_backend_str
     target = bctx->streams;
     while (target != NULL && (void *)target != native)
         target = target->next;
-    if (target == NULL) {
+    if (target == NULL || target->destroyed) {
         status = gm__error(GM_ERR_INVALID_HANDLE,
-                           "stream_wrap: %p is not an HSA stream of "
-                           "this context (HSA has no foreign stream handle)",
+                           "stream_wrap: %p is not a live HSA stream of this context (never "
+                           "one, or destroyed; HSA has no foreign stream handle)",
                            native);
         goto done;
     }
@@ -859,10 +863,7 @@ gm_status gm__hsa_stream_wrap(gm_backend_ctx *bctx, void *native, gm_backend_str
     if (status != GM_OK)
         goto done;
     wrapper->target = target;
-    if (target->kind == GM_HSA_STREAM_PER_THREAD) { /* a retired one stays while wrapped */
-        target->wrappers++;
-        wrapper->holds = true;
-    }
+    target->wrappers++; /* a retired or destroyed one stays while wrapped */
     *stream_p = wrapper;
 done:
     pthread_mutex_unlock(&bctx->lock);
@@ -874,9 +875,8 @@ void gm__hsa_stream_unwrap(gm_backend_ctx *bctx, gm_backend_stream *stream)
     if (stream == NULL || stream->kind != GM_HSA_STREAM_WRAPPER)
         return;
     pthread_mutex_lock(&bctx->lock);
-    /* only a per-thread target is looked at: it is alive while wrapped (another may be gone,
-     * destroyed by its owner before the wrapper was released) */
-    if (stream->holds && --stream->target->wrappers == 0 && stream->target->retired)
+    /* the target stays while wrapped; retired (its thread exited) or destroyed, it may go now */
+    if (--stream->target->wrappers == 0 && stream->target->retired)
         end_retired(bctx);
     gm__hsa_wrapper_free(bctx, stream);
     pthread_mutex_unlock(&bctx->lock);

@@ -1609,20 +1609,35 @@ static void test_per_thread_stream_from_late_destructor(void **state)
     assert_int_equal(gm_test_use_cmocka_allocator(state), 0);
 }
 
+/* A backend callback that counts its calls. */
+static void count_call(gm_status status, void *user)
+{
+    (void)status;
+    atomic_fetch_add((_Atomic int *)user, 1);
+}
+
 /*
- * A wrapper released after its stream was destroyed (and freed) by its
- * owner, as context teardown does with wrappers left to it: the release
- * must not look at the stream (AddressSanitizer reports it if it does).
+ * A wrapper released after its stream was destroyed by its owner, as context
+ * teardown does with wrappers left to it: the stream stays until the wrapper
+ * goes (AddressSanitizer reports a use after free, cmocka a leak, if not).
  */
 static void test_unwrap_after_owner_destroyed(void **state)
 {
     gm_backend_ctx *c = ctx_new();
-    gm_backend_stream *owner = NULL, *w = NULL;
+    gm_backend_stream *owner = NULL, *w = NULL, *again = NULL;
+    void *native = NULL;
+    _Atomic int calls = 0;
 
     (void)state;
     assert_ok(OPS->stream_create(c, GM_STREAM_DEFAULT, &owner));
-    assert_ok(OPS->stream_wrap(c, OPS->stream_native(c, owner), &w));
+    native = OPS->stream_native(c, owner);
+    assert_ok(OPS->stream_wrap(c, native, &w));
     assert_ok(OPS->stream_destroy(c, owner));
+    /* the wrapper keeps it: it still runs work, and no new wrapper finds it */
+    assert_status(OPS->stream_wrap(c, native, &again), GM_ERR_INVALID_HANDLE);
+    assert_ok(OPS->stream_add_callback(c, w, count_call, (void *)&calls));
+    assert_ok(OPS->stream_synchronize(c, w));
+    assert_int_equal(calls, 1);
     OPS->stream_unwrap(c, w);
     OPS->fini(c);
 }

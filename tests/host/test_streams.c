@@ -469,6 +469,51 @@ static void test_failed_copy_keeps_stream_error(void **state)
     gm_context_destroy(&ctx);
 }
 
+/* Counts its calls. */
+static void count_callback(gm_stream *stream, gm_status status, void *user)
+{
+    (void)stream;
+    (void)status;
+    atomic_fetch_add((_Atomic int *)user, 1);
+}
+
+/*
+ * A wrapper of a created stream keeps it: the owner's destroy (at the flush)
+ * leaves it to the wrapper, which still works, and no new wrapper finds it.
+ * Wrapping a handle whose destroy is only queued is the same case. Used to
+ * free the stream under the wrapper (ASan: heap-use-after-free).
+ */
+static void test_wrapper_keeps_destroyed_stream(void **state)
+{
+    gm_context *ctx = rt_fault_ctx();
+    gm_stream *owner = NULL, *ext = NULL, *again = NULL;
+    void *native = NULL;
+    _Atomic int calls = 0;
+
+    (void)state;
+    for (int order = 0; order < 2; order++) {
+        assert_ok(gm_stream_create(ctx, 0, &owner));
+        native = gm_stream_native(owner);
+        if (order == 0) /* wrapped first, then destroyed by its owner */
+            assert_ok(gm_stream_wrap_external(ctx, native, &ext));
+        gm_stream_destroy(&owner);
+        if (order == 1) /* its destroy queued, then its handle wrapped */
+            assert_ok(gm_stream_wrap_external(ctx, native, &ext));
+        assert_ok(gm_deallocations_flush(ctx)); /* the backend's destroy runs */
+        assert_ok(gm_stream_query(ext));
+        assert_ok(gm_stream_add_callback(ext, count_callback, (void *)&calls));
+        assert_ok(gm_stream_synchronize(ext));
+        assert_int_equal(calls, order + 1);
+        assert_status(gm_stream_wrap_external(ctx, native, &again), GM_ERR_INVALID_HANDLE);
+        assert_message_contains("destroyed");
+        assert_null(again);
+        gm_stream_destroy(&ext);
+        assert_ok(gm_deallocations_flush(ctx)); /* the last wrapper: the stream goes */
+    }
+    assert_int_equal(rt_fault_calls(RT_STREAM_DESTROY), 2);
+    gm_context_destroy(&ctx);
+}
+
 /* A wrapped stream is never destroyed by gpumem: the owner keeps using it. */
 static void test_wrap_external(void **state)
 {
@@ -925,14 +970,6 @@ static void test_callback_releases(void **state)
     gm_context_destroy(&ctx); /* waits for the callback, which takes the context's lock */
     assert_null(job.array);
     assert_ok(gm_test_use_cmocka_allocator(NULL));
-}
-
-/* Counts its calls. */
-static void count_callback(gm_stream *stream, gm_status status, void *user)
-{
-    (void)stream;
-    (void)status;
-    atomic_fetch_add((_Atomic int *)user, 1);
 }
 
 /*
@@ -1510,6 +1547,7 @@ int main(void)
         cmocka_unit_test_setup(test_per_thread_scopes_in_many_contexts, test_setup),
         cmocka_unit_test_setup(test_per_thread_scopes_of_destroyed_contexts, test_setup),
         cmocka_unit_test_setup(test_wrap_external, test_setup),
+        cmocka_unit_test_setup(test_wrapper_keeps_destroyed_stream, test_setup),
         cmocka_unit_test_setup(test_synchronize_query_callback, test_setup),
         cmocka_unit_test_setup(test_default_stream_is_legacy, test_setup),
         cmocka_unit_test_setup(test_context_synchronize, test_setup),

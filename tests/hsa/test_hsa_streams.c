@@ -588,20 +588,35 @@ static void test_retired_wait_orders_legacy(void **state)
     free(back);
 }
 
+/* A backend callback that counts its calls. */
+static void count_call(gm_status status, void *user)
+{
+    (void)status;
+    atomic_fetch_add((_Atomic int *)user, 1);
+}
+
 /*
- * A wrapper released after its stream was destroyed (and freed) by its
- * owner, as context teardown does with wrappers left to it: the release
- * must not look at the stream (AddressSanitizer reports it if it does).
+ * A wrapper released after its stream was destroyed by its owner, as context
+ * teardown does with wrappers left to it: the stream stays until the wrapper
+ * goes (AddressSanitizer reports a use after free, cmocka a leak, if not).
  */
 static void test_unwrap_after_owner_destroyed(void **state)
 {
     gm_backend_ctx *bctx = hsa_test_open(NULL, 0);
-    gm_backend_stream *owner = NULL, *w = NULL;
+    gm_backend_stream *owner = NULL, *w = NULL, *again = NULL;
+    void *native = NULL;
+    _Atomic int calls = 0;
 
     (void)state;
     assert_ok(hsa_ops->stream_create(bctx, GM_STREAM_DEFAULT, &owner));
-    assert_ok(hsa_ops->stream_wrap(bctx, hsa_ops->stream_native(bctx, owner), &w));
+    native = hsa_ops->stream_native(bctx, owner);
+    assert_ok(hsa_ops->stream_wrap(bctx, native, &w));
     assert_ok(hsa_ops->stream_destroy(bctx, owner));
+    /* the wrapper keeps it: it still runs work, and no new wrapper finds it */
+    assert_status(hsa_ops->stream_wrap(bctx, native, &again), GM_ERR_INVALID_HANDLE);
+    assert_ok(hsa_ops->stream_add_callback(bctx, w, count_call, (void *)&calls));
+    assert_ok(hsa_ops->stream_synchronize(bctx, w));
+    assert_int_equal(calls, 1);
     hsa_ops->stream_unwrap(bctx, w);
     hsa_test_close(bctx);
 }
