@@ -539,6 +539,15 @@ GM_API gm_stream *gm_per_thread_default_stream(gm_context *ctx);
  * @brief Wrap a native stream (CUstream, an HSA stream made by gpumem, or a
  *        host-backend gm stream handle) without taking ownership
  *        (Numba's external_stream).
+ *
+ * The owner keeps a foreign stream alive while it is wrapped, as in Numba.
+ * A stream made by this context (gm_stream_create) that its owner destroys
+ * while wrapped stays, on the host and HSA backends, until its last wrapper
+ * is destroyed too: the wrapper keeps working, and wrapping its handle again
+ * is GM_ERR_INVALID_HANDLE (as is any handle that is not a live stream of
+ * this context there). On CUDA a CUstream is a driver handle: once the
+ * owner's destroy reaches the driver (at the next flush), the wrapper names
+ * a destroyed CUstream, which the driver does not define a use of.
  */
 GM_API gm_status gm_stream_wrap_external(gm_context *ctx, void *native, gm_stream **stream_p);
 
