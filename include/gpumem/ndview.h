@@ -63,7 +63,7 @@ typedef struct gm_ndview {
     int32_t ndim;                 /**< number of dimensions, 0 ..= GM_MAX_DIMS */
     int32_t memory;               /**< a gm_memory_kind */
     int32_t device_id;            /**< device ordinal for device/mapped/managed memory, else -1 */
-    int32_t reserved;             /**< zero */
+    int32_t reserved;             /**< gpumem writes zero and ignores it when reading */
     int64_t shape[GM_MAX_DIMS];   /**< extents; entries past ndim are ignored */
     int64_t strides[GM_MAX_DIMS]; /**< byte strides; entries past ndim are ignored */
 } gm_ndview;

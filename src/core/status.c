@@ -300,7 +300,7 @@ void gm_log_stderr(gm_log_level level, const char *message, void *user)
     const char *name = (level >= GM_LOG_OFF && level <= GM_LOG_TRACE) ? names[level] : "?";
 
     (void)user;
-    fprintf(stderr, "gpumem[%s]: %s\n", name, message);
+    fprintf(stderr, "gpumem[%s]: %s\n", name, message != NULL ? message : "");
 }
 
 gm_status gm_set_host_allocator(const gm_host_allocator *allocator)
