@@ -722,9 +722,12 @@ GM_API gm_status gm_array_from_foreign(gm_context *ctx, const gm_ndview *view,
  * Asks the driver first (cuPointerGetAttribute, hsa_amd_pointer_info, the
  * simulator's registry); where the backend cannot tell, or calls it host
  * memory, the arrays alive in this context answer (including foreign ones).
- * Page-locked memory is named by how it was made, on every backend (drivers
- * do not tell the two apart): PINNED for gm_pinned_array, gm_pin and
- * gm_register, MAPPED for gm_mapped_array and gm_map.
+ * Page-locked memory is named by how it was made, on every backend, when
+ * asked through the context that made it (drivers do not tell the two
+ * apart): PINNED for gm_pinned_array, gm_pin and gm_register, MAPPED for
+ * gm_mapped_array and gm_map. Another context gets the driver's answer:
+ * PINNED on CUDA, MAPPED on HSA, and on the simulator HOST, unless the
+ * memory was made GM_HOST_PORTABLE (then its own kind).
  * @return GM_OK, GM_ERR_NULL_POINTER (ctx, kind_p), a driver error.
  */
 GM_API gm_status gm_pointer_kind(gm_context *ctx, const void *ptr, gm_memory_kind *kind_p);

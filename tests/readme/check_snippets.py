@@ -23,6 +23,8 @@ naming one entry of FIXTURES below, which says how the block is checked:
                   it is compiled (-c) only.
   "backends":     the backends a "run" block is for (default: all); with
                   --backend naming another, the block is skipped and says so.
+  "globals_snippet": another block (a "compile" one) pasted before main(),
+                  so that two examples of the README are checked together.
 
 Blocks without a marker, unknown marker names and fixtures no block uses are
 errors, so that a new example cannot go unchecked.
@@ -170,22 +172,12 @@ gm_stream_destroy(&stream);
 gm_context_destroy(&ctx);
 """,
     },
-    # Registering your own kernels: a kernel file's table (here in the same file).
+    # Registering your own kernels: the README's kernel file ("kernel" above) in the same
+    # program, so that the two examples agree.
     "register": {
         "mode": "run",
         "backends": ("host",),  # the README's set has the host table only ("for the simulator")
-        "globals": r"""
-#include <gpumem/kernel.h>
-
-GM_KERNEL(my_scale, (float *, x), (float, factor), (int64_t, n))
-{
-    int64_t i = gm_global_id_x();
-    if (i < n)
-        x[i] *= factor;
-}
-
-GM_HOST_TABLE(my_kernels, GM_HOST_KERNELS(my_scale), GM_HOST_NO_GLOBALS);
-""",
+        "globals_snippet": "kernel",
         "before": r"""
 gm_context *ctx = NULL;
 CHECK(gm_context_create(NULL, &ctx) == GM_OK);
@@ -294,11 +286,15 @@ def indent(code, pad="    "):
     return "".join(pad + line if line.strip() else line for line in code.splitlines(True))
 
 
-def wrap(name, fixture, readme, first_line, code, out_name, backend="host"):
+def wrap(name, fixture, readme, first_line, code, out_name, backend="host", codes=None):
     """The C source for a snippet, with #line so diagnostics point at README.md."""
     if fixture["mode"] == "compile":
         return f"#line {first_line} {c_string(readme)}\n{code}"
-    head = PRELUDE % {"readme": os.path.basename(readme), "globals": fixture.get("globals", "")}
+    globs = fixture.get("globals", "")
+    if "globals_snippet" in fixture:  # another README block, a whole file, before main()
+        other_line, other_code = codes[fixture["globals_snippet"]]
+        globs = f"#line {other_line} {c_string(readme)}\n{other_code}"
+    head = PRELUDE % {"readme": os.path.basename(readme), "globals": globs}
     head += "    /* fixture: what the snippet assumes */\n" + indent(fixture.get("before", "").lstrip("\n"))
     head += f"    /* README.md snippet '{name}' */\n"
     text = head + f"#line {first_line} {c_string(readme)}\n" + code
@@ -417,7 +413,8 @@ def main():
             fixture = FIXTURES[name]
             src = os.path.join(work, f"snippet_{name}.c")
             with open(src, "w") as f:
-                f.write(wrap(name, fixture, readme, line, code, src, args.backend))
+                f.write(wrap(name, fixture, readme, line, code, src, args.backend,
+                             {n: (ln, c) for n, ln, c in blocks}))
             where = f"{os.path.basename(readme)}:{line - 1} snippet '{name}' ({fixture['mode']})"
             if fixture["mode"] == "run" and args.backend not in fixture.get("backends",
                                                                             (args.backend,)):
