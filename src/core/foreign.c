@@ -253,7 +253,7 @@ static gm_status pointer_kind(const char *fn, gm_context *ctx, const void *ptr,
             gm__error_restore(&saved);
     }
     if (status != GM_OK && status != GM_ERR_UNSUPPORTED)
-        return status;
+        return gm__error_within(fn, status);
     if (ptr != NULL && (status == GM_ERR_UNSUPPORTED || kind == GM_MEMORY_HOST)) {
         kind = registry_kind(ctx, ptr); /* page-locked memory is named by its array here */
     } else if (ptr != NULL && (kind == GM_MEMORY_PINNED || kind == GM_MEMORY_MAPPED)) {

@@ -170,7 +170,7 @@ static gm_status read_device_info(gm_backend_ctx *bctx)
     if (status == GM_OK)
         status = read_attributes(bctx, &shared, &optin, &pitch);
     if (status != GM_OK)
-        return gm__cuda_annotate(status, "cuda: cannot read the device's properties");
+        return status; /* the caller says what failed */
     info->backend = GM_BACKEND_CUDA;
     info->device_id = bctx->device_id;
     info->total_memory = (int64_t)total;

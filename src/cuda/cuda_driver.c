@@ -333,7 +333,7 @@ gm_status gm__cuda_check(const gm_cuda_driver *drv, CUresult result, CUresult qu
     if (result == CUDA_SUCCESS)
         return GM_OK;
     status = gm__cuda_translate((int)result);
-    if (result == quiet || result == CUDA_ERROR_NOT_READY)
+    if (result == quiet)
         return status;
     text = driver_string(drv, result);
     return gm__error(status, "%s failed: %s (%s; CUresult %d) at %s:%d%s", call,

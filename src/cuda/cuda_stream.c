@@ -118,6 +118,8 @@ void gm__cuda_streams_init(gm_backend_ctx *bctx)
     gm__thread_watch_start(&bctx->exit_watch, thread_exited, bctx);
 }
 
+static void stream_unref(gm_backend_stream *stream);
+
 /* After every host call has returned (fini waits for them): the slots left go, with their
  * errors logged (the core reports, and so takes, the errors of the built-in streams it
  * handed out; the legacy stream's, set through a wrapper of its handle, is logged here). */
@@ -132,6 +134,16 @@ void gm__cuda_streams_fini(gm_backend_ctx *bctx)
         slot_free_locked(bctx, bctx->thread_errors, "context teardown");
     pthread_mutex_unlock(&bctx->thread_errors_lock);
     pthread_mutex_destroy(&bctx->thread_errors_lock);
+    /* created streams the driver refused to destroy (a sticky error fails every call):
+     * their driver handles go with the context, their records here */
+    while (bctx->created != NULL) {
+        gm_backend_stream *s = bctx->created;
+
+        bctx->created = s->next_created;
+        gm__log(GM_LOG_WARN, "context teardown: a stream the driver did not destroy is left "
+                             "to the context's end");
+        stream_unref(s);
+    }
     pthread_mutex_destroy(&bctx->created_lock);
 }
 
@@ -405,7 +417,8 @@ gm_status gm__cuda_stream_query(gm_backend_ctx *bctx, gm_backend_stream *stream)
     gm_status status = gm__cuda_enter(bctx);
 
     if (status == GM_OK)
-        status = GM_CUDA_CALL(&bctx->drv, cuStreamQuery, gm__cuda_stream_handle(stream));
+        status = GM_CUDA_CALL_QUIET(&bctx->drv, CUDA_ERROR_NOT_READY, cuStreamQuery,
+                                    gm__cuda_stream_handle(stream));
     if (status == GM_OK)
         gm__cuda_host_calls_seen(bctx);
     return status; /* a failed host work's error stays for stream_synchronize, as elsewhere */
@@ -597,7 +610,7 @@ gm_status gm__cuda_event_query(gm_backend_ctx *bctx, gm_backend_event *event)
     gm_status status = gm__cuda_enter(bctx);
 
     if (status == GM_OK)
-        status = GM_CUDA_CALL(&bctx->drv, cuEventQuery, (CUevent)event);
+        status = GM_CUDA_CALL_QUIET(&bctx->drv, CUDA_ERROR_NOT_READY, cuEventQuery, (CUevent)event);
     if (status == GM_OK)
         gm__cuda_host_calls_seen(bctx);
     return status;
@@ -621,8 +634,9 @@ gm_status gm__cuda_event_elapsed(gm_backend_ctx *bctx, gm_backend_event *start,
     gm_status status = gm__cuda_enter(bctx);
 
     if (status == GM_OK)
-        status = GM_CUDA_CALL(&bctx->drv, cuEventElapsedTime, &ms, (CUevent)start, (CUevent)end);
-    if (status == GM_ERR_NOT_READY) /* not recorded as an error by GM_CUDA_CALL (queries) */
+        status = GM_CUDA_CALL_QUIET(&bctx->drv, CUDA_ERROR_NOT_READY, cuEventElapsedTime, &ms,
+                                    (CUevent)start, (CUevent)end);
+    if (status == GM_ERR_NOT_READY) /* not recorded as an error (GM_CUDA_CALL_QUIET) */
         return gm__error(status, "cuda event_elapsed: an event has not completed yet");
     if (status != GM_OK)
         return status;

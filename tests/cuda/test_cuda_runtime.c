@@ -578,6 +578,49 @@ static void test_other_backend_callback_queues_cuda_work(void **state)
     close_context(ctx);
 }
 
+/*
+ * Teardown when the driver refuses to destroy a stream (a sticky error fails
+ * every later call): the backend's record of it still goes (cmocka reports a
+ * leak if not), and the refusal is logged.
+ */
+static void test_teardown_after_refused_stream_destroy(void **state)
+{
+    gm_context *ctx = open_context();
+    gm_stream *s = NULL;
+
+    (void)state;
+    assert_ok(gm_stream_create(ctx, 0, &s));
+    gm_stream_destroy(&s); /* queued */
+    gm_cuda_double_fail("cuStreamDestroy_v2", 1, CUDA_ERROR_ILLEGAL_ADDRESS);
+    gm_context_destroy(&ctx);
+    assert_null(ctx);
+    assert_int_equal(gm_cuda_double_count_calls("cuStreamDestroy_v2"), 1);
+    assert_no_violations();
+}
+
+/* Driver failures of gm_pointer_kind name the call; NOT_READY is an error outside queries. */
+static void test_failure_messages(void **state)
+{
+    gm_context *ctx = open_context();
+    gm_memory_kind kind = GM_MEMORY_HOST;
+    gm_array *a = NULL;
+    int64_t n = 16;
+    int x = 0;
+
+    (void)state;
+    gm_cuda_double_fail("cuPointerGetAttribute", 1, CUDA_ERROR_ILLEGAL_ADDRESS);
+    assert_status(gm_pointer_kind(ctx, &x, &kind), GM_ERR_CONTEXT_LOST);
+    assert_message_contains("gm_pointer_kind: ");
+    assert_message_contains("cuPointerGetAttribute failed");
+    gm_clear_error();
+    gm_cuda_double_fail("cuMemAlloc_v2", 1, CUDA_ERROR_NOT_READY);
+    assert_status(gm_device_array(ctx, 1, &n, GM_UINT8, GM_ORDER_C, &a), GM_ERR_NOT_READY);
+    assert_message_contains("gm_device_array: ");
+    assert_message_contains("failed: CUDA_ERROR_NOT_READY");
+    assert_null(a);
+    close_context(ctx);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -594,6 +637,8 @@ int main(void)
         cmocka_unit_test_setup(test_ipc_round_trip, cuda_test_setup),
         cmocka_unit_test_setup(test_callback_calls_that_need_the_driver, cuda_test_setup),
         cmocka_unit_test_setup(test_other_backend_callback_queues_cuda_work, cuda_test_setup),
+        cmocka_unit_test_setup(test_teardown_after_refused_stream_destroy, cuda_test_setup),
+        cmocka_unit_test_setup(test_failure_messages, cuda_test_setup),
     };
 
     return cmocka_run_group_tests_name("cuda/runtime", tests, cuda_test_group_setup,
