@@ -123,6 +123,7 @@ static struct {
     const char *fail_symbol;
     long fail_n;
     CUresult fail_result;
+    CUresult sticky; /* every context call returns it (gm_cuda_double_set_sticky) */
     long violations;
     char last_violation[512];
     double clock_ms;
@@ -211,6 +212,8 @@ static CUresult enter(const char *symbol, need requirement)
         return violation(CUDA_ERROR_NOT_INITIALIZED, "%s before cuInit", symbol);
     if (requirement == NEED_CONTEXT && (current_context == NULL || current_context->retain <= 0))
         return violation(CUDA_ERROR_INVALID_CONTEXT, "%s without a current context", symbol);
+    if (requirement == NEED_CONTEXT && S.sticky != CUDA_SUCCESS)
+        return S.sticky; /* the context is unusable: "every later call returns it" */
     return CUDA_SUCCESS;
 }
 
@@ -399,6 +402,13 @@ void gm_cuda_double_fail(const char *symbol, long n, CUresult result)
     S.fail_symbol = symbol;
     S.fail_n = n;
     S.fail_result = result;
+    pthread_mutex_unlock(&log_lock);
+}
+
+void gm_cuda_double_set_sticky(CUresult result)
+{
+    pthread_mutex_lock(&log_lock);
+    S.sticky = result;
     pthread_mutex_unlock(&log_lock);
 }
 

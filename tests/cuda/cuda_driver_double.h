@@ -69,6 +69,16 @@ void gm_cuda_double_set_max_pitch(int pitch);
  */
 void gm_cuda_double_fail(const char *symbol, long n, CUresult result);
 
+/*
+ * A sticky error (e.g. CUDA_ERROR_ILLEGAL_ADDRESS after a kernel fault):
+ * from now on every entry point that works in a context returns `result`
+ * (frees, destroys and synchronizations included), as the real driver does
+ * until the process ends; device queries and the context stack
+ * (cuCtxGet/Set/Push/PopCurrent, the primary context's retain and release)
+ * still work. CUDA_SUCCESS (and a reset) turns it off.
+ */
+void gm_cuda_double_set_sticky(CUresult result);
+
 /* The status cuStreamAddCallback's functions receive from now on (reset: CUDA_SUCCESS). */
 void gm_cuda_double_set_callback_status(CUresult status);
 

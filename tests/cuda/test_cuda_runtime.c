@@ -9,6 +9,7 @@
  */
 #include <stdint.h>
 #include <string.h>
+#include <time.h>
 
 #include "cuda_test_util.h"
 #include "runtime_internal.h"
@@ -621,6 +622,60 @@ static void test_failure_messages(void **state)
     close_context(ctx);
 }
 
+/*
+ * A sticky error (a kernel fault): every later driver call in the context
+ * fails, frees and destroys included. Everything is still released, the
+ * teardown ends in bounded time, the library's own memory is freed (cmocka's
+ * leak check) and no driver rule is broken. The driver's objects are the
+ * driver's to drop with the context.
+ */
+static void test_sticky_error_releases_everything(void **state)
+{
+    static _Alignas(4096) unsigned char buf[8192];
+    gm_context *ctx = open_context();
+    gm_array *kept = NULL, *queued = NULL, *pinned = NULL, *mapped = NULL;
+    gm_stream *s = NULL, *ext = NULL;
+    gm_event *e = NULL;
+    gm_host_scope *scope = NULL;
+    gm_ndview v;
+    int64_t n = 1024, bytes = sizeof buf;
+    struct timespec t0, t1;
+
+    (void)state;
+    assert_ok(gm_device_array(ctx, 1, &n, GM_FLOAT32, GM_ORDER_C, &kept));
+    assert_ok(gm_device_array(ctx, 1, &n, GM_FLOAT32, GM_ORDER_C, &queued));
+    assert_ok(gm_pinned_array(ctx, 1, &n, GM_FLOAT32, GM_ORDER_C, &pinned));
+    assert_ok(gm_mapped_array(ctx, 1, &n, GM_FLOAT32, GM_ORDER_C, 0, &mapped));
+    assert_ok(gm_stream_create(ctx, 0, &s));
+    assert_ok(gm_stream_wrap_external(ctx, gm_stream_native(s), &ext));
+    assert_ok(gm_event_create(ctx, true, &e));
+    assert_ok(gm_event_record(e, s));
+    assert_ok(gm_ndview_init(buf, GM_UINT8, 1, &bytes, NULL, GM_ORDER_C, &v));
+    assert_ok(gm_pin(ctx, 1, &v, &scope));
+    gm_array_release(&queued);
+    gm_cuda_double_set_sticky(CUDA_ERROR_ILLEGAL_ADDRESS);
+    assert_status(gm_context_synchronize(ctx), GM_ERR_CONTEXT_LOST);
+    assert_status(gm_array_memset(kept, 0, s), GM_ERR_CONTEXT_LOST);
+    assert_status(gm_stream_synchronize(ext), GM_ERR_CONTEXT_LOST);
+    assert_status(gm_event_synchronize(e), GM_ERR_CONTEXT_LOST);
+    assert_status(gm_host_scope_end(&scope), GM_ERR_CONTEXT_LOST);
+    assert_null(scope);
+    gm_event_destroy(&e);
+    gm_stream_destroy(&ext);
+    gm_stream_destroy(&s);
+    gm_array_release(&kept);
+    gm_array_release(&pinned);
+    gm_array_release(&mapped);
+    assert_status(gm_deallocations_flush(ctx), GM_ERR_CONTEXT_LOST);
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    gm_context_destroy(&ctx);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    assert_null(ctx);
+    assert_true(t1.tv_sec - t0.tv_sec < 20); /* a hang check, not a speed test */
+    assert_no_violations();
+    gm_cuda_double_set_sticky(CUDA_SUCCESS);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -639,6 +694,7 @@ int main(void)
         cmocka_unit_test_setup(test_other_backend_callback_queues_cuda_work, cuda_test_setup),
         cmocka_unit_test_setup(test_teardown_after_refused_stream_destroy, cuda_test_setup),
         cmocka_unit_test_setup(test_failure_messages, cuda_test_setup),
+        cmocka_unit_test_setup(test_sticky_error_releases_everything, cuda_test_setup),
     };
 
     return cmocka_run_group_tests_name("cuda/runtime", tests, cuda_test_group_setup,
