@@ -647,6 +647,11 @@ gm_status gm__host_stream_destroy(gm_backend_ctx *bctx, gm_backend_stream *strea
         return gm__error(GM_ERR_STATE, "stream_destroy: called from the stream's own work");
     pthread_mutex_lock(&c->lock);
     s->destroyed = true;
+    wait_idle_locked(s); /* the core frees what its queued callbacks are given next */
+    if (s->sticky != GM_OK) {
+        gm__log(GM_LOG_WARN, "stream_destroy: discarding unreported error: %s", s->sticky_message);
+        s->sticky = GM_OK; /* taken with the stream, whoever still wraps it */
+    }
     if (wrapped_locked(c, s)) {
         /* a wrapper still refers to it (its handle was wrapped): its worker ends it once it is
          * idle and the last wrapper went, as it ends an exited thread's stream */
@@ -655,14 +660,11 @@ gm_status gm__host_stream_destroy(gm_backend_ctx *bctx, gm_backend_stream *strea
         pthread_mutex_unlock(&c->lock);
         return GM_OK;
     }
-    wait_idle_locked(s);
     s->stopping = true;
     pthread_cond_signal(&s->wake);
     pthread_mutex_unlock(&c->lock);
     pthread_join(s->thread, NULL);
     pthread_mutex_lock(&c->lock);
-    if (s->sticky != GM_OK)
-        gm__log(GM_LOG_WARN, "stream_destroy: discarding unreported error: %s", s->sticky_message);
     unlink_stream_locked(c, s);
     reap_locked(c);
     pthread_mutex_unlock(&c->lock);

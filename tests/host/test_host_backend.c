@@ -1632,7 +1632,9 @@ static void test_unwrap_after_owner_destroyed(void **state)
     assert_ok(OPS->stream_create(c, GM_STREAM_DEFAULT, &owner));
     native = OPS->stream_native(c, owner);
     assert_ok(OPS->stream_wrap(c, native, &w));
-    assert_ok(OPS->stream_destroy(c, owner));
+    assert_ok(OPS->stream_enqueue_host(c, owner, work_fail_quietly, NULL, NULL));
+    assert_ok(OPS->stream_destroy(c, owner)); /* waits for the work, takes (logs) its error */
+    assert_ok(OPS->stream_synchronize(c, w)); /* as on HSA, and as without a wrapper */
     /* the wrapper keeps it: it still runs work, and no new wrapper finds it */
     assert_status(OPS->stream_wrap(c, native, &again), GM_ERR_INVALID_HANDLE);
     assert_ok(OPS->stream_add_callback(c, w, count_call, (void *)&calls));

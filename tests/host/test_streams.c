@@ -477,6 +477,39 @@ static void count_callback(gm_stream *stream, gm_status status, void *user)
     atomic_fetch_add((_Atomic int *)user, 1);
 }
 
+/* Sleeps, then reads the stream it was given. */
+static void late_reader(gm_stream *stream, gm_status status, void *user)
+{
+    struct timespec pause = {0, 100 * 1000 * 1000};
+
+    (void)status;
+    nanosleep(&pause, NULL);
+    *(void **)user = gm_stream_native(stream);
+}
+
+/*
+ * The flush that destroys a wrapped created stream still waits for its queued
+ * callbacks, which are given the stream (it freed the core's stream under a
+ * running one: ASan heap-use-after-free).
+ */
+static void test_destroy_of_wrapped_stream_waits_for_callbacks(void **state)
+{
+    gm_context *ctx = rt_fault_ctx();
+    gm_stream *owner = NULL, *ext = NULL;
+    void *native = NULL, *seen = NULL;
+
+    (void)state;
+    assert_ok(gm_stream_create(ctx, 0, &owner));
+    native = gm_stream_native(owner);
+    assert_ok(gm_stream_wrap_external(ctx, native, &ext));
+    assert_ok(gm_stream_add_callback(owner, late_reader, &seen));
+    gm_stream_destroy(&owner);
+    assert_ok(gm_deallocations_flush(ctx));
+    assert_ptr_equal(seen, native); /* the callback had finished */
+    gm_stream_destroy(&ext);
+    gm_context_destroy(&ctx);
+}
+
 /*
  * A wrapper of a created stream keeps it: the owner's destroy (at the flush)
  * leaves it to the wrapper, which still works, and no new wrapper finds it.
@@ -1548,6 +1581,7 @@ int main(void)
         cmocka_unit_test_setup(test_per_thread_scopes_of_destroyed_contexts, test_setup),
         cmocka_unit_test_setup(test_wrap_external, test_setup),
         cmocka_unit_test_setup(test_wrapper_keeps_destroyed_stream, test_setup),
+        cmocka_unit_test_setup(test_destroy_of_wrapped_stream_waits_for_callbacks, test_setup),
         cmocka_unit_test_setup(test_synchronize_query_callback, test_setup),
         cmocka_unit_test_setup(test_default_stream_is_legacy, test_setup),
         cmocka_unit_test_setup(test_context_synchronize, test_setup),
