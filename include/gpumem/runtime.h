@@ -543,9 +543,10 @@ GM_API gm_stream *gm_per_thread_default_stream(gm_context *ctx);
  * The owner keeps a foreign stream alive while it is wrapped, as in Numba.
  * A stream made by this context (gm_stream_create) that its owner destroys
  * while wrapped stays, on the host and HSA backends, until its last wrapper
- * is destroyed too: the wrapper keeps working, and wrapping its handle again
- * is GM_ERR_INVALID_HANDLE (as is any handle that is not a live stream of
- * this context there). On CUDA a CUstream is a driver handle: once the
+ * is destroyed too: the destroy still waits for the work queued so far and
+ * takes (logs) its error, the wrapper keeps working, and wrapping the handle
+ * again is GM_ERR_INVALID_HANDLE (as is any handle that is not a live stream
+ * of this context there). On CUDA a CUstream is a driver handle: once the
  * owner's destroy reaches the driver (at the next flush), the wrapper names
  * a destroyed CUstream, which the driver does not define a use of.
  */
