@@ -569,8 +569,7 @@ GM_API gm_status gm_stream_query(gm_stream *stream);
 /**
  * @brief Call fn(stream, status, user) once the work queued so far is done
  *        (Numba's add_callback). It runs on a driver or worker thread and
- *        must not call gpumem stream-ordered functions on that stream, nor
- *        anything that waits for streams: the synchronizing calls and the
+ *        must not call anything that waits for streams: the synchronizing calls and the
  *        synchronous operations on device memory (without a stream: a copy,
  *        fill or memset with a device side, to_device, copy_to_host_new, a
  *        launch; gm_module_set_constant; a SmartArray transfer) return
@@ -583,7 +582,12 @@ GM_API gm_status gm_stream_query(gm_stream *stream);
  *        driver returns GM_ERR_STATE without calling it: stream-ordered
  *        work on any stream (a host-to-host copy on a stream, another
  *        callback, an event record), queries, allocation; synchronous
- *        host-to-host copies and fills and releases work everywhere.
+ *        host-to-host copies and fills and releases work everywhere. On
+ *        the host and HSA backends stream-ordered work queued there (another
+ *        callback, on any stream) runs after the callback returns; on HSA,
+ *        where such work may need AQL packets, a full queue there returns
+ *        GM_ERR_STATE instead of waiting (the packets ahead may wait for the
+ *        callback itself).
  */
 typedef void (*gm_stream_callback)(gm_stream *stream, gm_status status, void *user);
 GM_API gm_status gm_stream_add_callback(gm_stream *stream, gm_stream_callback fn, void *user);

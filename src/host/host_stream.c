@@ -647,7 +647,11 @@ gm_status gm__host_stream_destroy(gm_backend_ctx *bctx, gm_backend_stream *strea
         return gm__error(GM_ERR_STATE, "stream_destroy: called from the stream's own work");
     pthread_mutex_lock(&c->lock);
     s->destroyed = true;
-    wait_idle_locked(s); /* the core frees what its queued callbacks are given next */
+    /* The core frees what its queued callbacks are given next: wait until no work is left,
+     * including work such a callback queues meanwhile (wait_idle_locked would stop at what
+     * was queued when it started). */
+    while (s->completed < s->enqueued)
+        pthread_cond_wait(&c->progress, &c->lock);
     if (s->sticky != GM_OK) {
         gm__log(GM_LOG_WARN, "stream_destroy: discarding unreported error: %s", s->sticky_message);
         s->sticky = GM_OK; /* taken with the stream, whoever still wraps it */

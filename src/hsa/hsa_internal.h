@@ -267,6 +267,8 @@ gm_status gm__hsa_sig_wait_locked(gm_backend_ctx *bctx, gm__hsa_sig *sig, const 
 /* Fail the context when a pending operation waits for a failed (negative) signal, which
  * the runtime never starts. Lock held. */
 void gm__hsa_check_stuck(gm_backend_ctx *bctx);
+/* Set while this thread runs host work (a stream callback...) in an async handler. */
+extern _Thread_local bool gm__hsa_in_handler;
 /* For a query that found work pending: gm__hsa_check_stuck, then the context's failure
  * (GM_ERR_CONTEXT_LOST...) as an error naming `what`, or GM_OK. Lock held. */
 gm_status gm__hsa_poll_failed(gm_backend_ctx *bctx, const char *what);

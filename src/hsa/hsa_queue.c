@@ -64,6 +64,14 @@ gm_status gm__hsa_queue_wait_room(gm_backend_ctx *bctx, hsa_queue_t *queue, size
     if (status != GM_OK)
         return status;
     while (slots_used(bctx, queue) + npackets > queue->size) {
+        /* Host work the runtime's handler thread runs (a stream callback) must not wait: the
+         * packets ahead may wait for that very work, which then never ends. */
+        if (gm__hsa_in_handler)
+            return gm__error(GM_ERR_STATE,
+                             "%s: the stream's AQL queue is full, and inside a stream callback "
+                             "waiting for room could wait for the callback itself; queue the "
+                             "work from another thread",
+                             what);
         if (rounds % 256 == 255) /* about every 10 ms: packets behind a failed op never leave */
             gm__hsa_check_stuck(bctx);
         if (atomic_load(&bctx->queue_failed) != 0)

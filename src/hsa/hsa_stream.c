@@ -604,6 +604,8 @@ static gm_status run_work(gm__hsa_work *w, gm_status upstream)
     return status;
 }
 
+_Thread_local bool gm__hsa_in_handler = false;
+
 /* The async handler: runs once the dependency completes, then completes `done`. */
 static bool work_handler(hsa_signal_value_t value, void *arg)
 {
@@ -620,7 +622,9 @@ static bool work_handler(hsa_signal_value_t value, void *arg)
                              "stream work skipped: a preceding operation failed "
                              "(signal %lld)",
                              (long long)value);
+    gm__hsa_in_handler = true;
     status = run_work(w, upstream);
+    gm__hsa_in_handler = false;
     /* A synchronous call reports its own failure (gm__hsa_op_finish_sync). */
     if (status != GM_OK && !w->sync)
         gm__hsa_stream_set_error(w->stream, status,

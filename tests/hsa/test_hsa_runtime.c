@@ -707,6 +707,73 @@ static void test_destroy_with_wrapped_callback_that_never_runs(void **state)
     assert_int_equal(ran, 0);
 }
 
+static _Atomic int chain_ran, chain_added;
+static _Atomic gm_status chained_status = GM_ERR_INTERNAL;
+
+static void chain_leaf(gm_stream *stream, gm_status status, void *user)
+{
+    (void)stream;
+    (void)status;
+    (void)user;
+    atomic_fetch_add(&chain_ran, 1);
+}
+
+/* Gives the main thread time to fill the queue, then queues one more through its stream. */
+static void chain_more(gm_stream *stream, gm_status status, void *user)
+{
+    gm_status st = GM_OK;
+
+    (void)status;
+    (void)user;
+    atomic_fetch_add(&chain_ran, 1);
+    sleep_ms(300);
+    st = gm_stream_add_callback(stream, chain_leaf, NULL);
+    if (st == GM_OK)
+        atomic_fetch_add(&chain_added, 1);
+    atomic_store(&chained_status, st);
+}
+
+/*
+ * A callback that queues another (each needs barrier packets on the legacy
+ * stream, as a blocking stream has work) while the main thread has filled
+ * the stream's AQL queue: it used to wait for room that only its own return
+ * could make, and every thread hung. Now it gets GM_ERR_STATE at once (or
+ * room), the main thread's work goes on, and every callback queued runs.
+ */
+static void test_callback_does_not_wait_for_queue_room(void **state)
+{
+    gm_context *ctx = open_context(0.2, 10);
+    gm_stream *s = NULL, *w = NULL;
+    struct timespec t0, t1;
+
+    (void)state;
+    atomic_store(&chain_ran, 0);
+    atomic_store(&chain_added, 0);
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    assert_ok(gm_stream_create(ctx, 0, &s));
+    assert_ok(gm_stream_wrap_external(ctx, gm_stream_native(gm_legacy_default_stream(ctx)), &w));
+    assert_ok(gm_stream_add_callback(s, chain_leaf, NULL)); /* a blocking stream with work */
+    atomic_fetch_add(&chain_added, 1);
+    assert_ok(gm_stream_add_callback(w, chain_more, NULL));
+    atomic_fetch_add(&chain_added, 1);
+    for (int i = 0; i < 100; i++) { /* 64 packets: the queue fills behind chain_more */
+        assert_ok(gm_stream_add_callback(s, chain_leaf, NULL));
+        atomic_fetch_add(&chain_added, 1);
+        assert_ok(gm_stream_add_callback(w, chain_leaf, NULL));
+        atomic_fetch_add(&chain_added, 1);
+    }
+    assert_ok(gm_stream_synchronize(w));
+    assert_ok(gm_stream_synchronize(s));
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    assert_true(t1.tv_sec - t0.tv_sec < 20); /* a hang check, not a speed test */
+    assert_true(atomic_load(&chained_status) == GM_OK ||
+                atomic_load(&chained_status) == GM_ERR_STATE);
+    assert_int_equal(atomic_load(&chain_ran), atomic_load(&chain_added));
+    gm_stream_destroy(&w);
+    gm_stream_destroy(&s);
+    close_context(ctx);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -726,6 +793,7 @@ int main(void)
         cmocka_unit_test(test_failed_staged_fill_keeps_its_job),
         cmocka_unit_test(test_destroy_with_callback_that_never_runs),
         cmocka_unit_test(test_destroy_with_wrapped_callback_that_never_runs),
+        cmocka_unit_test(test_callback_does_not_wait_for_queue_room),
     };
 
     return cmocka_run_group_tests(tests, gm_test_use_cmocka_allocator, gm_test_restore_allocator);
