@@ -201,22 +201,33 @@ static void *agent_address(const hsa_amd_pointer_info_t *info, const void *host)
 }
 
 static bool inside_registration(const char *host, size_t extent);
+static bool registered_agent(const char *host, size_t extent, void **agent_p);
+static bool registered_host(const char *agent, size_t extent);
 
-/* Pool memory or a registered range; not a range a copy locked for itself. */
+/*
+ * Pool memory or a registered range; not a range a copy locked for itself.
+ * Registered memory's device address is the one hsa_amd_memory_lock
+ * returned for the registration (ROCr's agent address, in general not the
+ * host address); the runtime's pointer info for the host address could name
+ * another lock's mapping of the same pages (a copy's temporary lock), which
+ * ends with that lock.
+ */
 gm_status gm__hsa_host_device_pointer(gm_backend_ctx *bctx, void *host, gm_devptr *ptr_p)
 {
     hsa_amd_pointer_info_t info;
+    void *agent = NULL;
     gm_status status = lookup(bctx, host, "host_device_pointer", &info);
 
     if (status == GM_OK && info.type == HSA_EXT_POINTER_TYPE_LOCKED &&
-        !inside_registration(host, 1))
+        !registered_agent(host, 1, &agent))
         status = gm__error(GM_ERR_INVALID_ARG,
                            "host_device_pointer: %p is not memory the HSA runtime knows as pool "
-                           "or registered memory (a copy's temporary lock only)",
+                           "or registered memory (a copy's temporary lock only, or the device "
+                           "address of registered memory, not its host address)",
                            host);
     if (status != GM_OK)
         return status;
-    *ptr_p = (gm_devptr)(uintptr_t)agent_address(&info, host);
+    *ptr_p = (gm_devptr)(uintptr_t)(agent != NULL ? agent : agent_address(&info, host));
     return GM_OK;
 }
 
@@ -232,7 +243,8 @@ gm_status gm__hsa_host_device_pointer(gm_backend_ctx *bctx, void *host, gm_devpt
 typedef struct registration {
     struct registration *next;
     const gm_backend_ctx *owner;
-    char *base;
+    char *base;  /* the host address (the CPU's) */
+    char *agent; /* hsa_amd_memory_lock's agent address for base (the GPUs') */
     size_t bytes;
 } registration;
 
@@ -281,7 +293,9 @@ static gm_status already_registered(const gm_backend_ctx *bctx, const char *ptr,
  * not: any context's copies use registered memory as it is, and the kernel
  * driver maps a locked range only for the GPUs it was locked for) with
  * hsa_amd_memory_lock, so copies use it directly and the device can address
- * it. Memory any context registered (any byte of the range) is GM_ERR_STATE.
+ * it, at the agent address the lock returns (kept with the registration:
+ * the GPU uses it, the CPU the host address). Memory any context registered
+ * (any byte of the range) is GM_ERR_STATE.
  */
 gm_status gm__hsa_host_register(gm_backend_ctx *bctx, void *ptr, size_t bytes, unsigned flags)
 {
@@ -306,6 +320,7 @@ gm_status gm__hsa_host_register(gm_backend_ctx *bctx, void *ptr, size_t bytes, u
     if (status == GM_OK) {
         r->owner = bctx;
         r->base = ptr;
+        r->agent = agent_ptr;
         r->bytes = bytes;
         r->next = registry;
         registry = r;
@@ -413,8 +428,14 @@ gm_status gm__hsa_check_device_range(gm_backend_ctx *bctx, gm_devptr addr, size_
     status = pointer_info(bctx, (const void *)at, &info);
     if (status != GM_OK)
         return status;
+    if (info.type == HSA_EXT_POINTER_TYPE_LOCKED && !registered_host((const char *)at, 1) &&
+        inside_registration((const char *)at, 1))
+        return gm__error(GM_ERR_INVALID_ARG,
+                         "%s: %s range [%p, +%zu) is the host address of registered memory; the "
+                         "device reaches it at its device address (host_device_pointer)",
+                         fn, what, (void *)at, bytes);
     if (info.type == HSA_EXT_POINTER_TYPE_UNKNOWN ||
-        (info.type == HSA_EXT_POINTER_TYPE_LOCKED && !inside_registration((const char *)at, 1)))
+        (info.type == HSA_EXT_POINTER_TYPE_LOCKED && !registered_host((const char *)at, 1)))
         return gm__error(GM_ERR_INVALID_ARG,
                          "%s: %s range [%p, +%zu) is not inside device, pinned, mapped or "
                          "registered memory the HSA runtime knows",
@@ -442,8 +463,10 @@ gm_status gm__hsa_pointer_kind(gm_backend_ctx *bctx, const void *ptr, int *kind_
     case HSA_EXT_POINTER_TYPE_HSA:
         *kind_p = info.agentOwner.handle == bctx->cpu.handle ? GM_MEMORY_MAPPED : GM_MEMORY_DEVICE;
         break;
-    case HSA_EXT_POINTER_TYPE_LOCKED: /* registered; a copy's temporary lock is not */
-        *kind_p = inside_registration(ptr, 1) ? GM_MEMORY_PINNED : GM_MEMORY_HOST;
+    case HSA_EXT_POINTER_TYPE_LOCKED: /* registered (at its host or device address); a
+                                         copy's temporary lock is not */
+        *kind_p = inside_registration(ptr, 1) || registered_host(ptr, 1) ? GM_MEMORY_PINNED
+                                                                         : GM_MEMORY_HOST;
         break;
     case HSA_EXT_POINTER_TYPE_IPC:
     case HSA_EXT_POINTER_TYPE_GRAPHICS:
@@ -503,27 +526,64 @@ static gm_status lock_range(gm_backend_ctx *bctx, char *host, size_t extent, gm_
     return GM_OK;
 }
 
-/* Whether [host, host + extent) lies inside one range a context registered. */
-static bool inside_registration(const char *host, size_t extent)
+/* Whether [p, p + extent) lies inside [base, base + bytes). */
+static bool inside(const char *p, size_t extent, const char *base, size_t bytes)
 {
-    bool inside = false;
+    return p >= base && (size_t)(p - base) <= bytes && extent <= bytes - (size_t)(p - base);
+}
+
+/* Whether host range [host, host + extent) lies inside one range a context registered;
+ * *agent_p: the address at which the GPUs reach host. */
+static bool registered_agent(const char *host, size_t extent, void **agent_p)
+{
+    bool found = false;
 
     pthread_mutex_lock(&registry_lock);
-    for (const registration *r = registry; r != NULL && !inside; r = r->next)
-        inside = host >= r->base && (size_t)(host - r->base) <= r->bytes &&
-                 extent <= r->bytes - (size_t)(host - r->base);
+    for (const registration *r = registry; r != NULL && !found; r = r->next) {
+        found = inside(host, extent, r->base, r->bytes);
+        if (found)
+            *agent_p = r->agent + (host - r->base);
+    }
     pthread_mutex_unlock(&registry_lock);
-    return inside;
+    return found;
+}
+
+/* Whether device range [agent, agent + extent) lies inside the agent range of one
+ * registration (registered memory at its device address). */
+static bool registered_host(const char *agent, size_t extent)
+{
+    bool found = false;
+
+    pthread_mutex_lock(&registry_lock);
+    for (const registration *r = registry; r != NULL && !found; r = r->next)
+        found = inside(agent, extent, r->agent, r->bytes);
+    pthread_mutex_unlock(&registry_lock);
+    return found;
+}
+
+/* Whether host range [host, host + extent) lies inside one range a context registered. */
+static bool inside_registration(const char *host, size_t extent)
+{
+    bool found = false;
+
+    pthread_mutex_lock(&registry_lock);
+    for (const registration *r = registry; r != NULL && !found; r = r->next)
+        found = inside(host, extent, r->base, r->bytes);
+    pthread_mutex_unlock(&registry_lock);
+    return found;
 }
 
 /*
- * The address a DMA engine uses for host memory: pageable memory this
- * context already locked, for a range inside that lock, or pool or
- * registered memory as the runtime maps it; other pageable memory is locked
- * now, including memory another context locked for a copy of its own (or
- * another library locked), which can be unlocked under this context's copy:
- * ROCr counts nested locks. A lock is held (*locked_p, a reference) for the
- * copy's lifetime. Lock held.
+ * The address a DMA engine uses for host memory (never the host address of
+ * locked memory: the GPU reaches locked pages at the agent address
+ * hsa_amd_memory_lock returned): pageable memory this context already
+ * locked, for a range inside that lock, at that lock's agent address;
+ * registered memory at its registration's agent address; pool memory as
+ * the runtime maps it; other pageable memory is locked now, including
+ * memory another context locked for a copy of its own (or another library
+ * locked), which can be unlocked under this context's copy: ROCr counts
+ * nested locks. A lock is held (*locked_p, a reference) for the copy's
+ * lifetime. Lock held.
  */
 gm_status gm__hsa_host_for_dma(gm_backend_ctx *bctx, void *host, size_t extent, void **agent_p,
                                gm__hsa_lock **locked_p)
@@ -534,13 +594,14 @@ gm_status gm__hsa_host_for_dma(gm_backend_ctx *bctx, void *host, size_t extent, 
 
     *locked_p = NULL;
     if (lock == NULL) {
+        if (registered_agent(host, extent, agent_p))
+            return GM_OK;
         memset(&info, 0, sizeof(info));
         info.size = sizeof(info);
         status = GM_HSA_CALL(&bctx->api, hsa_amd_pointer_info, (host, &info, NULL, NULL, NULL));
         if (status != GM_OK)
             return status;
-        if (info.type != HSA_EXT_POINTER_TYPE_UNKNOWN &&
-            (info.type != HSA_EXT_POINTER_TYPE_LOCKED || inside_registration(host, extent)) &&
+        if (info.type != HSA_EXT_POINTER_TYPE_UNKNOWN && info.type != HSA_EXT_POINTER_TYPE_LOCKED &&
             (uintptr_t)host + extent <= (uintptr_t)info.hostBaseAddress + info.sizeInBytes) {
             *agent_p = agent_address(&info, host);
             return GM_OK;

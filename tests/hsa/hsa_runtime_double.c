@@ -25,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 
 #include <hsa/amd_hsa_kernel_code.h>
@@ -198,7 +199,9 @@ typedef struct dalloc {
 
 typedef struct dlock {
     struct dlock *next;
-    char *base;
+    char *base;  /* the host address locked (the CPU's view) */
+    char *agent; /* the address hsa_amd_memory_lock returned (the GPUs' view), in the alias
+                    region: never equal to base, and a CPU access through it faults */
     size_t size;
     uint32_t gpu_access;
 } dlock;
@@ -1324,7 +1327,86 @@ hsa_status_t hsa_amd_agents_allow_access(uint32_t num_agents, const hsa_agent_t 
 
 /* ------------------------------------------------- locking and info */
 
-/* The lock record containing [p, p + n), or NULL. Lock held. */
+/*
+ * Agent addresses of locked memory. ROCr maps locked pageable memory for the
+ * GPUs at an address of its own (hsa_amd_memory_lock's *agent_ptr), in
+ * general not the host address: the GPU (copies, kernels) must use the agent
+ * address, the CPU the host address. The double hands agent addresses out of
+ * one reserved PROT_NONE region (ALIAS_BYTES of address space, never backed),
+ * at the host address's offset in its page, so a CPU access through an agent
+ * address faults and a GPU access through a host address is a violation. It
+ * translates them back where it touches memory for the device (copies, kernel
+ * arguments). A lock of the same range as a live lock shares its agent
+ * address (the kernel driver counts registrations of one user range); any
+ * other lock gets a fresh one, also when it overlaps a live lock (multiple
+ * mappings, as the header allows). Agent addresses are handed out upward,
+ * with a guard page after each range, and reused only once the region is
+ * exhausted, so a stale one (its lock gone) is caught.
+ */
+#define ALIAS_BYTES ((size_t)1 << 36)
+static char *alias_region; /* reserved on first use, kept for the process; under g.mu */
+static size_t alias_next;  /* the next free offset in it; under g.mu */
+
+/* Whether p lies in the region of agent addresses. Lock held. */
+static bool in_alias(const void *p)
+{
+    return alias_region != NULL && (const char *)p >= alias_region &&
+           (const char *)p < alias_region + ALIAS_BYTES;
+}
+
+/* The pages (and guard page) of the region [*lo_p, *hi_p) an agent range takes. */
+static void alias_span(size_t at, size_t size, size_t *lo_p, size_t *hi_p)
+{
+    *lo_p = at / GRANULE * GRANULE;
+    *hi_p = (at + size + GRANULE - 1) / GRANULE * GRANULE + GRANULE;
+}
+
+/* A fresh agent address for [host, host + size), or NULL (no room). Lock held. */
+static char *alias_alloc(const char *host, size_t size)
+{
+    size_t in_page = (uintptr_t)host % GRANULE, at = alias_next, lo = 0, hi = 0;
+    bool wrapped = false;
+
+    if (alias_region == NULL) {
+        void *r =
+            mmap(NULL, ALIAS_BYTES, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+
+        if (r == MAP_FAILED)
+            return NULL;
+        alias_region = r;
+    }
+    if (size > ALIAS_BYTES / 4)
+        return NULL;
+    for (;;) {
+        const dlock *hit = NULL;
+        size_t end = 0;
+
+        alias_span(at + in_page, size, &lo, &hi);
+        if (hi > ALIAS_BYTES) {
+            if (wrapped)
+                return NULL;
+            wrapped = true;
+            at = 0;
+            continue;
+        }
+        for (const dlock *l = g.locks; l != NULL && hit == NULL; l = l->next) {
+            size_t llo = 0, lhi = 0;
+
+            alias_span((size_t)(l->agent - alias_region), l->size, &llo, &lhi);
+            if (lo < lhi && llo < hi) {
+                hit = l;
+                end = lhi;
+            }
+        }
+        if (hit == NULL)
+            break;
+        at = end;
+    }
+    alias_next = hi;
+    return alias_region + lo + in_page;
+}
+
+/* The lock record containing host range [p, p + n), or NULL. Lock held. */
 static dlock *find_lock(const void *p, size_t n)
 {
     for (dlock *l = g.locks; l != NULL; l = l->next) {
@@ -1332,6 +1414,56 @@ static dlock *find_lock(const void *p, size_t n)
             return l;
     }
     return NULL;
+}
+
+/* The lock record whose agent range contains [p, p + n), or NULL. Lock held. */
+static dlock *find_alias(const void *p, size_t n)
+{
+    if (!in_alias(p))
+        return NULL;
+    for (dlock *l = g.locks; l != NULL; l = l->next) {
+        if ((const char *)p >= l->agent && (const char *)p + n <= l->agent + l->size)
+            return l;
+    }
+    return NULL;
+}
+
+/*
+ * Where the CPU finds what the device reaches at [p, p + n): p itself outside
+ * the agent-address region, the locked host memory inside it; NULL for an
+ * agent address of no live lock. Lock held.
+ */
+static char *device_to_host(const void *p, size_t n)
+{
+    const dlock *l = NULL;
+
+    if (!in_alias(p))
+        return (char *)p;
+    l = find_alias(p, n);
+    return l != NULL ? l->base + ((const char *)p - l->agent) : NULL;
+}
+
+void *hsa_double_host_address(const void *agent_address)
+{
+    char *host = NULL;
+
+    dmu_lock(&g.mu);
+    host = device_to_host(agent_address, 1);
+    dmu_unlock(&g.mu);
+    return host;
+}
+
+void *hsa_double_agent_address(const void *host_address)
+{
+    const dlock *l = NULL;
+    void *agent = NULL;
+
+    dmu_lock(&g.mu);
+    l = find_lock(host_address, 1);
+    if (l != NULL)
+        agent = l->agent + ((const char *)host_address - l->base);
+    dmu_unlock(&g.mu);
+    return agent;
 }
 
 hsa_status_t hsa_amd_memory_lock(void *host_ptr, size_t size, hsa_agent_t *agents, int num_agent,
@@ -1350,7 +1482,12 @@ hsa_status_t hsa_amd_memory_lock(void *host_ptr, size_t size, hsa_agent_t *agent
     dmu_lock(&g.mu);
     if (find_alloc(host_ptr, 1) != NULL)
         violation("hsa_amd_memory_lock: %p is runtime pool memory already", host_ptr);
-    for (int i = 0; i < num_agent; i++) {
+    if (in_alias(host_ptr)) {
+        violation("hsa_amd_memory_lock: %p is an agent address of locked memory, not host memory",
+                  host_ptr);
+        st = HSA_STATUS_ERROR_INVALID_ARGUMENT;
+    }
+    for (int i = 0; i < num_agent && st == HSA_STATUS_SUCCESS; i++) {
         int gpu = gpu_index(agents[i]);
 
         if (gpu < 0)
@@ -1359,11 +1496,21 @@ hsa_status_t hsa_amd_memory_lock(void *host_ptr, size_t size, hsa_agent_t *agent
             l->gpu_access |= 1u << gpu;
     }
     if (st == HSA_STATUS_SUCCESS) {
+        for (const dlock *same = g.locks; same != NULL && l->agent == NULL; same = same->next) {
+            if (same->base == (char *)host_ptr && same->size == size)
+                l->agent = same->agent; /* one user range: the driver counts it */
+        }
+        if (l->agent == NULL)
+            l->agent = alias_alloc(host_ptr, size);
+        if (l->agent == NULL)
+            st = HSA_STATUS_ERROR_OUT_OF_RESOURCES;
+    }
+    if (st == HSA_STATUS_SUCCESS) {
         l->base = host_ptr;
         l->size = size;
         l->next = g.locks;
         g.locks = l;
-        *agent_ptr = host_ptr;
+        *agent_ptr = l->agent;
     } else {
         free(l);
     }
@@ -1371,29 +1518,34 @@ hsa_status_t hsa_amd_memory_lock(void *host_ptr, size_t size, hsa_agent_t *agent
     return st;
 }
 
-/* Whether [p, p + n) meets a lock record's range. */
-static bool range_meets(const char *p, size_t n, const dlock *l)
+/* Whether agent range [p, p + n) meets gone's mapping and no other lock keeps that mapping. */
+static bool mapping_lost(const char *p, size_t n, const dlock *gone)
 {
-    return p < l->base + l->size && p + n > l->base;
+    if (!(p < gone->agent + gone->size && p + n > gone->agent))
+        return false;
+    for (const dlock *l = g.locks; l != NULL; l = l->next) {
+        if (l != gone && l->agent == gone->agent)
+            return false;
+    }
+    return true;
 }
 
-/* Whether another lock record still holds all of [p, p + n) (ROCr counts nested locks). */
-static bool still_locked(const char *p, size_t n, const dlock *gone)
-{
-    for (const dlock *l = g.locks; l != NULL; l = l->next)
-        if (l != gone && p >= l->base && p + n <= l->base + l->size)
-            return true;
-    return false;
-}
-
-/* Whether a copy reads or writes inside a lock record's range that no other lock holds. */
+/* Whether a copy reads or writes through a lock record's agent range that goes with it. */
 static bool copy_touches(const dcopy *c, const dlock *l)
 {
     const char *src = c->rec.src, *dst = c->rec.dst;
     size_t n = c->rec.size;
 
-    return (range_meets(src, n, l) && !still_locked(src, n, l)) ||
-           (range_meets(dst, n, l) && !still_locked(dst, n, l));
+    if (c->rec.rect != 0) { /* the spans from the first to the last byte of each side */
+        n = (size_t)(c->rec.depth - 1) * c->rec.src_slice +
+            (size_t)(c->rec.height - 1) * c->rec.src_pitch + c->rec.width;
+        if (mapping_lost(src, n, l))
+            return true;
+        n = (size_t)(c->rec.depth - 1) * c->rec.dst_slice +
+            (size_t)(c->rec.height - 1) * c->rec.dst_pitch + c->rec.width;
+        return mapping_lost(dst, n, l);
+    }
+    return mapping_lost(src, n, l) || mapping_lost(dst, n, l);
 }
 
 hsa_status_t hsa_amd_memory_unlock(void *host_ptr)
@@ -1406,7 +1558,11 @@ hsa_status_t hsa_amd_memory_unlock(void *host_ptr)
     dmu_lock(&g.mu);
     while (*link != NULL && (*link)->base != host_ptr)
         link = &(*link)->next;
-    if (*link == NULL) {
+    if (*link == NULL && in_alias(host_ptr)) {
+        violation("hsa_amd_memory_unlock: %p is an agent address; unlock takes the host address",
+                  host_ptr);
+        st = HSA_STATUS_ERROR_INVALID_ARGUMENT;
+    } else if (*link == NULL) {
         violation("hsa_amd_memory_unlock: %p was not locked", host_ptr);
         st = HSA_STATUS_ERROR_INVALID_ARGUMENT;
     } else {
@@ -1476,12 +1632,14 @@ hsa_status_t hsa_amd_pointer_info(const void *ptr, hsa_amd_pointer_info_t *info,
     info->size = size;
     dmu_lock(&g.mu);
     a = find_alloc(ptr, 1);
-    l = find_lock(ptr, 1);
+    l = a == NULL ? find_alias(ptr, 1) : NULL; /* an agent address */
+    if (a == NULL && l == NULL && !in_alias(ptr))
+        l = find_lock(ptr, 1); /* a host address (the newest lock holding it) */
     if (a != NULL) {
         info_from_alloc(a, info);
     } else if (l != NULL) {
         info->type = HSA_EXT_POINTER_TYPE_LOCKED;
-        info->agentBaseAddress = l->base;
+        info->agentBaseAddress = l->agent;
         info->hostBaseAddress = l->base;
         info->sizeInBytes = l->size;
         info->agentOwner.handle = CPU_AGENT;
@@ -1576,12 +1734,13 @@ hsa_status_t hsa_amd_ipc_memory_detach(void *mapped_ptr)
 
 /*
  * Whether GPU `gpu` may DMA [p, p + n): its own pool memory, CPU pool memory
- * it was allowed to access, or memory locked for it. Lock held.
+ * it was allowed to access, or memory locked for it, at the agent address
+ * the lock returned (the host address is not mapped for the GPU). Lock held.
  */
 static bool dma_reachable(int gpu, const void *p, size_t n)
 {
     dalloc *a = find_alloc(p, n);
-    dlock *l = find_lock(p, n);
+    dlock *l = find_alias(p, n);
 
     if (a != NULL)
         return a->pool == POOL_CODE || (a->gpu_access & (1u << gpu)) != 0;
@@ -1592,7 +1751,14 @@ static bool dma_reachable(int gpu, const void *p, size_t n)
 static bool copy_side_ok(const char *side, const void *p, size_t n, hsa_agent_t agent, int gpu)
 {
     dalloc *a = find_alloc(p, n);
+    dlock *l = a == NULL ? find_lock(p, n) : NULL;
 
+    if (l != NULL && (l->gpu_access & (1u << gpu)) != 0) {
+        violation("hsa_amd_memory_async_copy: %s %p+%zu is the host address of locked memory; the "
+                  "GPU reaches it at the agent address hsa_amd_memory_lock returned (%p)",
+                  side, p, n, (void *)(l->agent + ((const char *)p - l->base)));
+        return false;
+    }
     if (a != NULL && pool_gpu(a->pool) >= 0 && is_cpu(agent)) {
         violation("hsa_amd_memory_async_copy: %s %p is device memory but its agent is the CPU",
                   side, p);
@@ -1635,10 +1801,10 @@ static hsa_status_t check_copy(void *dst, hsa_agent_t dst_agent, const void *src
     return HSA_STATUS_SUCCESS;
 }
 
-/* Whether a copy's destination holds byte p (NULL: any copy). */
+/* Whether a copy's destination holds byte p, an agent or host address (NULL: any copy). */
 static bool copy_writes(const hsa_double_copy *r, const char *p)
 {
-    const char *dst = r->dst;
+    const char *dst = in_alias(p) ? r->dst : r->host_dst;
     size_t span = r->size;
 
     if (p == NULL)
@@ -1713,6 +1879,8 @@ hsa_status_t hsa_amd_memory_async_copy(void *dst, hsa_agent_t dst_agent, const v
     if (st == HSA_STATUS_SUCCESS) {
         c->rec.dst = dst;
         c->rec.src = src;
+        c->rec.host_dst = device_to_host(dst, size);
+        c->rec.host_src = device_to_host(src, size);
         c->rec.size = size;
     }
     return copy_finish(c, st, num_dep_signals, dep_signals, completion_signal);
@@ -1773,9 +1941,15 @@ static hsa_status_t check_rect(const hsa_pitched_ptr_t *dst, const hsa_dim3_t *d
         return HSA_STATUS_ERROR_INVALID_ARGUMENT;
     if (is_device_memory(s, sspan) != src_dev || is_device_memory(d, dspan) != dst_dev)
         violation("hsa_amd_memory_async_copy_rect: direction %d does not match the memory", dir);
-    if (!dma_reachable(gpu, d, dspan) || !dma_reachable(gpu, s, sspan))
-        violation("hsa_amd_memory_async_copy_rect: a side is not reachable by the GPU");
-    if (d < s + sspan && s < d + dspan)
+    if (!dma_reachable(gpu, d, dspan) || !dma_reachable(gpu, s, sspan)) {
+        violation("hsa_amd_memory_async_copy_rect: a side is not reachable by the GPU (a host "
+                  "address of locked memory is not: the GPU uses the agent address)");
+        return HSA_STATUS_ERROR_INVALID_ARGUMENT;
+    }
+    rec->host_dst = device_to_host(d, dspan);
+    rec->host_src = device_to_host(s, sspan);
+    if ((char *)rec->host_dst < (const char *)rec->host_src + sspan &&
+        (const char *)rec->host_src < (char *)rec->host_dst + dspan)
         violation("hsa_amd_memory_async_copy_rect: source and destination overlap");
     rec->dst = d;
     rec->src = s;
@@ -1839,13 +2013,13 @@ hsa_amd_memory_async_copy_rect(const hsa_pitched_ptr_t *dst, const hsa_dim3_t *d
 static void run_copy(const hsa_double_copy *r)
 {
     if (r->rect == 0) {
-        memmove(r->dst, r->src, r->size);
+        memmove(r->host_dst, r->host_src, r->size);
         return;
     }
     for (uint32_t z = 0; z < r->depth; z++) {
         for (uint32_t y = 0; y < r->height; y++)
-            memmove((char *)r->dst + z * r->dst_slice + y * r->dst_pitch,
-                    (const char *)r->src + z * r->src_slice + y * r->src_pitch, r->width);
+            memmove((char *)r->host_dst + z * r->dst_slice + y * r->dst_pitch,
+                    (const char *)r->host_src + z * r->src_slice + y * r->src_pitch, r->width);
     }
 }
 
@@ -2662,12 +2836,88 @@ static gm_status host_run_execute(host_run *run)
     return status;
 }
 
+/* Whether the kernel's metadata has a global_buffer argument of 8 bytes at `offset`. */
+static bool buffer_argument(const dsymbol *k, size_t offset)
+{
+    for (uint32_t i = 0; k->meta != NULL && i < k->meta->nargs; i++) {
+        const gm__hsa_arg *a = &k->meta->args[i];
+
+        if (a->offset == offset)
+            return a->kind == GM_HSA_ARG_GLOBAL_BUFFER && a->size == 8;
+    }
+    return false;
+}
+
+/*
+ * The kernarg segment as the kernel's host code must see it: a global_buffer
+ * argument holding an agent address of locked memory becomes its host
+ * address (the GPU reaches the memory at the agent address, the host code
+ * runs on the CPU). *copy_p is a malloc'ed copy when something was
+ * translated, else NULL (run on the segment as it is). Any other 8-byte
+ * word holding an agent address (a pointer inside a by-value argument,
+ * any word of a kernel without metadata) cannot be translated in general,
+ * nor can an agent address whose lock is gone: violations, and false (the
+ * dispatch is not run). Lock held.
+ */
+static bool host_kernarg(const dsymbol *k, const hsa_kernel_dispatch_packet_t *p,
+                         unsigned char **copy_p)
+{
+    const unsigned char *seg = p->kernarg_address;
+    bool ok = true;
+
+    *copy_p = NULL;
+    if (seg == NULL || k->kernarg < 8 || ((uintptr_t)seg & 7) != 0 ||
+        find_alloc(seg, k->kernarg) == NULL || alias_region == NULL)
+        return true;
+    for (size_t at = 0; at + 8 <= k->kernarg; at += 8) {
+        uint64_t word = 0;
+        char *host = NULL;
+
+        memcpy(&word, seg + at, 8);
+        if (!in_alias((const void *)(uintptr_t)word))
+            continue;
+        if (!buffer_argument(k, at)) {
+            violation("dispatch %s: kernarg bytes %zu..%zu hold agent address 0x%llx of locked "
+                      "memory outside a global_buffer argument; the double cannot give the "
+                      "host code its host address",
+                      k->name, at, at + 8, (unsigned long long)word);
+            ok = false;
+            continue;
+        }
+        host = device_to_host((const void *)(uintptr_t)word, 1);
+        if (host == NULL) {
+            violation("dispatch %s: argument at kernarg offset %zu is agent address 0x%llx of no "
+                      "live lock (unlocked memory)",
+                      k->name, at, (unsigned long long)word);
+            ok = false;
+            continue;
+        }
+        if (*copy_p == NULL) {
+            *copy_p = malloc(k->kernarg);
+            if (*copy_p == NULL) {
+                violation("dispatch %s: the double has no memory to translate arguments", k->name);
+                return false;
+            }
+            memcpy(*copy_p, seg, k->kernarg);
+        }
+        word = (uint64_t)(uintptr_t)host;
+        memcpy(*copy_p + at, &word, 8);
+    }
+    if (!ok) {
+        free(*copy_p);
+        *copy_p = NULL;
+    }
+    return ok;
+}
+
 /* Run a dispatch; false when the queue broke. Lock held. */
 static bool run_dispatch(dqueue *q, uint64_t id, const hsa_kernel_dispatch_packet_t *p)
 {
     dsymbol *k = find_kernel_object(p->kernel_object);
     dkernel *fn = NULL;
     host_run run;
+    hsa_kernel_dispatch_packet_t hp;
+    unsigned char *args = NULL;
     gm_status status = GM_OK;
 
     if (k == NULL) {
@@ -2694,18 +2944,24 @@ static bool run_dispatch(dqueue *q, uint64_t id, const hsa_kernel_dispatch_packe
         return false;
     }
     fn = registered(k);
+    if (!host_kernarg(k, p, &args))
+        return true; /* recorded: not run */
+    hp = *p;         /* the host code reads locked memory at its host address */
+    if (args != NULL)
+        hp.kernarg_address = args;
     if (fn != NULL) {
         dmu_unlock(&g.mu);
-        fn->fn(p, fn->user);
+        fn->fn(&hp, fn->user);
         dmu_lock(&g.mu);
-    } else if (k->host != NULL && host_run_prepare(k, p, &run)) {
+    } else if (k->host != NULL && host_run_prepare(k, &hp, &run)) {
         dmu_unlock(&g.mu);
         status = host_run_execute(&run);
         dmu_lock(&g.mu);
-        if (status != GM_OK) { /* a barrier not every work-item reached: the wave faults */
-            queue_fail(q, HSA_STATUS_ERROR_EXCEPTION);
-            return false;
-        }
+    }
+    free(args);
+    if (status != GM_OK) { /* a barrier not every work-item reached: the wave faults */
+        queue_fail(q, HSA_STATUS_ERROR_EXCEPTION);
+        return false;
     }
     return true;
 }

@@ -11,7 +11,8 @@
  * pools (per GPU a coarse-grained global pool of configurable capacity and a
  * 64 KiB group pool; on the CPU a fine-grained pool, a kernarg pool and a
  * coarse-grained pool, reachable by GPUs only after
- * hsa_amd_agents_allow_access); memory locking, pointer info and IPC;
+ * hsa_amd_agents_allow_access); memory locking (at an agent address that differs from the
+ * host address, see hsa_double_host_address), pointer info and IPC;
  * signals with waits and async handlers (a handler thread); a DMA engine
  * thread running hsa_amd_memory_async_copy after its dependency signals, by
  * default newest-ready-first so that missing dependencies reorder copies;
@@ -176,6 +177,8 @@ int hsa_double_get_packet(long index, hsa_double_packet *out);
 typedef struct hsa_double_copy {
     void *dst;                     /* rect: the first byte written (base + offsets) */
     const void *src;               /* rect: the first byte read */
+    void *host_dst;                /* dst as the CPU sees it (locked memory: its host address) */
+    const void *host_src;          /* src as the CPU sees it */
     size_t size;                   /* bytes moved */
     int rect;                      /* 1 for hsa_amd_memory_async_copy_rect */
     uint32_t width, height, depth; /* rect: range (bytes, rows, planes) */
@@ -190,6 +193,23 @@ typedef struct hsa_double_copy {
 
 long hsa_double_copy_count(void);
 int hsa_double_get_copy(long index, hsa_double_copy *out);
+
+/*
+ * Locked memory's two addresses. hsa_amd_memory_lock returns an agent address
+ * that is never the host address (ROCr's in general is not): one in a
+ * reserved PROT_NONE region, so a CPU access through it faults, and a GPU
+ * access (a copy side) through the host address of locked memory is a
+ * violation. The double translates agent addresses back where it touches
+ * memory for the device: copies, and global_buffer kernel arguments before
+ * host code runs (an agent address anywhere else in a kernarg segment is a
+ * violation and the dispatch is not run).
+ */
+/* The host address the device reaches at `agent_address`: the address itself outside the
+ * region of agent addresses, NULL for an agent address of no live lock. */
+void *hsa_double_host_address(const void *agent_address);
+/* The agent address of a host address inside locked memory (the newest lock holding it),
+ * or NULL when no lock holds it. */
+void *hsa_double_agent_address(const void *host_address);
 
 #ifdef __cplusplus
 }

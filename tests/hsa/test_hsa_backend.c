@@ -3,11 +3,14 @@
  * properties, memory (device, pinned/mapped, lock-based registration,
  * pointer queries, IPC), synchronous copies and memset, error translation.
  */
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "hsa_api.h"
 #include "hsa_test_util.h"
@@ -261,6 +264,32 @@ static void test_pinned_and_mapped(void **state)
     hsa_test_close(bctx);
 }
 
+/* Collect the first CPU ([0]) and GPU ([1]) agent. */
+static hsa_status_t first_agents(hsa_agent_t agent, void *data)
+{
+    hsa_agent_t *found = data;
+    hsa_device_type_t type = HSA_DEVICE_TYPE_CPU;
+
+    if (hsa_agent_get_info(agent, HSA_AGENT_INFO_DEVICE, &type) != HSA_STATUS_SUCCESS)
+        return HSA_STATUS_ERROR;
+    if (type == HSA_DEVICE_TYPE_CPU && found[0].handle == 0)
+        found[0] = agent;
+    if (type == HSA_DEVICE_TYPE_GPU && found[1].handle == 0)
+        found[1] = agent;
+    return HSA_STATUS_SUCCESS;
+}
+
+/* The runtime's pointer info for p (asserted to succeed). */
+static hsa_amd_pointer_info_t info_of(const void *p)
+{
+    hsa_amd_pointer_info_t info;
+
+    memset(&info, 0, sizeof(info));
+    info.size = sizeof(info);
+    assert_int_equal(hsa_amd_pointer_info(p, &info, NULL, NULL, NULL), HSA_STATUS_SUCCESS);
+    return info;
+}
+
 /* ROC's register/deregister: hsa_amd_memory_lock/unlock, never hsa_memory_register. */
 static void test_register(void **state)
 {
@@ -283,7 +312,9 @@ static void test_register(void **state)
         assert_ok(hsa_ops->pointer_kind(bctx, buf + 5, &kind));
         assert_int_equal(kind, GM_MEMORY_PINNED);
         assert_ok(hsa_ops->host_device_pointer(bctx, buf + 5, &dev));
-        assert_int_equal(dev, (gm_devptr)(uintptr_t)(buf + 5));
+        /* the agent address hsa_amd_memory_lock returned, not the host address */
+        assert_int_not_equal(dev, (gm_devptr)(uintptr_t)(buf + 5));
+        assert_int_equal(dev, (gm_devptr)(uintptr_t)info_of(buf).agentBaseAddress + 5);
         /* as a copy's device side, the range ends where the registration does */
         d = hsa_test_copy1d(GM_COPY_DEVICE, dev + bytes - 100, GM_COPY_HOST,
                             (gm_devptr)(uintptr_t)buf, 200);
@@ -306,6 +337,133 @@ static void test_register(void **state)
     assert_int_equal(hsa_double_violations(NULL, 0), 0);
     assert_int_equal(hsa_double_calls("hsa_memory_register"), 0);
     free(buf);
+}
+
+/* Whether reading `p` in a child process kills it (a fault). */
+static bool cpu_read_faults(const void *p)
+{
+    pid_t pid = fork();
+    int wstatus = 0;
+
+    if (pid == 0) {
+        volatile const char *v = p;
+        char c = 0;
+
+        signal(SIGSEGV, SIG_DFL); /* not cmocka's handler (nor ASan's) */
+        signal(SIGBUS, SIG_DFL);
+        c = *v;
+
+        (void)c;
+        _exit(0);
+    }
+    assert_true(pid > 0);
+    assert_int_equal(waitpid(pid, &wstatus, 0), pid);
+    return WIFSIGNALED(wstatus) && (WTERMSIG(wstatus) == SIGSEGV || WTERMSIG(wstatus) == SIGBUS);
+}
+
+/*
+ * Locked memory has two addresses, as on ROCr: hsa_amd_memory_lock's agent
+ * address (the GPU's: copies and kernels) differs from the host address
+ * (the CPU's), and hsa_amd_pointer_info names both for either. The backend
+ * gives registered memory's device address from the lock, copies to and
+ * from registered and pageable host memory through agent addresses (every
+ * recorded copy side is one), and refuses the host address of registered
+ * memory as a copy's device side. The double faults a CPU read through the
+ * agent address and records a copy through the host address of locked
+ * memory. Before the double told them apart (agent address = host
+ * address), the first assertion failed.
+ */
+static void test_locked_memory_agent_address(void **state)
+{
+    gm_backend_ctx *bctx = hsa_test_open(NULL, 0);
+    size_t bytes = 2 * 4096 + 300;
+    char *buf = malloc(bytes), *page = malloc(bytes), *back = malloc(bytes);
+    gm_devptr dev = 0, regdev = 0;
+    hsa_amd_pointer_info_t hinfo, ainfo;
+    hsa_double_copy c;
+    hsa_signal_t done = {0};
+    char text[2048];
+    hsa_agent_t agents[2] = {{0}, {0}}; /* CPU, GPU */
+    void *agent = NULL;
+    gm_copy_desc d;
+
+    (void)state;
+    assert_int_equal(hsa_iterate_agents(first_agents, agents), HSA_STATUS_SUCCESS);
+    assert_true(agents[0].handle != 0 && agents[1].handle != 0);
+    assert_non_null(buf);
+    assert_non_null(page);
+    assert_non_null(back);
+    for (size_t i = 0; i < bytes; i++) {
+        buf[i] = (char)(i * 7 + 1);
+        page[i] = (char)(i * 3 + 2);
+    }
+    assert_ok(hsa_ops->mem_alloc(bctx, bytes, &dev));
+    assert_ok(hsa_ops->host_register(bctx, buf, bytes, 0));
+    assert_ok(hsa_ops->host_device_pointer(bctx, buf + 10, &regdev));
+    assert_int_not_equal(regdev, (gm_devptr)(uintptr_t)(buf + 10));
+    /* pointer info: the same block from its host and its agent address */
+    hinfo = info_of(buf + 10);
+    ainfo = info_of((void *)(uintptr_t)regdev);
+    assert_int_equal(hinfo.type, HSA_EXT_POINTER_TYPE_LOCKED);
+    assert_int_equal(ainfo.type, HSA_EXT_POINTER_TYPE_LOCKED);
+    assert_ptr_equal(hinfo.hostBaseAddress, buf);
+    assert_ptr_equal(ainfo.hostBaseAddress, buf);
+    assert_ptr_equal(hinfo.agentBaseAddress, ainfo.agentBaseAddress);
+    assert_ptr_equal((char *)ainfo.agentBaseAddress + 10, (void *)(uintptr_t)regdev);
+    assert_int_equal(ainfo.sizeInBytes, bytes);
+    assert_true(cpu_read_faults((void *)(uintptr_t)regdev));
+    /* registered memory as a copy's host side: the DMA engine gets the agent address */
+    d = hsa_test_copy1d(GM_COPY_DEVICE, dev, GM_COPY_HOST, (gm_devptr)(uintptr_t)buf, bytes);
+    assert_ok(hsa_ops->copy(bctx, &d, NULL));
+    assert_true(hsa_double_get_copy(hsa_double_copy_count() - 1, &c));
+    assert_ptr_equal(c.src, (char *)ainfo.agentBaseAddress);
+    /* ... and as a device side at its device address; not at its host address */
+    d = hsa_test_copy1d(GM_COPY_DEVICE, regdev - 10, GM_COPY_DEVICE, dev, bytes);
+    memset(buf, 0, bytes);
+    assert_ok(hsa_ops->copy(bctx, &d, NULL));
+    for (size_t i = 0; i < bytes; i++)
+        assert_int_equal(buf[i], (char)(i * 7 + 1));
+    d.dst = (gm_devptr)(uintptr_t)buf;
+    assert_status(hsa_ops->copy(bctx, &d, NULL), GM_ERR_INVALID_ARG);
+    assert_message_contains("host address of registered memory");
+    assert_ok(hsa_ops->memset(bctx, regdev, "\x5a", 1, 5, NULL));
+    assert_memory_equal(buf + 10, "\x5a\x5a\x5a\x5a\x5a", 5);
+    /* pageable memory: locked for the copy, which uses the lock's agent address */
+    d = hsa_test_copy1d(GM_COPY_HOST, (gm_devptr)(uintptr_t)back, GM_COPY_DEVICE, dev, bytes);
+    assert_ok(hsa_ops->copy(bctx, &d, NULL));
+    assert_true(hsa_double_get_copy(hsa_double_copy_count() - 1, &c));
+    assert_ptr_not_equal(c.dst, back);
+    assert_true(cpu_read_faults(c.dst));
+    for (size_t i = 0; i < bytes; i++)
+        assert_int_equal(back[i], (char)(i * 7 + 1));
+    assert_ok(hsa_ops->host_unregister(bctx, buf));
+    /* The runtime itself: a copy through the host address of locked memory is recorded. */
+    assert_int_equal(hsa_amd_memory_lock(page, bytes, &agents[1], 1, &agent), HSA_STATUS_SUCCESS);
+    assert_ptr_not_equal(agent, page);
+    assert_int_equal(hsa_signal_create(1, 0, NULL, &done), HSA_STATUS_SUCCESS);
+    assert_int_equal(hsa_amd_memory_async_copy((void *)(uintptr_t)dev, agents[1], page, agents[0],
+                                               bytes, 0, NULL, done),
+                     HSA_STATUS_ERROR_INVALID_ARGUMENT);
+    assert_int_equal(hsa_double_violations(text, sizeof(text)), 1);
+    assert_non_null(strstr(text, "is the host address of locked memory"));
+    assert_int_equal(hsa_amd_memory_async_copy((void *)(uintptr_t)dev, agents[1], agent, agents[0],
+                                               bytes, 0, NULL, done),
+                     HSA_STATUS_SUCCESS);
+    assert_int_equal(hsa_signal_wait_scacquire(done, HSA_SIGNAL_CONDITION_EQ, 0, UINT64_MAX,
+                                               HSA_WAIT_STATE_ACTIVE),
+                     0);
+    assert_int_equal(hsa_signal_destroy(done), HSA_STATUS_SUCCESS);
+    assert_int_equal(hsa_amd_memory_unlock(page), HSA_STATUS_SUCCESS);
+    hsa_test_to_host(bctx, back, dev, bytes);
+    assert_memory_equal(back, page, bytes);
+    assert_ok(hsa_ops->mem_free(bctx, dev));
+    hsa_ops->fini(bctx);
+    hsa_test_assert_nothing_live();
+    assert_int_equal(hsa_double_violations(NULL, 0), 1); /* the one above, no other */
+    hsa_double_reset(NULL);
+    free(buf);
+    free(page);
+    free(back);
 }
 
 /*
@@ -427,6 +585,62 @@ static void test_other_contexts_temporary_lock(void **state)
     hsa_test_close(a);
     free(buf);
     free(back);
+}
+
+/*
+ * A copy's temporary lock over part of a registered range is a second
+ * mapping of those pages at an agent address of its own, which ends with
+ * that copy; the runtime's pointer info for a host address inside both may
+ * name either. Registered memory's device address and its copies use the
+ * registration's own agent address: one taken while the temporary lock is
+ * live stays valid after it (the copy queued behind a host step still
+ * waits when the temporary lock goes; the double records an unlock under a
+ * pending copy through that mapping).
+ */
+static void test_registered_address_outlives_overlapping_lock(void **state)
+{
+    gm_backend_ctx *bctx = hsa_test_open(NULL, 0);
+    gm_backend_stream *s1 = NULL, *s2 = NULL;
+    char *base = aligned_alloc(4096, 3 * 4096), *reg = base + 4096;
+    char back[200];
+    gm_devptr dev = 0, before = 0, during = 0;
+    gm_copy_desc d;
+
+    (void)state;
+    assert_non_null(base);
+    for (int i = 0; i < 3 * 4096; i++)
+        base[i] = (char)(i * 5 + 3);
+    atomic_store(&release_b, 0);
+    assert_ok(hsa_ops->mem_alloc(bctx, 4096, &dev));
+    assert_ok(hsa_ops->stream_create(bctx, 0, &s1));
+    assert_ok(hsa_ops->stream_create(bctx, 0, &s2));
+    assert_ok(hsa_ops->host_register(bctx, reg, 4096, 0));
+    assert_ok(hsa_ops->host_device_pointer(bctx, reg + 10, &before));
+    hsa_double_pause(1);
+    /* pageable bytes around the registration's start: the copy locks them for itself */
+    d = hsa_test_copy1d(GM_COPY_DEVICE, dev, GM_COPY_HOST, (gm_devptr)(uintptr_t)(reg - 100), 200);
+    assert_ok(hsa_ops->copy(bctx, &d, s1));
+    assert_ok(hsa_ops->host_device_pointer(bctx, reg + 10, &during));
+    assert_int_equal(during, before);
+    /* registered bytes, copied after a host step: still pending when the temporary lock goes */
+    assert_ok(hsa_ops->stream_enqueue_host(bctx, s2, wait_for_release, NULL, NULL));
+    d = hsa_test_copy1d(GM_COPY_DEVICE, dev + 1000, GM_COPY_HOST, (gm_devptr)(uintptr_t)(reg + 10),
+                        50);
+    assert_ok(hsa_ops->copy(bctx, &d, s2));
+    hsa_double_pause(0);
+    assert_ok(hsa_ops->stream_synchronize(bctx, s1)); /* reaped: the temporary lock goes */
+    atomic_store(&release_b, 1);
+    assert_ok(hsa_ops->stream_synchronize(bctx, s2));
+    hsa_test_to_host(bctx, back, dev, 200);
+    assert_memory_equal(back, reg - 100, 200);
+    hsa_test_to_host(bctx, back, dev + 1000, 50);
+    assert_memory_equal(back, reg + 10, 50);
+    assert_ok(hsa_ops->host_unregister(bctx, reg));
+    assert_ok(hsa_ops->stream_destroy(bctx, s1));
+    assert_ok(hsa_ops->stream_destroy(bctx, s2));
+    assert_ok(hsa_ops->mem_free(bctx, dev));
+    hsa_test_close(bctx);
+    free(base);
 }
 
 /* Round trip through device memory from pageable, registered and pinned host memory. */
@@ -998,8 +1212,10 @@ int main(void)
         cmocka_unit_test(test_allocation_above_pool_max),
         cmocka_unit_test(test_pinned_and_mapped),
         cmocka_unit_test(test_register),
+        cmocka_unit_test(test_locked_memory_agent_address),
         cmocka_unit_test(test_host_memory_of_another_gpus_context),
         cmocka_unit_test(test_other_contexts_temporary_lock),
+        cmocka_unit_test(test_registered_address_outlives_overlapping_lock),
         cmocka_unit_test(test_copies_sync),
         cmocka_unit_test(test_copies_pitched),
         cmocka_unit_test(test_copies_one_row_planes),

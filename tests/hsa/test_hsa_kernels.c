@@ -292,6 +292,89 @@ static long dispatches_of(long first, const char *kernel)
 }
 
 /*
+ * Kernels on mapped (page-locked) host memory: gm_map's device views hold
+ * the agent addresses hsa_amd_memory_lock returned, which are not the host
+ * addresses, and the kernels (fill_f32 writing one, add_f32 reading both,
+ * then the copy_strided packing kernel reading a transposed one) reach the
+ * host pages through them: the double hands the host code the host address
+ * of each global_buffer argument. The kernarg bytes hold the agent address.
+ */
+static void test_kernels_on_mapped_memory(void **state)
+{
+    enum { N = 1024, BLOCK = 64 }; /* whole pages (aligned_alloc) */
+    gm_context *ctx = open_context("gfx90a");
+    gm_kernel *fill = find_or_skip(ctx, "fill_f32");
+    gm_kernel *add = find_or_skip(ctx, "add_f32");
+    float *x = aligned_alloc(4096, N * sizeof(float)), *y = aligned_alloc(4096, N * sizeof(float));
+    float out[N], t[N];
+    int64_t n = N, shape[2] = {16, 32}, tstrides[2] = {4, 64};
+    gm_ndview hv[2], dv[2], tv, dt;
+    gm_host_scope *scope = NULL;
+    gm_array *dout = NULL, *dtr = NULL;
+    hsa_double_packet p;
+    void *arg = NULL;
+
+    (void)state;
+    assert_non_null(x);
+    assert_non_null(y);
+    for (int i = 0; i < N; i++) {
+        x[i] = (float)i;
+        y[i] = -1.0f;
+    }
+    assert_ok(gm_ndview_init(x, GM_FLOAT32, 1, &n, NULL, GM_ORDER_C, &hv[0]));
+    assert_ok(gm_ndview_init(y, GM_FLOAT32, 1, &n, NULL, GM_ORDER_C, &hv[1]));
+    assert_ok(gm_map(ctx, 2, hv, dv, &scope));
+    assert_ptr_not_equal(dv[0].data, x); /* the agent address, not the host address */
+    assert_ptr_not_equal(dv[1].data, y);
+    {
+        gm_arg args[] = {gm_arg_view(&dv[1]), gm_arg_f32(2.5f), gm_arg_i64(N)};
+
+        assert_ok(gm_launch(fill, gm_dim3_make(N / BLOCK, 1, 1), gm_dim3_make(BLOCK, 1, 1), 0, NULL,
+                            3, args));
+    }
+    p = last_dispatch();
+    memcpy(&arg, p.kernarg, sizeof(arg));
+    assert_ptr_equal(arg, dv[1].data);
+    for (int i = 0; i < N; i++)
+        assert_true(y[i] == 2.5f);
+    assert_ok(gm_device_array(ctx, 1, &n, GM_FLOAT32, GM_ORDER_C, &dout));
+    {
+        gm_arg args[] = {gm_arg_view(&dv[0]), gm_arg_view(&dv[1]), gm_arg_array(dout),
+                         gm_arg_i64(N)};
+
+        assert_ok(gm_launch(add, gm_dim3_make(N / BLOCK, 1, 1), gm_dim3_make(BLOCK, 1, 1), 0, NULL,
+                            4, args));
+    }
+    download(dout, out, N);
+    for (int i = 0; i < N; i++)
+        assert_true(out[i] == (float)i + 2.5f);
+    /* a transposed view of x's device side copied by the packing kernel */
+    if (gm_kernel_find(ctx, "copy_strided", &(gm_kernel *){NULL}) == GM_OK) {
+        long first = hsa_double_packet_count();
+
+        assert_ok(gm_ndview_init(dv[0].data, GM_FLOAT32, 2, shape, tstrides, GM_ORDER_C, &tv));
+        tv.memory = GM_MEMORY_DEVICE;
+        tv.device_id = dv[0].device_id;
+        assert_ok(gm_device_array(ctx, 2, shape, GM_FLOAT32, GM_ORDER_C, &dtr));
+        dt = *gm_array_view(dtr);
+        assert_ok(gm_copy(ctx, &dt, &tv, NULL));
+        assert_int_equal(dispatches_of(first, "copy_strided"), 1);
+        assert_ok(gm_ndview_init(t, GM_FLOAT32, 2, shape, NULL, GM_ORDER_C, &tv));
+        assert_ok(gm_array_copy_to_host(dtr, &tv, NULL));
+        for (int r = 0; r < 16; r++) {
+            for (int c = 0; c < 32; c++)
+                assert_true(t[r * 32 + c] == x[c * 16 + r]);
+        }
+        gm_array_release(&dtr);
+    }
+    assert_ok(gm_host_scope_end(&scope));
+    gm_array_release(&dout);
+    close_context(ctx);
+    free(x);
+    free(y);
+}
+
+/*
  * copy_strided: a transposed device-to-device copy is one dispatch of the
  * packing kernel on gfx90a; on gfx906, for which the library embeds no
  * code object, the op declines and the core's pitched copies do it.
@@ -441,6 +524,7 @@ int main(void)
         cmocka_unit_test(test_constant_memory),
         cmocka_unit_test(test_reduce_on_gfx1100_wave32),
         cmocka_unit_test(test_copy_strided_packing_kernel),
+        cmocka_unit_test(test_kernels_on_mapped_memory),
         cmocka_unit_test(test_double_rejects_partial_work_groups),
     };
 

@@ -23,13 +23,13 @@ static void sleep_ms(long ms)
     nanosleep(&ts, NULL);
 }
 
-/* The completed copy recorded with this destination, or fail. */
+/* The completed copy recorded with this destination (its GPU or host address), or fail. */
 static hsa_double_copy find_copy(const void *dst)
 {
     hsa_double_copy c;
 
     for (long i = hsa_double_copy_count() - 1; i >= 0; i--) {
-        if (hsa_double_get_copy(i, &c) && c.dst == dst)
+        if (hsa_double_get_copy(i, &c) && (c.dst == dst || c.host_dst == dst))
             return c;
     }
     fail_msg("no copy to %p recorded", dst);
