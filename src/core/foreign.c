@@ -208,6 +208,8 @@ static gm_memory_kind registry_kind(gm_context *ctx, const void *ptr)
 /*
  * The kind of the page-locked memory of this context's registration scopes
  * containing ptr (gm_map: MAPPED; gm_pin / gm_register: PINNED); HOST if none.
+ * A mapped range is found by its host address or by its device address (on
+ * HSA the agent address of locked memory is in general another one).
  */
 static gm_memory_kind scope_kind(gm_context *ctx, const void *ptr)
 {
@@ -219,8 +221,11 @@ static gm_memory_kind scope_kind(gm_context *ctx, const void *ptr)
         const gm_host_scope *scope = GM__CONTAINER_OF(l, gm_host_scope, link);
 
         for (int i = 0; i < scope->nranges; i++) {
-            if (p >= scope->ranges[i].start &&
-                p - scope->ranges[i].start < scope->ranges[i].bytes) {
+            const gm__host_range *r = &scope->ranges[i];
+            uintptr_t device = (uintptr_t)r->device;
+
+            if ((p >= r->start && p - r->start < r->bytes) ||
+                (scope->mapped && device != 0 && p >= device && p - device < r->bytes)) {
                 kind = scope->mapped ? GM_MEMORY_MAPPED : GM_MEMORY_PINNED;
                 break;
             }

@@ -221,12 +221,42 @@ static bool use_rect(const gm_backend_ctx *bctx, const gm_copy_desc *d, const co
     return da + dspan <= sa || sa + sspan <= da;
 }
 
-/* The direction argument of the rect copy (it picks the SDMA engine). */
-static hsa_amd_copy_direction_t rect_direction(const gm_copy_desc *d)
+/*
+ * Whether a side is GPU memory, not host memory the GPU reaches (pinned or
+ * mapped pool memory, registered memory at its agent address: a descriptor's
+ * device side may be either). When the runtime cannot say, the side says.
+ */
+static bool gpu_memory(gm_backend_ctx *bctx, gm_copy_side side, const void *addr)
 {
-    if (d->src_side == GM_COPY_HOST)
-        return hsaHostToDevice;
-    return d->dst_side == GM_COPY_HOST ? hsaDeviceToHost : hsaDeviceToDevice;
+    int kind = GM_MEMORY_HOST;
+    gm__saved_error saved;
+
+    if (side == GM_COPY_HOST)
+        return false;
+    gm__error_save(&saved);
+    if (gm__hsa_pointer_kind(bctx, addr, &kind) != GM_OK) {
+        gm__error_restore(&saved);
+        return true;
+    }
+    return kind == GM_MEMORY_DEVICE;
+}
+
+/*
+ * The direction argument of the rect copy, by the memory of each side (ROCr
+ * picks the host-to-device, device-to-host or device-to-device engine by it);
+ * false when both sides are host memory (no rectangle: ROCr refuses
+ * host-to-host).
+ */
+static bool rect_direction(gm_backend_ctx *bctx, const gm_copy_desc *d, dma_side dst, dma_side src,
+                           hsa_amd_copy_direction_t *dir_p)
+{
+    bool dst_gpu = gpu_memory(bctx, d->dst_side, dst.addr);
+    bool src_gpu = gpu_memory(bctx, d->src_side, src.addr);
+
+    if (!dst_gpu && !src_gpu)
+        return false;
+    *dir_p = !src_gpu ? hsaHostToDevice : !dst_gpu ? hsaDeviceToHost : hsaDeviceToDevice;
+    return true;
 }
 
 /*
@@ -236,7 +266,8 @@ static hsa_amd_copy_direction_t rect_direction(const gm_copy_desc *d)
  * memory), HSA_STATUS_ERROR_INVALID_AGENT a GPU older than gfx9.
  */
 static gm_status issue_rect(gm_backend_ctx *bctx, gm__hsa_op *op, const gm_copy_desc *d,
-                            dma_side dst, dma_side src, bool *refused_p)
+                            dma_side dst, dma_side src, hsa_amd_copy_direction_t dir,
+                            bool *refused_p)
 {
     hsa_pitched_ptr_t dp = {dst.addr, d->dst_pitch, d->dst_pitch * plane_rows(d, d->dst_height)};
     hsa_pitched_ptr_t sp = {src.addr, d->src_pitch, d->src_pitch * plane_rows(d, d->src_height)};
@@ -249,8 +280,7 @@ static gm_status issue_rect(gm_backend_ctx *bctx, gm__hsa_op *op, const gm_copy_
     if (status != GM_OK)
         return status;
     hs = bctx->api.hsa_amd_memory_async_copy_rect(&dp, &origin, &sp, &origin, &range, bctx->gpu,
-                                                  rect_direction(d), (uint32_t)op->ndeps, deps,
-                                                  op->done->handle);
+                                                  dir, (uint32_t)op->ndeps, deps, op->done->handle);
     gm__free(deps);
     *refused_p = hs == HSA_STATUS_ERROR_OUT_OF_RESOURCES || hs == HSA_STATUS_ERROR_INVALID_AGENT;
     if (*refused_p)
@@ -267,14 +297,15 @@ static gm_status issue_rect(gm_backend_ctx *bctx, gm__hsa_op *op, const gm_copy_
 static gm_status try_rect(gm_backend_ctx *bctx, gm__hsa_op *op, const gm_copy_desc *d,
                           const copy_plan *plan, dma_side dst, dma_side src, bool *done_p)
 {
+    hsa_amd_copy_direction_t dir = hsaHostToDevice;
     bool refused = false;
     gm_status status = GM_OK;
 
     *done_p = false;
-    if (!use_rect(bctx, d, plan, dst, src))
+    if (!use_rect(bctx, d, plan, dst, src) || !rect_direction(bctx, d, dst, src, &dir))
         return GM_OK;
     bctx->api.hsa_signal_store_screlease(op->done->handle, 1); /* not yet visible to anyone */
-    status = issue_rect(bctx, op, d, dst, src, &refused);
+    status = issue_rect(bctx, op, d, dst, src, dir, &refused);
     if (refused) {
         bctx->no_copy_rect = true;
         bctx->api.hsa_signal_store_screlease(op->done->handle, (hsa_signal_value_t)plan->count);

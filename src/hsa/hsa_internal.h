@@ -104,6 +104,7 @@ typedef struct gm__hsa_op {
     gm__hsa_lock *locked[2]; /* pageable memory locked for it (references) */
     gm__hsa_work *work;      /* host work to free */
     bool reported;           /* a synchronous caller returns its failure (not the stream) */
+    uint64_t seq;            /* its stream's count of committed operations, this one included */
 } gm__hsa_op;
 
 typedef enum gm__hsa_stream_kind {
@@ -130,8 +131,10 @@ struct gm_backend_stream {
     gm__hsa_sig **frontier;  /* what the next operation waits for */
     size_t nfrontier, frontier_cap;
     gm__hsa_op *ops_head, *ops_tail; /* pending operations, in submission order */
-    pthread_mutex_t error_lock;      /* guards error, error_text (handler threads) */
-    gm_status error;                 /* first error of asynchronous work, reported once */
+    uint64_t committed;              /* operations committed so far (the last one's seq) */
+    uint64_t own_committed;     /* seq of the last one its own host work (a callback) committed */
+    pthread_mutex_t error_lock; /* guards error, error_text (handler threads) */
+    gm_status error;            /* first error of asynchronous work, reported once */
     char error_text[GM_HSA_ERROR_TEXT];
 };
 

@@ -346,9 +346,16 @@ gm_status gm__hsa_frontier_add(gm_backend_ctx *bctx, gm_backend_stream *stream, 
     return GM_OK;
 }
 
+_Thread_local bool gm__hsa_in_handler = false;
+/* The stream whose host work this thread runs in an async handler (NULL: none). */
+static _Thread_local gm_backend_stream *handler_stream = NULL;
+
 /* The operation was submitted: queue it and make it the frontier. Lock held. */
 void gm__hsa_op_commit(gm_backend_ctx *bctx, gm_backend_stream *stream, gm__hsa_op *op)
 {
+    op->seq = ++stream->committed;
+    if (handler_stream == stream) /* queued by the stream's own callback */
+        stream->own_committed = op->seq;
     if (stream->ops_tail != NULL)
         stream->ops_tail->next = op;
     else
@@ -409,8 +416,35 @@ static gm__hsa_sig *pending_frontier(const gm_backend_ctx *bctx, const gm_backen
     return NULL;
 }
 
-static gm_status drain(gm_backend_ctx *bctx, gm_backend_stream *stream, const char *call)
+/* What drain waits for. */
+typedef enum drain_mode {
+    DRAIN_QUEUED, /* the work queued when it starts (stream_synchronize, as in CUDA) */
+    DRAIN_OWN,    /* that, and what the stream's own callbacks queue meanwhile (destroy:
+                     the core frees what they are given next) */
+    DRAIN_ALL     /* everything, whoever queues it (context teardown) */
+} drain_mode;
+
+/* The signal drain waits for next, or NULL when it is done. Lock held. */
+static gm__hsa_sig *drain_next(gm_backend_ctx *bctx, gm_backend_stream *stream, drain_mode mode,
+                               uint64_t *target_p)
 {
+    for (;;) {
+        if (stream->ops_head != NULL && (mode == DRAIN_ALL || stream->ops_head->seq <= *target_p))
+            return stream->ops_head->done;
+        /* other threads' later work is not waited for (it would starve the caller); the
+         * events the stream waits for count once its operations are done */
+        if (stream->ops_head == NULL && pending_frontier(bctx, stream) != NULL)
+            return pending_frontier(bctx, stream);
+        if (mode != DRAIN_OWN || stream->own_committed <= *target_p)
+            return NULL;
+        *target_p = stream->own_committed;
+    }
+}
+
+static gm_status drain(gm_backend_ctx *bctx, gm_backend_stream *stream, const char *call,
+                       drain_mode mode)
+{
+    uint64_t target = stream->committed;
     gm_status status = GM_OK;
 
     gm__hsa_stream_reap(bctx, stream);
@@ -418,8 +452,7 @@ static gm_status drain(gm_backend_ctx *bctx, gm_backend_stream *stream, const ch
      * stream, as in CUDA, though no operation of its own stands for it); the signal is
      * picked once: a frontier signal may complete between two looks */
     while (status == GM_OK) {
-        gm__hsa_sig *sig =
-            stream->ops_head != NULL ? stream->ops_head->done : pending_frontier(bctx, stream);
+        gm__hsa_sig *sig = drain_next(bctx, stream, mode, &target);
 
         if (sig == NULL)
             break;
@@ -546,7 +579,7 @@ void gm__hsa_stream_free_all(gm_backend_ctx *bctx)
     while (bctx->streams != NULL) {
         gm_backend_stream *stream = bctx->streams;
 
-        if (drain(bctx, stream, "context teardown") != GM_OK)
+        if (drain(bctx, stream, "context teardown", DRAIN_ALL) != GM_OK)
             gm__log(GM_LOG_WARN, "HSA backend: %s", gm_last_error_message());
         /* the core took the other built-in streams' errors; the per-thread streams of other
          * threads (one handle stands for all) are reported here */
@@ -604,8 +637,6 @@ static gm_status run_work(gm__hsa_work *w, gm_status upstream)
     return status;
 }
 
-_Thread_local bool gm__hsa_in_handler = false;
-
 /* The async handler: runs once the dependency completes, then completes `done`. */
 static bool work_handler(hsa_signal_value_t value, void *arg)
 {
@@ -623,7 +654,9 @@ static bool work_handler(hsa_signal_value_t value, void *arg)
                              "(signal %lld)",
                              (long long)value);
     gm__hsa_in_handler = true;
+    handler_stream = w->stream;
     status = run_work(w, upstream);
+    handler_stream = NULL;
     gm__hsa_in_handler = false;
     /* A synchronous call reports its own failure (gm__hsa_op_finish_sync). */
     if (status != GM_OK && !w->sync)
@@ -747,7 +780,7 @@ gm_status gm__hsa_stream_destroy(gm_backend_ctx *bctx, gm_backend_stream *stream
                              : "built-in streams belong to the context");
     mark = gm__error_mark();
     pthread_mutex_lock(&bctx->lock);
-    status = drain(bctx, stream, "stream_destroy");
+    status = drain(bctx, stream, "stream_destroy", DRAIN_OWN);
     if (status == GM_OK)
         status = take_error(stream, "stream_destroy");
     stream->destroyed = true;
@@ -910,7 +943,7 @@ gm_status gm__hsa_stream_synchronize(gm_backend_ctx *bctx, gm_backend_stream *st
 
     pthread_mutex_lock(&bctx->lock);
     stream = gm__hsa_stream_resolve(bctx, stream);
-    status = drain(bctx, stream, "stream_synchronize");
+    status = drain(bctx, stream, "stream_synchronize", DRAIN_QUEUED);
     pthread_mutex_unlock(&bctx->lock);
     if (status == GM_OK)
         status = take_error(stream, "stream_synchronize");

@@ -1197,6 +1197,62 @@ static void test_status_map(void **state)
     assert_string_equal(gm__hsa_status_name((hsa_status_t)0x7777), "HSA_STATUS_UNKNOWN");
 }
 
+/*
+ * A pitched copy whose device side is host memory the GPU reaches (registered
+ * memory at its device address, pinned pool memory) goes as one rectangle
+ * with the direction of the memory (host-to-device: ROCr picks the engine by
+ * it); it was named device-to-device, which the double records as a
+ * violation.
+ */
+static void test_rect_to_host_memory_at_device_side(void **state)
+{
+    gm_backend_ctx *bctx = hsa_test_open(NULL, 0);
+    char *reg = aligned_alloc(4096, 4096), *src = aligned_alloc(4096, 4096), *pin = NULL;
+    gm_devptr targets[2] = {0, 0}, dev = 0;
+    char *hosts[2];
+    hsa_double_copy c;
+
+    (void)state;
+    for (int i = 0; i < 4096; i++)
+        src[i] = (char)(i * 7 + 1);
+    assert_ok(hsa_ops->host_register(bctx, reg, 4096, 0));
+    assert_ok(hsa_ops->host_device_pointer(bctx, reg, &targets[0]));
+    assert_ok(hsa_ops->host_alloc(bctx, 4096, 0, (void **)&pin));
+    assert_ok(hsa_ops->host_device_pointer(bctx, pin, &targets[1]));
+    hosts[0] = reg;
+    hosts[1] = pin;
+    dev = hsa_test_to_device(bctx, src, 4096);
+    for (int t = 0; t < 2; t++) {
+        gm_copy_desc d;
+        long before = hsa_double_copy_count();
+
+        memset(hosts[t], 0, 4096);
+        memset(&d, 0, sizeof(d));
+        d.dst_side = GM_COPY_DEVICE; /* 4 rows of 256 bytes, pitches 512 and 256 */
+        d.dst = targets[t];
+        d.dst_pitch = 512;
+        d.dst_height = 4;
+        d.src_side = GM_COPY_DEVICE;
+        d.src = dev;
+        d.src_pitch = 256;
+        d.src_height = 4;
+        d.width_bytes = 256;
+        d.height = 4;
+        d.depth = 1;
+        assert_ok(hsa_ops->copy(bctx, &d, NULL));
+        assert_true(hsa_double_get_copy(before, &c));
+        assert_int_equal(c.rect, 1);
+        for (int r = 0; r < 4; r++)
+            assert_memory_equal(hosts[t] + r * 512, src + r * 256, 256);
+    }
+    assert_ok(hsa_ops->host_unregister(bctx, reg));
+    assert_ok(hsa_ops->host_free(bctx, pin));
+    assert_ok(hsa_ops->mem_free(bctx, dev));
+    hsa_test_close(bctx); /* no violation recorded */
+    free(reg);
+    free(src);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1216,6 +1272,7 @@ int main(void)
         cmocka_unit_test(test_host_memory_of_another_gpus_context),
         cmocka_unit_test(test_other_contexts_temporary_lock),
         cmocka_unit_test(test_registered_address_outlives_overlapping_lock),
+        cmocka_unit_test(test_rect_to_host_memory_at_device_side),
         cmocka_unit_test(test_copies_sync),
         cmocka_unit_test(test_copies_pitched),
         cmocka_unit_test(test_copies_one_row_planes),

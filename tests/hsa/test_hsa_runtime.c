@@ -774,6 +774,158 @@ static void test_callback_does_not_wait_for_queue_room(void **state)
     close_context(ctx);
 }
 
+static _Atomic int producer_stop, producer_late;
+static _Atomic long producer_queued, producer_ran;
+
+static void producer_item(gm_stream *stream, gm_status status, void *user)
+{
+    struct timespec pause = {0, 2 * 1000 * 1000};
+
+    (void)stream;
+    (void)status;
+    (void)user;
+    nanosleep(&pause, NULL);
+    atomic_fetch_add(&producer_ran, 1);
+}
+
+/* Queues a 2 ms callback through the wrapper every millisecond until told to stop. */
+static void *producer_main(void *arg)
+{
+    struct timespec pause = {0, 1000 * 1000};
+
+    while (!atomic_load(&producer_stop)) {
+        if (gm_stream_add_callback(arg, producer_item, NULL) == GM_OK)
+            atomic_fetch_add(&producer_queued, 1);
+        nanosleep(&pause, NULL);
+    }
+    return NULL;
+}
+
+/* Stops the producer after 10 s, noting that the call under test had not returned. */
+static void *producer_watchdog(void *arg)
+{
+    struct timespec pause = {0, 10 * 1000 * 1000};
+
+    for (int i = 0; i < 1000 && !atomic_load((_Atomic int *)arg); i++)
+        nanosleep(&pause, NULL);
+    if (!atomic_load((_Atomic int *)arg)) {
+        atomic_store(&producer_late, 1);
+        atomic_store(&producer_stop, 1);
+    }
+    return NULL;
+}
+
+/*
+ * Another thread keeps queueing through a wrapper of a created stream: the
+ * stream's synchronize waits for what was queued before it, and the owner's
+ * destroy (at the flush) for that and its own callbacks' work, not for the
+ * other thread's later work, which kept them waiting for as long as it came.
+ */
+static void test_wrapper_producer_does_not_starve(void **state)
+{
+    gm_context *ctx = NULL;
+    gm_stream *owner = NULL, *ext = NULL;
+    pthread_t producer, watchdog;
+    _Atomic int returned = 0;
+    struct timespec pause = {0, 50 * 1000 * 1000};
+
+    (void)state;
+    assert_int_equal(gm_test_restore_allocator(NULL), 0); /* threads allocate: not cmocka's */
+    ctx = open_context(0.2, 10);
+    atomic_store(&producer_stop, 0);
+    atomic_store(&producer_late, 0);
+    atomic_store(&producer_queued, 0);
+    atomic_store(&producer_ran, 0);
+    assert_ok(gm_stream_create(ctx, 0, &owner));
+    assert_ok(gm_stream_wrap_external(ctx, gm_stream_native(owner), &ext));
+    assert_int_equal(pthread_create(&producer, NULL, producer_main, ext), 0);
+    nanosleep(&pause, NULL);
+    assert_int_equal(pthread_create(&watchdog, NULL, producer_watchdog, (void *)&returned), 0);
+    assert_ok(gm_stream_synchronize(owner));
+    gm_stream_destroy(&owner);
+    assert_ok(gm_deallocations_flush(ctx));
+    atomic_store(&returned, 1);
+    assert_int_equal(pthread_join(watchdog, NULL), 0);
+    atomic_store(&producer_stop, 1);
+    assert_int_equal(pthread_join(producer, NULL), 0);
+    assert_int_equal(atomic_load(&producer_late), 0); /* returned while the producer ran */
+    assert_ok(gm_stream_synchronize(ext));            /* the stream stayed for the wrapper */
+    assert_int_equal(atomic_load(&producer_ran), atomic_load(&producer_queued));
+    gm_stream_destroy(&ext);
+    close_context(ctx);
+    assert_int_equal(gm_test_use_cmocka_allocator(NULL), 0);
+}
+
+/* Sleeps, then reads the stream it was given. */
+static void reader(gm_stream *stream, gm_status status, void *user)
+{
+    (void)status;
+    sleep_ms(50);
+    *(void **)user = gm_stream_native(stream);
+}
+
+/* Sleeps, reads the stream it was given, then queues `reader` through it (into user[1]). */
+static void late_reader(gm_stream *stream, gm_status status, void *user)
+{
+    void **seen = user;
+
+    (void)status;
+    sleep_ms(100);
+    seen[0] = gm_stream_native(stream);
+    if (gm_stream_add_callback(stream, reader, &seen[1]) != GM_OK)
+        seen[1] = NULL;
+}
+
+/*
+ * The owner's destroy of a wrapped stream waits for its callbacks and for
+ * what they queue through it meanwhile (the core frees the stream they are
+ * given next), though not for other threads' later work.
+ */
+static void test_destroy_waits_for_callbacks_own_work(void **state)
+{
+    gm_context *ctx = NULL;
+    gm_stream *owner = NULL, *ext = NULL;
+    void *native = NULL, *seen[2] = {NULL, NULL};
+
+    (void)state;
+    assert_int_equal(gm_test_restore_allocator(NULL), 0); /* threads allocate: not cmocka's */
+    ctx = open_context(0.2, 10);
+    assert_ok(gm_stream_create(ctx, 0, &owner));
+    native = gm_stream_native(owner);
+    assert_ok(gm_stream_wrap_external(ctx, native, &ext));
+    assert_ok(gm_stream_add_callback(owner, late_reader, (void *)seen));
+    gm_stream_destroy(&owner);
+    assert_ok(gm_deallocations_flush(ctx));
+    assert_ptr_equal(seen[0], native);
+    assert_ptr_equal(seen[1], native);
+    gm_stream_destroy(&ext);
+    close_context(ctx);
+    assert_int_equal(gm_test_use_cmocka_allocator(NULL), 0);
+}
+
+/* A mapped scope's memory is MAPPED by its host address and by its device address alike. */
+static void test_map_scope_kinds(void **state)
+{
+    gm_context *ctx = open_context(0.2, 10);
+    float *x = aligned_alloc(4096, 4096);
+    int64_t n = 1024;
+    gm_ndview hv, dv;
+    gm_host_scope *scope = NULL;
+    gm_memory_kind kh = GM_MEMORY_HOST, kd = GM_MEMORY_HOST;
+
+    (void)state;
+    assert_ok(gm_ndview_init(x, GM_FLOAT32, 1, &n, NULL, GM_ORDER_C, &hv));
+    assert_ok(gm_map(ctx, 1, &hv, &dv, &scope));
+    assert_ptr_not_equal(dv.data, (void *)x); /* the double's agent address */
+    assert_ok(gm_pointer_kind(ctx, x, &kh));
+    assert_ok(gm_pointer_kind(ctx, dv.data, &kd));
+    assert_int_equal(kh, GM_MEMORY_MAPPED);
+    assert_int_equal(kd, GM_MEMORY_MAPPED);
+    assert_ok(gm_host_scope_end(&scope));
+    close_context(ctx);
+    free(x);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -794,6 +946,9 @@ int main(void)
         cmocka_unit_test(test_destroy_with_callback_that_never_runs),
         cmocka_unit_test(test_destroy_with_wrapped_callback_that_never_runs),
         cmocka_unit_test(test_callback_does_not_wait_for_queue_room),
+        cmocka_unit_test(test_wrapper_producer_does_not_starve),
+        cmocka_unit_test(test_destroy_waits_for_callbacks_own_work),
+        cmocka_unit_test(test_map_scope_kinds),
     };
 
     return cmocka_run_group_tests(tests, gm_test_use_cmocka_allocator, gm_test_restore_allocator);
