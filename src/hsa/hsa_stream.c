@@ -347,14 +347,12 @@ gm_status gm__hsa_frontier_add(gm_backend_ctx *bctx, gm_backend_stream *stream, 
 }
 
 _Thread_local bool gm__hsa_in_handler = false;
-/* The stream whose host work this thread runs in an async handler (NULL: none). */
-static _Thread_local gm_backend_stream *handler_stream = NULL;
 
 /* The operation was submitted: queue it and make it the frontier. Lock held. */
 void gm__hsa_op_commit(gm_backend_ctx *bctx, gm_backend_stream *stream, gm__hsa_op *op)
 {
     op->seq = ++stream->committed;
-    if (handler_stream == stream) /* queued by the stream's own callback */
+    if (gm__hsa_in_handler) /* queued by a stream's callback (this one's, or another's) */
         stream->own_committed = op->seq;
     if (stream->ops_tail != NULL)
         stream->ops_tail->next = op;
@@ -419,22 +417,36 @@ static gm__hsa_sig *pending_frontier(const gm_backend_ctx *bctx, const gm_backen
 /* What drain waits for. */
 typedef enum drain_mode {
     DRAIN_QUEUED, /* the work queued when it starts (stream_synchronize, as in CUDA) */
-    DRAIN_OWN,    /* that, and what the stream's own callbacks queue meanwhile (destroy:
-                     the core frees what they are given next) */
+    DRAIN_OWN,    /* that, and what stream callbacks queue on it meanwhile (destroy: the
+                     core frees what they are given next) */
     DRAIN_ALL     /* everything, whoever queues it (context teardown) */
 } drain_mode;
 
-/* The signal drain waits for next, or NULL when it is done. Lock held. */
+/*
+ * What drain waits for, from `start` (the stream's pending frontier when the
+ * drain began, references held: the events it had been made to wait for, or
+ * its last operation's signal; a later operation of another thread clears
+ * the frontier, and its dependencies then hold them) and the operations up to
+ * *target_p. Returns the next signal, or NULL when it is done. Lock held.
+ */
 static gm__hsa_sig *drain_next(gm_backend_ctx *bctx, gm_backend_stream *stream, drain_mode mode,
-                               uint64_t *target_p)
+                               uint64_t *target_p, gm__hsa_sig **start, size_t *nstart_p)
 {
     for (;;) {
-        if (stream->ops_head != NULL && (mode == DRAIN_ALL || stream->ops_head->seq <= *target_p))
+        if (mode == DRAIN_ALL)
+            return stream->ops_head != NULL ? stream->ops_head->done
+                                            : pending_frontier(bctx, stream);
+        if (stream->ops_head != NULL && stream->ops_head->seq <= *target_p)
             return stream->ops_head->done;
-        /* other threads' later work is not waited for (it would starve the caller); the
-         * events the stream waits for count once its operations are done */
-        if (stream->ops_head == NULL && pending_frontier(bctx, stream) != NULL)
-            return pending_frontier(bctx, stream);
+        while (*nstart_p > 0) {
+            gm__hsa_sig *sig = start[*nstart_p - 1];
+
+            if (!gm__hsa_sig_done(bctx, sig))
+                return sig;
+            gm__hsa_sig_unref(bctx, sig);
+            --*nstart_p;
+        }
+        /* other threads' later work is not waited for (it would starve the caller) */
         if (mode != DRAIN_OWN || stream->own_committed <= *target_p)
             return NULL;
         *target_p = stream->own_committed;
@@ -445,14 +457,25 @@ static gm_status drain(gm_backend_ctx *bctx, gm_backend_stream *stream, const ch
                        drain_mode mode)
 {
     uint64_t target = stream->committed;
+    gm__hsa_sig **start = NULL;
+    size_t nstart = 0;
     gm_status status = GM_OK;
 
     gm__hsa_stream_reap(bctx, stream);
+    if (mode != DRAIN_ALL && stream->nfrontier > 0) {
+        start = gm__calloc(stream->nfrontier, sizeof(*start));
+        if (start == NULL)
+            mode = DRAIN_ALL; /* no memory for the snapshot: wait for everything, as before */
+        for (size_t i = 0; start != NULL && i < stream->nfrontier; i++) {
+            if (!gm__hsa_sig_done(bctx, stream->frontier[i]))
+                start[nstart++] = gm__hsa_sig_ref(stream->frontier[i]);
+        }
+    }
     /* its operations, then the events it was made to wait for (a wait is work of the
      * stream, as in CUDA, though no operation of its own stands for it); the signal is
      * picked once: a frontier signal may complete between two looks */
     while (status == GM_OK) {
-        gm__hsa_sig *sig = drain_next(bctx, stream, mode, &target);
+        gm__hsa_sig *sig = drain_next(bctx, stream, mode, &target, start, &nstart);
 
         if (sig == NULL)
             break;
@@ -465,6 +488,9 @@ static gm_status drain(gm_backend_ctx *bctx, gm_backend_stream *stream, const ch
             status = GM_OK;
         gm__hsa_stream_reap(bctx, stream);
     }
+    while (nstart > 0)
+        gm__hsa_sig_unref(bctx, start[--nstart]);
+    gm__free(start);
     return status;
 }
 
@@ -654,9 +680,7 @@ static bool work_handler(hsa_signal_value_t value, void *arg)
                              "(signal %lld)",
                              (long long)value);
     gm__hsa_in_handler = true;
-    handler_stream = w->stream;
     status = run_work(w, upstream);
-    handler_stream = NULL;
     gm__hsa_in_handler = false;
     /* A synchronous call reports its own failure (gm__hsa_op_finish_sync). */
     if (status != GM_OK && !w->sync)

@@ -926,6 +926,153 @@ static void test_map_scope_kinds(void **state)
     free(x);
 }
 
+static gm_stream *cross_t;
+static _Atomic int cross_late_ran;
+
+/* Sleeps, then reads the stream it was given. */
+static void cross_late(gm_stream *stream, gm_status status, void *user)
+{
+    (void)status;
+    sleep_ms(50);
+    *(void **)user = gm_stream_native(stream);
+    atomic_store(&cross_late_ran, 1);
+}
+
+/* On the other stream: sleeps, then queues cross_late on the stream it was handed. */
+static void cross_on_t(gm_stream *stream, gm_status status, void *user)
+{
+    void **args = user;
+
+    (void)stream;
+    (void)status;
+    sleep_ms(100);
+    (void)gm_stream_add_callback(args[0], cross_late, &args[1]);
+}
+
+/* The destroyed stream's first callback: hands it to a callback on the other stream. */
+static void cross_first(gm_stream *stream, gm_status status, void *user)
+{
+    void **args = user;
+
+    (void)status;
+    args[0] = stream;
+    (void)gm_stream_add_callback(cross_t, cross_on_t, args);
+}
+
+static void cross_slow(gm_stream *stream, gm_status status, void *user)
+{
+    (void)stream;
+    (void)status;
+    (void)user;
+    sleep_ms(300);
+}
+
+/*
+ * A callback of another stream queues work on a stream whose destroy is
+ * waiting: the destroy waits for that too (the core frees the stream it is
+ * given next: ASan heap-use-after-free otherwise).
+ */
+static void test_destroy_waits_for_other_callbacks_work(void **state)
+{
+    gm_context *ctx = NULL;
+    gm_stream *s = NULL, *ext = NULL;
+    void *native = NULL, *args[2] = {NULL, NULL};
+
+    (void)state;
+    assert_int_equal(gm_test_restore_allocator(NULL), 0); /* threads allocate: not cmocka's */
+    ctx = open_context(0.2, 10);
+    atomic_store(&cross_late_ran, 0);
+    assert_ok(gm_stream_create(ctx, 0, &s));
+    assert_ok(gm_stream_create(ctx, 0, &cross_t));
+    native = gm_stream_native(s);
+    assert_ok(gm_stream_wrap_external(ctx, native, &ext)); /* the stream stays wrapped */
+    assert_ok(gm_stream_add_callback(s, cross_first, (void *)args));
+    assert_ok(gm_stream_add_callback(s, cross_slow, NULL));
+    gm_stream_destroy(&s);
+    assert_ok(gm_deallocations_flush(ctx));
+    assert_int_equal(atomic_load(&cross_late_ran), 1);
+    assert_ptr_equal(args[1], native);
+    gm_stream_destroy(&ext);
+    gm_stream_destroy(&cross_t);
+    close_context(ctx);
+    assert_int_equal(gm_test_use_cmocka_allocator(NULL), 0);
+}
+
+static _Atomic int frontier_gate1, frontier_gate2, frontier_synced;
+static gm_stream *frontier_s;
+
+static void frontier_block(gm_stream *stream, gm_status status, void *user)
+{
+    (void)stream;
+    (void)status;
+    while (!atomic_load((_Atomic int *)user))
+        sleep_ms(1);
+}
+
+static void frontier_nothing(gm_stream *stream, gm_status status, void *user)
+{
+    (void)stream;
+    (void)status;
+    (void)user;
+}
+
+static void *frontier_syncer(void *arg)
+{
+    (void)arg;
+    if (gm_stream_synchronize(frontier_s) == GM_OK)
+        atomic_store(&frontier_synced, 1);
+    return NULL;
+}
+
+/*
+ * A synchronize of a stream made to wait for two events waits for both, even
+ * when another thread queues later work on the stream meanwhile (which takes
+ * the events over as its dependencies): it returned once the first was done.
+ */
+static void test_synchronize_waits_for_waited_events(void **state)
+{
+    gm_context *ctx = NULL;
+    gm_stream *t1 = NULL, *t2 = NULL;
+    gm_event *e1 = NULL, *e2 = NULL;
+    pthread_t syncer;
+
+    (void)state;
+    assert_int_equal(gm_test_restore_allocator(NULL), 0); /* threads allocate: not cmocka's */
+    ctx = open_context(0.2, 10);
+    atomic_store(&frontier_gate1, 0);
+    atomic_store(&frontier_gate2, 0);
+    atomic_store(&frontier_synced, 0);
+    assert_ok(gm_stream_create(ctx, 0, &frontier_s));
+    assert_ok(gm_stream_create(ctx, 0, &t1));
+    assert_ok(gm_stream_create(ctx, 0, &t2));
+    assert_ok(gm_event_create(ctx, false, &e1));
+    assert_ok(gm_event_create(ctx, false, &e2));
+    assert_ok(gm_stream_add_callback(t1, frontier_block, (void *)&frontier_gate1));
+    assert_ok(gm_event_record(e1, t1));
+    assert_ok(gm_stream_wait_event(t2, e1)); /* one handler thread: t2's gate runs after t1's */
+    assert_ok(gm_stream_add_callback(t2, frontier_block, (void *)&frontier_gate2));
+    assert_ok(gm_event_record(e2, t2));
+    assert_ok(gm_stream_wait_event(frontier_s, e1));
+    assert_ok(gm_stream_wait_event(frontier_s, e2));
+    assert_int_equal(pthread_create(&syncer, NULL, frontier_syncer, NULL), 0);
+    sleep_ms(100); /* the synchronize waits for e1 */
+    assert_ok(gm_stream_add_callback(frontier_s, frontier_nothing, NULL)); /* later work */
+    atomic_store(&frontier_gate1, 1);
+    sleep_ms(300);
+    assert_int_equal(atomic_load(&frontier_synced), 0); /* e2 is still pending */
+    assert_status(gm_event_query(e2), GM_ERR_NOT_READY);
+    atomic_store(&frontier_gate2, 1);
+    assert_int_equal(pthread_join(syncer, NULL), 0);
+    assert_int_equal(atomic_load(&frontier_synced), 1);
+    gm_event_destroy(&e1);
+    gm_event_destroy(&e2);
+    gm_stream_destroy(&frontier_s);
+    gm_stream_destroy(&t1);
+    gm_stream_destroy(&t2);
+    close_context(ctx);
+    assert_int_equal(gm_test_use_cmocka_allocator(NULL), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -949,6 +1096,8 @@ int main(void)
         cmocka_unit_test(test_wrapper_producer_does_not_starve),
         cmocka_unit_test(test_destroy_waits_for_callbacks_own_work),
         cmocka_unit_test(test_map_scope_kinds),
+        cmocka_unit_test(test_destroy_waits_for_other_callbacks_work),
+        cmocka_unit_test(test_synchronize_waits_for_waited_events),
     };
 
     return cmocka_run_group_tests(tests, gm_test_use_cmocka_allocator, gm_test_restore_allocator);
