@@ -499,7 +499,12 @@ GM_API gm_status gm_stream_create(gm_context *ctx, unsigned flags, gm_stream **s
  *        simulator; CUDA's cuStreamSynchronize): a callback on it that
  *        waits for something the releasing thread does later would block
  *        that flush for good, so callbacks must not wait for other threads'
- *        gpumem calls.
+ *        gpumem calls. On the host and HSA backends that wait covers the
+ *        work queued when it begins and what the stream's own callbacks
+ *        queue on it meanwhile, not other threads' later work through a
+ *        wrapper (the stream stays for that wrapper); the stream a callback
+ *        is given is freed then, so a callback must not hand it to work that
+ *        runs later (another stream's callback).
  */
 GM_API void gm_stream_destroy(gm_stream **stream_p);
 

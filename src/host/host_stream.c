@@ -77,7 +77,7 @@ struct host_stream {
     host_work *tail;
     uint64_t enqueued;
     uint64_t completed;
-    uint64_t own_enqueued; /* enqueued after the last item stream work queued on it */
+    uint64_t own_enqueued; /* enqueued after the last item its own work queued */
     bool stopping;
     bool retired;   /* per-thread stream of an exited thread, or a destroyed stream still
                        wrapped: goes once idle and unwrapped */
@@ -226,7 +226,7 @@ static void submit_locked(host_ctx *c, host_stream *s, host_work *w)
         s->head = w;
     s->tail = w;
     s->enqueued++;
-    if (tls_worker != NULL) /* queued by stream work: a callback, this stream's or another's */
+    if (tls_worker == s) /* queued by the stream's own work (a callback) */
         s->own_enqueued = s->enqueued;
     atomic_fetch_add_explicit(&c->queued, 1, memory_order_relaxed);
     pthread_cond_signal(&s->wake);
@@ -651,9 +651,8 @@ gm_status gm__host_stream_destroy(gm_backend_ctx *bctx, gm_backend_stream *strea
     pthread_mutex_lock(&c->lock);
     s->destroyed = true;
     /* The core frees what its queued callbacks are given next: wait for the work queued so
-     * far and for what stream callbacks (its own, or another stream's) queue on it meanwhile
-     * (not for user threads' later work through a wrapper, which would starve the destroy;
-     * the stream stays for that). */
+     * far and for what those callbacks queue on it meanwhile (not for other threads' later
+     * work through a wrapper, which would starve the destroy; the stream stays for that). */
     for (uint64_t target = s->enqueued;;) {
         while (s->completed < target)
             pthread_cond_wait(&c->progress, &c->lock);

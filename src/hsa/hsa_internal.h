@@ -132,7 +132,7 @@ struct gm_backend_stream {
     size_t nfrontier, frontier_cap;
     gm__hsa_op *ops_head, *ops_tail; /* pending operations, in submission order */
     uint64_t committed;              /* operations committed so far (the last one's seq) */
-    uint64_t own_committed;          /* seq of the last one a stream callback committed */
+    uint64_t own_committed;          /* seq of the last one its own callbacks committed */
     pthread_mutex_t error_lock;      /* guards error, error_text (handler threads) */
     gm_status error;                 /* first error of asynchronous work, reported once */
     char error_text[GM_HSA_ERROR_TEXT];

@@ -347,12 +347,14 @@ gm_status gm__hsa_frontier_add(gm_backend_ctx *bctx, gm_backend_stream *stream, 
 }
 
 _Thread_local bool gm__hsa_in_handler = false;
+/* The stream whose host work this thread runs in an async handler (NULL: none). */
+static _Thread_local gm_backend_stream *handler_stream = NULL;
 
 /* The operation was submitted: queue it and make it the frontier. Lock held. */
 void gm__hsa_op_commit(gm_backend_ctx *bctx, gm_backend_stream *stream, gm__hsa_op *op)
 {
     op->seq = ++stream->committed;
-    if (gm__hsa_in_handler) /* queued by a stream's callback (this one's, or another's) */
+    if (handler_stream == stream) /* queued by the stream's own callback */
         stream->own_committed = op->seq;
     if (stream->ops_tail != NULL)
         stream->ops_tail->next = op;
@@ -417,8 +419,8 @@ static gm__hsa_sig *pending_frontier(const gm_backend_ctx *bctx, const gm_backen
 /* What drain waits for. */
 typedef enum drain_mode {
     DRAIN_QUEUED, /* the work queued when it starts (stream_synchronize, as in CUDA) */
-    DRAIN_OWN,    /* that, and what stream callbacks queue on it meanwhile (destroy: the
-                     core frees what they are given next) */
+    DRAIN_OWN,    /* that, and what the stream's own callbacks queue meanwhile (destroy:
+                     the core frees what they are given next) */
     DRAIN_ALL     /* everything, whoever queues it (context teardown) */
 } drain_mode;
 
@@ -680,7 +682,9 @@ static bool work_handler(hsa_signal_value_t value, void *arg)
                              "(signal %lld)",
                              (long long)value);
     gm__hsa_in_handler = true;
+    handler_stream = w->stream;
     status = run_work(w, upstream);
+    handler_stream = NULL;
     gm__hsa_in_handler = false;
     /* A synchronous call reports its own failure (gm__hsa_op_finish_sync). */
     if (status != GM_OK && !w->sync)
