@@ -13,6 +13,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "../common/gm_test_producer.h"
 #include "hsa_internal.h"
 #include "hsa_test_util.h"
 #include "runtime_internal.h"
@@ -774,102 +775,15 @@ static void test_callback_does_not_wait_for_queue_room(void **state)
     close_context(ctx);
 }
 
-static _Atomic int producer_stop, producer_late;
-static _Atomic long producer_queued, producer_ran;
-
-static void producer_item(gm_stream *stream, gm_status status, void *user)
-{
-    struct timespec pause = {0, 2 * 1000 * 1000};
-
-    (void)stream;
-    (void)status;
-    (void)user;
-    nanosleep(&pause, NULL);
-    atomic_fetch_add(&producer_ran, 1);
-}
-
-static gm_stream *producer_feeder;
-
-/* A callback of the producer's own stream: queues an item through the wrapper. */
-static void producer_feed(gm_stream *stream, gm_status status, void *user)
-{
-    (void)stream;
-    (void)status;
-    if (gm_stream_add_callback(user, producer_item, NULL) == GM_OK)
-        atomic_fetch_add(&producer_queued, 1);
-}
-
-/*
- * Queues a 2 ms callback through the wrapper every millisecond until told to
- * stop, directly and through a callback of its own stream.
- */
-static void *producer_main(void *arg)
-{
-    struct timespec pause = {0, 1000 * 1000};
-
-    while (!atomic_load(&producer_stop)) {
-        if (gm_stream_add_callback(arg, producer_item, NULL) == GM_OK)
-            atomic_fetch_add(&producer_queued, 1);
-        (void)gm_stream_add_callback(producer_feeder, producer_feed, arg);
-        nanosleep(&pause, NULL);
-    }
-    return NULL;
-}
-
-/* Stops the producer after 10 s, noting that the call under test had not returned. */
-static void *producer_watchdog(void *arg)
-{
-    struct timespec pause = {0, 10 * 1000 * 1000};
-
-    for (int i = 0; i < 1000 && !atomic_load((_Atomic int *)arg); i++)
-        nanosleep(&pause, NULL);
-    if (!atomic_load((_Atomic int *)arg)) {
-        atomic_store(&producer_late, 1);
-        atomic_store(&producer_stop, 1);
-    }
-    return NULL;
-}
-
-/*
- * Another thread keeps queueing through a wrapper of a created stream: the
- * stream's synchronize waits for what was queued before it, and the owner's
- * destroy (at the flush) for that and its own callbacks' work, not for the
- * other thread's later work, which kept them waiting for as long as it came.
- */
+/* gm_test_producer.h's scenario on the HSA backend. */
 static void test_wrapper_producer_does_not_starve(void **state)
 {
     gm_context *ctx = NULL;
-    gm_stream *owner = NULL, *ext = NULL;
-    pthread_t producer, watchdog;
-    _Atomic int returned = 0;
-    struct timespec pause = {0, 50 * 1000 * 1000};
 
     (void)state;
     assert_int_equal(gm_test_restore_allocator(NULL), 0); /* threads allocate: not cmocka's */
     ctx = open_context(0.2, 10);
-    atomic_store(&producer_stop, 0);
-    atomic_store(&producer_late, 0);
-    atomic_store(&producer_queued, 0);
-    atomic_store(&producer_ran, 0);
-    assert_ok(gm_stream_create(ctx, 0, &owner));
-    assert_ok(gm_stream_create(ctx, 0, &producer_feeder));
-    assert_ok(gm_stream_wrap_external(ctx, gm_stream_native(owner), &ext));
-    assert_int_equal(pthread_create(&producer, NULL, producer_main, ext), 0);
-    nanosleep(&pause, NULL);
-    assert_int_equal(pthread_create(&watchdog, NULL, producer_watchdog, (void *)&returned), 0);
-    assert_ok(gm_stream_synchronize(owner));
-    gm_stream_destroy(&owner);
-    assert_ok(gm_deallocations_flush(ctx));
-    atomic_store(&returned, 1);
-    assert_int_equal(pthread_join(watchdog, NULL), 0);
-    atomic_store(&producer_stop, 1);
-    assert_int_equal(pthread_join(producer, NULL), 0);
-    assert_int_equal(atomic_load(&producer_late), 0); /* returned while the producer ran */
-    assert_ok(gm_stream_synchronize(producer_feeder));
-    assert_ok(gm_stream_synchronize(ext)); /* the stream stayed for the wrapper */
-    assert_int_equal(atomic_load(&producer_ran), atomic_load(&producer_queued));
-    gm_stream_destroy(&ext);
-    gm_stream_destroy(&producer_feeder);
+    gm_test_wrapper_producer(ctx);
     close_context(ctx);
     assert_int_equal(gm_test_use_cmocka_allocator(NULL), 0);
 }
