@@ -1442,7 +1442,7 @@ static void test_per_thread_stream_ends_with_thread(void **state)
     memset(jobs, 0, sizeof(jobs));
     assert_int_equal(pthread_create(&t, NULL, nothing, NULL), 0); /* ThreadSanitizer starts */
     assert_int_equal(pthread_join(t, NULL), 0);                   /* a thread with the first */
-    base = gm_test_thread_count();
+    base = gm_test_thread_count_settled();
     assert_true(base > 0);
     for (int i = 0; i < 24; i++) {
         jobs[i].ctx = c;
@@ -1594,7 +1594,7 @@ static void test_per_thread_stream_from_late_destructor(void **state)
     assert_int_equal(pthread_join(t, NULL), 0);
     assert_int_equal(pthread_key_create(&late_key, late_destructor), 0);
     sleep_ms(20); /* the first thread's worker ends */
-    base = gm_test_thread_count();
+    base = gm_test_thread_count_settled();
     for (int i = 0; i < 8; i++) {
         atomic_store(&late_flag, 0);
         assert_int_equal(pthread_create(&t, NULL, use_then_set_late, NULL), 0);

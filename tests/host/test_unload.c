@@ -224,7 +224,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "test_unload: dlclose: %s\n", dlerror());
         return 1;
     }
-    threads = gm_test_thread_count();
+    threads = gm_test_thread_count_settled();
     if (threads != 1) {
         fprintf(stderr, "test_unload: %d threads left after dlclose (expected 1)\n", threads);
         return 1;
