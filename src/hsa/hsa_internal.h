@@ -223,6 +223,7 @@ struct gm_backend_ctx {
     gm__hsa_sig *zero;                    /* a signal that is always 0 (no dependency) */
     void *kernargs[GM_HSA_KERNARG_CACHE]; /* free GM_HSA_KERNARG_BYTES kernarg buffers */
     int nkernargs;
+    int64_t stuck_checked_ns;        /* when a query last looked for stuck work (lock) */
     _Atomic int queue_failed;        /* a queue, a GPU memory fault or work stuck behind a
                                         failed operation failed the context */
     _Atomic int queue_error;         /* that error, a gm_status */
@@ -272,8 +273,9 @@ gm_status gm__hsa_sig_wait_locked(gm_backend_ctx *bctx, gm__hsa_sig *sig, const 
 void gm__hsa_check_stuck(gm_backend_ctx *bctx);
 /* Set while this thread runs host work (a stream callback...) in an async handler. */
 extern _Thread_local bool gm__hsa_in_handler;
-/* For a query that found work pending: gm__hsa_check_stuck, then the context's failure
- * (GM_ERR_CONTEXT_LOST...) as an error naming `what`, or GM_OK. Lock held. */
+/* For a query that found work pending: gm__hsa_check_stuck (at most every 10 ms: it looks
+ * at every pending operation), then the context's failure (GM_ERR_CONTEXT_LOST...) as an
+ * error naming `what`, or GM_OK. Lock held. */
 gm_status gm__hsa_poll_failed(gm_backend_ctx *bctx, const char *what);
 int64_t gm__hsa_now_ns(void);
 

@@ -178,7 +178,12 @@ void gm__hsa_check_stuck(gm_backend_ctx *bctx)
 
 gm_status gm__hsa_poll_failed(gm_backend_ctx *bctx, const char *what)
 {
-    gm__hsa_check_stuck(bctx);
+    int64_t now = gm__hsa_now_ns();
+
+    if (now - bctx->stuck_checked_ns >= 10 * 1000 * 1000) { /* a polling loop stays cheap */
+        bctx->stuck_checked_ns = now;
+        gm__hsa_check_stuck(bctx);
+    }
     if (atomic_load(&bctx->queue_failed) != 0)
         return queue_failure(bctx, what);
     return GM_OK;
