@@ -200,7 +200,6 @@ static void *agent_address(const hsa_amd_pointer_info_t *info, const void *host)
     return (char *)info->agentBaseAddress + offset;
 }
 
-static bool inside_registration(const char *host, size_t extent);
 static bool registered_agent(const char *host, size_t extent, void **agent_p);
 static bool registered_host(const char *agent, size_t extent);
 
@@ -429,7 +428,7 @@ gm_status gm__hsa_check_device_range(gm_backend_ctx *bctx, gm_devptr addr, size_
     if (status != GM_OK)
         return status;
     if (info.type == HSA_EXT_POINTER_TYPE_LOCKED && !registered_host((const char *)at, 1) &&
-        inside_registration((const char *)at, 1))
+        registered_agent((const char *)at, 1, NULL))
         return gm__error(GM_ERR_INVALID_ARG,
                          "%s: %s range [%p, +%zu) is the host address of registered memory; the "
                          "device reaches it at its device address (host_device_pointer)",
@@ -465,8 +464,8 @@ gm_status gm__hsa_pointer_kind(gm_backend_ctx *bctx, const void *ptr, int *kind_
         break;
     case HSA_EXT_POINTER_TYPE_LOCKED: /* registered (at its host or device address); a
                                          copy's temporary lock is not */
-        *kind_p = inside_registration(ptr, 1) || registered_host(ptr, 1) ? GM_MEMORY_PINNED
-                                                                         : GM_MEMORY_HOST;
+        *kind_p = registered_agent(ptr, 1, NULL) || registered_host(ptr, 1) ? GM_MEMORY_PINNED
+                                                                            : GM_MEMORY_HOST;
         break;
     case HSA_EXT_POINTER_TYPE_IPC:
     case HSA_EXT_POINTER_TYPE_GRAPHICS:
@@ -533,7 +532,7 @@ static bool inside(const char *p, size_t extent, const char *base, size_t bytes)
 }
 
 /* Whether host range [host, host + extent) lies inside one range a context registered;
- * *agent_p: the address at which the GPUs reach host. */
+ * *agent_p (unless agent_p is NULL): the address at which the GPUs reach host. */
 static bool registered_agent(const char *host, size_t extent, void **agent_p)
 {
     bool found = false;
@@ -541,7 +540,7 @@ static bool registered_agent(const char *host, size_t extent, void **agent_p)
     pthread_mutex_lock(&registry_lock);
     for (const registration *r = registry; r != NULL && !found; r = r->next) {
         found = inside(host, extent, r->base, r->bytes);
-        if (found)
+        if (found && agent_p != NULL)
             *agent_p = r->agent + (host - r->base);
     }
     pthread_mutex_unlock(&registry_lock);
@@ -557,18 +556,6 @@ static bool registered_host(const char *agent, size_t extent)
     pthread_mutex_lock(&registry_lock);
     for (const registration *r = registry; r != NULL && !found; r = r->next)
         found = inside(agent, extent, r->agent, r->bytes);
-    pthread_mutex_unlock(&registry_lock);
-    return found;
-}
-
-/* Whether host range [host, host + extent) lies inside one range a context registered. */
-static bool inside_registration(const char *host, size_t extent)
-{
-    bool found = false;
-
-    pthread_mutex_lock(&registry_lock);
-    for (const registration *r = registry; r != NULL && !found; r = r->next)
-        found = inside(host, extent, r->base, r->bytes);
     pthread_mutex_unlock(&registry_lock);
     return found;
 }
