@@ -1,12 +1,19 @@
 /*
- * A scenario shared by the host and HSA stream tests (a header of its own, as
- * gm_test_file.h): another thread keeps queueing through a wrapper of a
+ * Scenarios shared by the host and HSA stream tests (a header of its own, as
+ * gm_test_file.h).
+ *
+ * gm_test_wrapper_producer: another thread keeps queueing through a wrapper of a
  * created stream, directly and through callbacks of a stream of its own.
  * The created stream's synchronize must wait for what was queued before it,
  * and the owner's destroy (at the flush) for that and for its own callbacks'
  * work, not for the other thread's later work, which kept them waiting for
  * as long as it came. A watchdog stops the producer after 10 s (the check
  * then fails) so that a regression does not hang the suite.
+ *
+ * gm_test_destroy_waits_for_callbacks: the flush that destroys a wrapped
+ * created stream still waits for its queued callbacks, which are given the
+ * stream, and for those they queue through it meanwhile (it freed the core's
+ * stream under a running one: ASan heap-use-after-free).
  */
 #ifndef GM_TEST_PRODUCER_H
 #define GM_TEST_PRODUCER_H
@@ -104,6 +111,46 @@ static void gm_test_wrapper_producer(gm_context *ctx)
     assert_int_equal(atomic_load(&producer_ran), atomic_load(&producer_queued));
     gm_stream_destroy(&ext);
     gm_stream_destroy(&producer_feeder);
+}
+
+/* Sleeps, then reads the stream it was given. */
+static void gm_test_reader(gm_stream *stream, gm_status status, void *user)
+{
+    struct timespec pause = {0, 50 * 1000 * 1000};
+
+    (void)status;
+    nanosleep(&pause, NULL);
+    *(void **)user = gm_stream_native(stream);
+}
+
+/* Sleeps, reads the stream it was given, then queues gm_test_reader through it (user[1]). */
+static void gm_test_late_reader(gm_stream *stream, gm_status status, void *user)
+{
+    struct timespec pause = {0, 100 * 1000 * 1000};
+    void **seen = user;
+
+    (void)status;
+    nanosleep(&pause, NULL);
+    seen[0] = gm_stream_native(stream);
+    if (gm_stream_add_callback(stream, gm_test_reader, &seen[1]) != GM_OK)
+        seen[1] = NULL;
+}
+
+/* Run the destroy scenario on ctx (left alive). */
+static void gm_test_destroy_waits_for_callbacks(gm_context *ctx)
+{
+    gm_stream *owner = NULL, *ext = NULL;
+    void *native = NULL, *seen[2] = {NULL, NULL};
+
+    assert_ok(gm_stream_create(ctx, 0, &owner));
+    native = gm_stream_native(owner);
+    assert_ok(gm_stream_wrap_external(ctx, native, &ext));
+    assert_ok(gm_stream_add_callback(owner, gm_test_late_reader, (void *)seen));
+    gm_stream_destroy(&owner);
+    assert_ok(gm_deallocations_flush(ctx));
+    assert_ptr_equal(seen[0], native); /* the callback had finished */
+    assert_ptr_equal(seen[1], native); /* and the one it queued too */
+    gm_stream_destroy(&ext);
 }
 
 #endif

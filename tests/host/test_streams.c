@@ -478,51 +478,13 @@ static void count_callback(gm_stream *stream, gm_status status, void *user)
     atomic_fetch_add((_Atomic int *)user, 1);
 }
 
-/* Sleeps, then reads the stream it was given. */
-static void reader(gm_stream *stream, gm_status status, void *user)
-{
-    struct timespec pause = {0, 50 * 1000 * 1000};
-
-    (void)status;
-    nanosleep(&pause, NULL);
-    *(void **)user = gm_stream_native(stream);
-}
-
-/* Sleeps, reads the stream it was given, then queues `reader` through it (into user[1]). */
-static void late_reader(gm_stream *stream, gm_status status, void *user)
-{
-    struct timespec pause = {0, 100 * 1000 * 1000};
-    void **seen = user;
-
-    (void)status;
-    nanosleep(&pause, NULL);
-    seen[0] = gm_stream_native(stream);
-    if (gm_stream_add_callback(stream, reader, &seen[1]) != GM_OK)
-        seen[1] = NULL;
-}
-
-/*
- * The flush that destroys a wrapped created stream still waits for its queued
- * callbacks, which are given the stream, and for those they queue through it
- * meanwhile (it freed the core's stream under a running one: ASan
- * heap-use-after-free).
- */
+/* gm_test_producer.h's destroy scenario on the host backend. */
 static void test_destroy_of_wrapped_stream_waits_for_callbacks(void **state)
 {
     gm_context *ctx = rt_fault_ctx();
-    gm_stream *owner = NULL, *ext = NULL;
-    void *native = NULL, *seen[2] = {NULL, NULL};
 
     (void)state;
-    assert_ok(gm_stream_create(ctx, 0, &owner));
-    native = gm_stream_native(owner);
-    assert_ok(gm_stream_wrap_external(ctx, native, &ext));
-    assert_ok(gm_stream_add_callback(owner, late_reader, (void *)seen));
-    gm_stream_destroy(&owner);
-    assert_ok(gm_deallocations_flush(ctx));
-    assert_ptr_equal(seen[0], native); /* the callback had finished */
-    assert_ptr_equal(seen[1], native); /* and the one it queued too */
-    gm_stream_destroy(&ext);
+    gm_test_destroy_waits_for_callbacks(ctx);
     gm_context_destroy(&ctx);
 }
 

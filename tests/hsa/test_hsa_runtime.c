@@ -788,49 +788,15 @@ static void test_wrapper_producer_does_not_starve(void **state)
     assert_int_equal(gm_test_use_cmocka_allocator(NULL), 0);
 }
 
-/* Sleeps, then reads the stream it was given. */
-static void reader(gm_stream *stream, gm_status status, void *user)
-{
-    (void)status;
-    sleep_ms(50);
-    *(void **)user = gm_stream_native(stream);
-}
-
-/* Sleeps, reads the stream it was given, then queues `reader` through it (into user[1]). */
-static void late_reader(gm_stream *stream, gm_status status, void *user)
-{
-    void **seen = user;
-
-    (void)status;
-    sleep_ms(100);
-    seen[0] = gm_stream_native(stream);
-    if (gm_stream_add_callback(stream, reader, &seen[1]) != GM_OK)
-        seen[1] = NULL;
-}
-
-/*
- * The owner's destroy of a wrapped stream waits for its callbacks and for
- * what they queue through it meanwhile (the core frees the stream they are
- * given next), though not for other threads' later work.
- */
+/* gm_test_producer.h's destroy scenario on the HSA backend. */
 static void test_destroy_waits_for_callbacks_own_work(void **state)
 {
     gm_context *ctx = NULL;
-    gm_stream *owner = NULL, *ext = NULL;
-    void *native = NULL, *seen[2] = {NULL, NULL};
 
     (void)state;
     assert_int_equal(gm_test_restore_allocator(NULL), 0); /* threads allocate: not cmocka's */
     ctx = open_context(0.2, 10);
-    assert_ok(gm_stream_create(ctx, 0, &owner));
-    native = gm_stream_native(owner);
-    assert_ok(gm_stream_wrap_external(ctx, native, &ext));
-    assert_ok(gm_stream_add_callback(owner, late_reader, (void *)seen));
-    gm_stream_destroy(&owner);
-    assert_ok(gm_deallocations_flush(ctx));
-    assert_ptr_equal(seen[0], native);
-    assert_ptr_equal(seen[1], native);
-    gm_stream_destroy(&ext);
+    gm_test_destroy_waits_for_callbacks(ctx);
     close_context(ctx);
     assert_int_equal(gm_test_use_cmocka_allocator(NULL), 0);
 }
