@@ -459,13 +459,16 @@ static gm_status drain(gm_backend_ctx *bctx, gm_backend_stream *stream, const ch
                        drain_mode mode)
 {
     uint64_t target = stream->committed;
+    gm__hsa_sig *small[4]; /* the frontier's usual size: no allocation per synchronize */
     gm__hsa_sig **start = NULL;
     size_t nstart = 0;
     gm_status status = GM_OK;
 
     gm__hsa_stream_reap(bctx, stream);
     if (mode != DRAIN_ALL && stream->nfrontier > 0) {
-        start = gm__calloc(stream->nfrontier, sizeof(*start));
+        start = stream->nfrontier <= sizeof(small) / sizeof(small[0])
+                    ? small
+                    : gm__calloc(stream->nfrontier, sizeof(*start));
         if (start == NULL)
             mode = DRAIN_ALL; /* no memory for the snapshot: wait for everything, as before */
         for (size_t i = 0; start != NULL && i < stream->nfrontier; i++) {
@@ -492,7 +495,8 @@ static gm_status drain(gm_backend_ctx *bctx, gm_backend_stream *stream, const ch
     }
     while (nstart > 0)
         gm__hsa_sig_unref(bctx, start[--nstart]);
-    gm__free(start);
+    if (start != small)
+        gm__free(start);
     return status;
 }
 
