@@ -549,11 +549,14 @@ GM_API gm_stream *gm_per_thread_default_stream(gm_context *ctx);
  * A stream made by this context (gm_stream_create) that its owner destroys
  * while wrapped stays, on the host and HSA backends, until its last wrapper
  * is destroyed too: the destroy still waits for the work queued so far and
- * takes (logs) its error, the wrapper keeps working, and wrapping the handle
- * again is GM_ERR_INVALID_HANDLE (as is any handle that is not a live stream
- * of this context there). On CUDA a CUstream is a driver handle: once the
- * owner's destroy reaches the driver (at the next flush), the wrapper names
- * a destroyed CUstream, which the driver does not define a use of.
+ * takes (logs) its error, and the wrapper keeps working. On every backend
+ * the handle of a stream of this context is GM_ERR_INVALID_HANDLE here from
+ * its gm_stream_destroy on, although the destroy itself waits in the
+ * deallocation queue (as is, on the host and HSA backends, any handle that is
+ * not a live stream of this context). On CUDA a CUstream is a driver handle:
+ * once the owner's destroy reaches the driver (at the next flush), a wrapper
+ * made before names a destroyed CUstream, which the driver does not define a
+ * use of.
  */
 GM_API gm_status gm_stream_wrap_external(gm_context *ctx, void *native, gm_stream **stream_p);
 
@@ -622,7 +625,7 @@ GM_API void gm_event_destroy(gm_event **event_p);
 /** @brief Record the event on a stream (NULL: the default stream). */
 GM_API gm_status gm_event_record(gm_event *event, gm_stream *stream);
 
-/** @brief Make future work on `stream` wait for the event. */
+/** @brief Make future work on `stream` (NULL: the default stream) wait for the event. */
 GM_API gm_status gm_stream_wait_event(gm_stream *stream, gm_event *event);
 
 /** @brief GM_OK if the event has completed, GM_ERR_NOT_READY if not. */

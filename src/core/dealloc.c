@@ -129,6 +129,8 @@ static bool pool_push(gm__dealloc_queue *q, gm__dealloc_entry *entry)
 /* Free a done entry and its bookkeeping (a pooled entry: its whole block). */
 static void entry_free(gm__dealloc_entry *entry)
 {
+    if (entry->kind == GM__DEALLOC_STREAM && !entry->pooled && entry->bookkeeping != NULL)
+        gm__stream_dead(entry->bookkeeping);
     gm__free(entry->bookkeeping);
     gm__free(entry);
 }

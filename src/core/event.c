@@ -106,8 +106,11 @@ gm_status gm_stream_wait_event(gm_stream *stream, gm_event *event)
     gm_backend_stream *bs = NULL;
     gm_status status = check_event(fn, event);
 
-    if (status == GM_OK && stream == NULL)
-        status = gm__error(GM_ERR_NULL_POINTER, "%s: stream is NULL", fn);
+    if (status == GM_OK && stream == NULL) { /* Numba's Event.wait(stream=0), as gm_event_record */
+        stream = gm_default_stream(event->ctx);
+        if (stream == NULL)
+            return gm_last_error();
+    }
     if (status == GM_OK && stream->ctx != event->ctx)
         status = gm__error(GM_ERR_WRONG_CONTEXT,
                            "%s: the event belongs to another context than the stream", fn);

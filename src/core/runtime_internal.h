@@ -278,6 +278,7 @@ struct gm_context {
     gm__link arrays;      /* gm_array.link; guarded by queue.lock */
     pthread_mutex_t lock; /* the lists below */
     gm__link streams;     /* gm_stream.link: created, built-in and wrapped */
+    gm__link dying;       /* gm_stream.link: created streams whose destroy is queued */
     gm__link events;      /* gm_event.link */
     gm__link scopes;      /* gm_host_scope.link */
     gm__link exports;     /* live DLPack exports (dlpack.c); guarded by dlpack.c's global lock */
@@ -410,6 +411,7 @@ struct gm_stream {
     gm__dealloc_entry *entry;        /* created and external: preallocated queue entry */
     _Atomic int64_t holds;    /* external: the user's handle and each callback queued through it */
     gm__link per_thread_link; /* the per-thread handle: in stream.c's live list */
+    void *dying_native;       /* created, in ctx->dying: its native handle (refused by wraps) */
 };
 
 /*
@@ -418,6 +420,14 @@ struct gm_stream {
  */
 gm_status gm__stream_backend(const char *fn, const gm_context *ctx, const gm_stream *stream,
                              gm_backend_stream **bstream_p);
+
+/*
+ * The deallocation queue is done with a created stream's entry (its destroy
+ * reached the backend, or teardown dropped it): unlist it from ctx->dying, so
+ * that its native handle is no longer refused by gm_stream_wrap_external on
+ * that account (the backend refuses a destroyed one itself).
+ */
+void gm__stream_dead(gm_stream *stream);
 
 /*
  * Whether the calling thread is running a gm_stream_callback. Deallocations

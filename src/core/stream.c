@@ -214,13 +214,36 @@ void gm_stream_destroy(gm_stream **stream_p)
     if (stream->kind == GM__STREAM_BUILTIN)
         return;
     *stream_p = NULL;
+    if (stream->kind == GM__STREAM_CREATED) /* read before the lock: no call out under it */
+        stream->dying_native = stream->ctx->ops->stream_native(stream->ctx->bctx, stream->bstream);
     pthread_mutex_lock(&stream->ctx->lock);
     gm__list_remove(&stream->link);
+    if (stream->kind == GM__STREAM_CREATED) /* its handle is refused by wraps from now on */
+        gm__list_push(&stream->ctx->dying, &stream->link);
     pthread_mutex_unlock(&stream->ctx->lock);
     if (stream->kind == GM__STREAM_EXTERNAL)
         wrapper_release(stream, true);
     else
         queue_destroy(stream, true);
+}
+
+void gm__stream_dead(gm_stream *stream)
+{
+    pthread_mutex_lock(&stream->ctx->lock);
+    gm__list_remove(&stream->link); /* a no-op unless in ctx->dying */
+    pthread_mutex_unlock(&stream->ctx->lock);
+}
+
+/* Whether `native` is the handle of a stream of ctx whose destroy is queued. */
+static bool native_dying(gm_context *ctx, const void *native)
+{
+    bool dying = false;
+
+    pthread_mutex_lock(&ctx->lock);
+    for (const gm__link *l = ctx->dying.next; l != &ctx->dying && !dying; l = l->next)
+        dying = GM__CONTAINER_OF(l, const gm_stream, link)->dying_native == native;
+    pthread_mutex_unlock(&ctx->lock);
+    return dying;
 }
 
 /*
@@ -328,6 +351,10 @@ gm_status gm_stream_wrap_external(gm_context *ctx, void *native, gm_stream **str
     if (status == GM_OK && (native == NULL || stream_p == NULL))
         status = gm__error(GM_ERR_NULL_POINTER, "%s: %s is NULL", fn,
                            native == NULL ? "native" : "stream_p");
+    if (status == GM_OK && native_dying(ctx, native))
+        status = gm__error(GM_ERR_INVALID_HANDLE,
+                           "%s: %p is the handle of a stream destroyed with gm_stream_destroy", fn,
+                           native);
     if (status == GM_OK)
         status = gm__error_within(fn, ctx->ops->stream_wrap(ctx->bctx, native, &bstream));
     if (status != GM_OK)

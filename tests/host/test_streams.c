@@ -491,8 +491,9 @@ static void test_destroy_of_wrapped_stream_waits_for_callbacks(void **state)
 /*
  * A wrapper of a created stream keeps it: the owner's destroy (at the flush)
  * leaves it to the wrapper, which still works, and no new wrapper finds it.
- * Wrapping a handle whose destroy is only queued is the same case. Used to
- * free the stream under the wrapper (ASan: heap-use-after-free).
+ * Used to free the stream under the wrapper (ASan: heap-use-after-free). A
+ * handle is refused from its owner's gm_stream_destroy on, not only once the
+ * queue has flushed the destroy (it used to be wrappable until then).
  */
 static void test_wrapper_keeps_destroyed_stream(void **state)
 {
@@ -502,26 +503,44 @@ static void test_wrapper_keeps_destroyed_stream(void **state)
     _Atomic int calls = 0;
 
     (void)state;
-    for (int order = 0; order < 2; order++) {
-        assert_ok(gm_stream_create(ctx, 0, &owner));
-        native = gm_stream_native(owner);
-        if (order == 0) /* wrapped first, then destroyed by its owner */
-            assert_ok(gm_stream_wrap_external(ctx, native, &ext));
-        gm_stream_destroy(&owner);
-        if (order == 1) /* its destroy queued, then its handle wrapped */
-            assert_ok(gm_stream_wrap_external(ctx, native, &ext));
-        assert_ok(gm_deallocations_flush(ctx)); /* the backend's destroy runs */
-        assert_ok(gm_stream_query(ext));
-        assert_ok(gm_stream_add_callback(ext, count_callback, (void *)&calls));
-        assert_ok(gm_stream_synchronize(ext));
-        assert_int_equal(calls, order + 1);
+    assert_ok(gm_stream_create(ctx, 0, &owner));
+    native = gm_stream_native(owner);
+    assert_ok(gm_stream_wrap_external(ctx, native, &ext));
+    gm_stream_destroy(&owner);
+    for (int flushed = 0; flushed < 2; flushed++) {
         assert_status(gm_stream_wrap_external(ctx, native, &again), GM_ERR_INVALID_HANDLE);
         assert_message_contains("destroyed");
         assert_null(again);
-        gm_stream_destroy(&ext);
-        assert_ok(gm_deallocations_flush(ctx)); /* the last wrapper: the stream goes */
+        if (flushed == 0) {
+            assert_int_equal(rt_stats(ctx).pending_count, 1); /* the destroy is queued */
+            assert_ok(gm_deallocations_flush(ctx));           /* the backend's destroy runs */
+        }
     }
+    assert_ok(gm_stream_query(ext));
+    assert_ok(gm_stream_add_callback(ext, count_callback, (void *)&calls));
+    assert_ok(gm_stream_synchronize(ext));
+    assert_int_equal(calls, 1);
+    gm_stream_destroy(&ext);
+    assert_ok(gm_deallocations_flush(ctx)); /* the last wrapper: the stream goes */
+    assert_int_equal(rt_fault_calls(RT_STREAM_DESTROY), 1);
+
+    /* without a wrapper: refused while the destroy is queued, and once it ran */
+    assert_ok(gm_stream_create(ctx, 0, &owner));
+    native = gm_stream_native(owner);
+    gm_stream_destroy(&owner);
+    assert_status(gm_stream_wrap_external(ctx, native, &again), GM_ERR_INVALID_HANDLE);
+    assert_message_contains("gm_stream_wrap_external: ");
+    assert_message_contains("destroyed with gm_stream_destroy");
+    assert_ok(gm_deallocations_flush(ctx));
     assert_int_equal(rt_fault_calls(RT_STREAM_DESTROY), 2);
+    assert_status(gm_stream_wrap_external(ctx, native, &again), GM_ERR_INVALID_HANDLE);
+    assert_null(again);
+
+    /* a new stream is wrappable, whatever address it got */
+    assert_ok(gm_stream_create(ctx, 0, &owner));
+    assert_ok(gm_stream_wrap_external(ctx, gm_stream_native(owner), &ext));
+    gm_stream_destroy(&ext);
+    gm_stream_destroy(&owner);
     gm_context_destroy(&ctx);
 }
 
@@ -904,7 +923,6 @@ static void test_events(void **state)
     assert_status(gm_stream_wait_event(st, foreign), GM_ERR_WRONG_CONTEXT);
     assert_message_contains("gm_stream_wait_event: the event belongs to another context than "
                             "the stream");
-    assert_status(gm_stream_wait_event(NULL, end), GM_ERR_NULL_POINTER);
     assert_status(gm_stream_wait_event(st, NULL), GM_ERR_NULL_POINTER);
     assert_status(gm_event_record(NULL, st), GM_ERR_NULL_POINTER);
     assert_status(gm_event_query(NULL), GM_ERR_NULL_POINTER);
@@ -927,6 +945,38 @@ static void test_events(void **state)
     gm_context_destroy(&ctx);
     assert_int_equal(rt_fault_calls(RT_EVENT_DESTROY), 3);
     gm_context_destroy(&other);
+}
+
+/*
+ * gm_stream_wait_event with a NULL stream makes the default stream wait, as
+ * Numba's Event.wait(stream=0) and as gm_event_record takes NULL: the event is
+ * recorded on a non-blocking stream (not ordered with the legacy stream) behind
+ * a gate, so only the wait orders the default stream's callback after it.
+ */
+static void test_wait_event_on_default_stream(void **state)
+{
+    gm_context *ctx = rt_fault_ctx();
+    gm_stream *st = NULL;
+    gm_event *ev = NULL;
+    gate g;
+    order_probe probe = {&g, -1, NULL};
+
+    (void)state;
+    memset(&g, 0, sizeof g);
+    assert_ok(gm_stream_create(ctx, GM_STREAM_NON_BLOCKING, &st));
+    assert_ok(gm_event_create(ctx, false, &ev));
+    assert_ok(gm_stream_add_callback(st, gate_callback, &g));
+    assert_ok(gm_event_record(ev, st));
+    assert_ok(gm_stream_wait_event(NULL, ev));
+    assert_ok(gm_stream_add_callback(gm_default_stream(ctx), probe_callback, &probe));
+    sleep_ms(20);
+    assert_int_equal(probe.saw_gate_ran, -1); /* held back by the wait */
+    atomic_store(&g.release, 1);
+    assert_ok(gm_stream_synchronize(gm_default_stream(ctx)));
+    assert_int_equal(probe.saw_gate_ran, 1);
+    gm_event_destroy(&ev);
+    gm_stream_destroy(&st);
+    gm_context_destroy(&ctx);
 }
 
 typedef struct release_job {
@@ -1587,6 +1637,7 @@ int main(void)
         cmocka_unit_test_setup(test_auto_synchronize, test_setup),
         cmocka_unit_test_setup(test_sync_calls_in_callback, test_setup),
         cmocka_unit_test_setup(test_events, test_setup),
+        cmocka_unit_test_setup(test_wait_event_on_default_stream, test_setup),
         cmocka_unit_test_setup(test_callback_releases, test_setup),
         cmocka_unit_test_setup(test_callbacks_not_queued, test_setup),
         cmocka_unit_test_setup(test_teardown_reports_builtin_stream_error, test_setup),
