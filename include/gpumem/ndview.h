@@ -267,11 +267,13 @@ GM_API gm_status gm_ndview_split(const gm_ndview *view, int64_t section, int64_t
 
 /**
  * @brief Strides of a new contiguous array that keeps the memory order of the
- *        axes of `view` (numpy's empty_like(order='K'), Numba's
- *        device_array_like): C strides if view is C-contiguous, F strides if
- *        it is F- and not C-contiguous, otherwise axes ordered by decreasing
- *        |stride| (ties keep axis order). The result has the same shape,
- *        dtype, memory and device, data NULL and offset 0.
+ *        axes of `view` (numpy's empty_like(order='K')): C strides if view is
+ *        C-contiguous, F strides if it is F- and not C-contiguous, otherwise
+ *        axes ordered by decreasing |stride| (ties keep axis order). The
+ *        result has the same shape, dtype, memory and device, data NULL and
+ *        offset 0. Numba's device_array_like gives the same strides except
+ *        for negative ones, which it orders by signed value (a[::-1, ::2] of
+ *        a 3 x 8 float64 array: numpy and this (32, 8), Numba (8, 24)).
  */
 GM_API gm_status gm_ndview_like(const gm_ndview *view, gm_ndview *out_p);
 

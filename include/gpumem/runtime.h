@@ -262,7 +262,10 @@ GM_API gm_status gm_array_ravel(gm_array *array, gm_order order, gm_array **arra
 GM_API gm_status gm_array_getitem(gm_array *array, int nitems, const gm_index_item *items,
                                   gm_array **array_p);
 
-/** @brief gm_ndview_transpose + gm_array_derive. */
+/**
+ * @brief gm_ndview_transpose + gm_array_derive: numpy's a.T, a view of any
+ *        ndim sharing the buffer (Numba's DeviceNDArray.T copies, 2-D only).
+ */
 GM_API gm_status gm_array_transpose(gm_array *array, gm_array **array_p);
 
 /**
@@ -318,7 +321,9 @@ GM_API gm_status gm_copy(gm_context *ctx, const gm_ndview *dst, const gm_ndview 
 
 /**
  * @brief Numba's copy_to_host(ary): device array into an existing host
- *        descriptor; gm_copy's checks, overlap included.
+ *        descriptor; gm_copy's checks, overlap included, except that shapes
+ *        that differ only by axes of extent 1 are accepted, as Numba's are
+ *        ((1, 4) and (4,): the squeezed views are copied).
  */
 GM_API gm_status gm_array_copy_to_host(gm_array *array, const gm_ndview *host, gm_stream *stream);
 
@@ -333,7 +338,9 @@ GM_API gm_status gm_array_copy_to_host_new(gm_array *array, gm_stream *stream, g
 /**
  * @brief Numba's copy_to_device(ary): fill a device array from host or
  *        device data; gm_copy's checks, overlap included (a view of the
- *        array's own bytes that intersects it is refused).
+ *        array's own bytes that intersects it is refused), except that
+ *        shapes that differ only by axes of extent 1 are accepted, as in
+ *        gm_array_copy_to_host.
  */
 GM_API gm_status gm_array_copy_to_device(gm_array *array, const gm_ndview *src, gm_stream *stream);
 

@@ -812,6 +812,34 @@ gm_status gm_copy(gm_context *ctx, const gm_ndview *dst, const gm_ndview *src, g
     return gm__copy("gm_copy", ctx, dst, src, stream);
 }
 
+/* Whether two descriptors have one shape (an ndim out of range counts as equal: gm__copy
+ * refuses it). */
+static bool same_shape(const gm_ndview *a, const gm_ndview *b)
+{
+    return a->ndim == b->ndim &&
+           (a->ndim <= 0 || a->ndim > GM_MAX_DIMS ||
+            memcmp(a->shape, b->shape, (size_t)a->ndim * sizeof(int64_t)) == 0);
+}
+
+/*
+ * The copies of Numba's copy_to_host(ary) / copy_to_device(ary), whose check
+ * (check_array_compatibility) compares the shapes with their axes of extent 1
+ * squeezed out: two such sides are copied as their squeezed views; any other
+ * pair goes to gm__copy as it is (its checks and messages name the shapes
+ * given).
+ */
+static gm_status copy_compatible(const char *fn, gm_context *ctx, const gm_ndview *dst,
+                                 const gm_ndview *src, gm_stream *stream)
+{
+    gm_ndview d, s;
+
+    if (dst != NULL && src != NULL && !same_shape(dst, src) && gm__validate(fn, dst) == GM_OK &&
+        gm__validate(fn, src) == GM_OK && gm_ndview_squeeze(dst, 0, NULL, &d) == GM_OK &&
+        gm_ndview_squeeze(src, 0, NULL, &s) == GM_OK && same_shape(&d, &s))
+        return gm__copy(fn, ctx, &d, &s, stream);
+    return gm__copy(fn, ctx, dst, src, stream);
+}
+
 /* Device array into an existing descriptor (any layout). */
 gm_status gm_array_copy_to_host(gm_array *array, const gm_ndview *host, gm_stream *stream)
 {
@@ -820,7 +848,7 @@ gm_status gm_array_copy_to_host(gm_array *array, const gm_ndview *host, gm_strea
 
     if (status != GM_OK)
         return status;
-    return gm__copy(fn, array->ctx, host, &array->view, stream);
+    return copy_compatible(fn, array->ctx, host, &array->view, stream);
 }
 
 /* Device array into new gpumem-owned host memory of like layout. */
@@ -861,7 +889,7 @@ gm_status gm_array_copy_to_device(gm_array *array, const gm_ndview *src, gm_stre
 
     if (status != GM_OK)
         return status;
-    return gm__copy(fn, array->ctx, &array->view, src, stream);
+    return copy_compatible(fn, array->ctx, &array->view, src, stream);
 }
 
 /* Set every element to an itemsize-byte value. */

@@ -853,7 +853,7 @@ static const dtype_case view_dtype_cases[] = {
     {"(2,3) i4 -> f4", {2, {2, 3}, {12, 4}, 0}, D_I32, D_F32, GM_OK, {2, {2, 3}, {12, 4}, 0}, NULL},
     {"(2,3) i4 -> i2", {2, {2, 3}, {12, 4}, 0}, D_I32, D_I16, GM_OK, {2, {2, 6}, {12, 2}, 0}, NULL},
     {"(2,3) i4 -> i1", {2, {2, 3}, {12, 4}, 0}, D_I32, D_I8, GM_OK, {2, {2, 12}, {12, 1}, 0}, NULL},
-    {"(2,3) i4 -> i8", {2, {2, 3}, {12, 4}, 0}, D_I32, D_I64, GM_ERR_INVALID_ARG, {0}, "must divide the byte length of the last axis"}, /* numpy: When changing to a larger dtype, its size must be a divisor of the total size in bytes of the last axis of the array. */
+    {"(2,3) i4 -> i8", {2, {2, 3}, {12, 4}, 0}, D_I32, D_I64, GM_ERR_INVALID_ARG, {0}, "the new itemsize 8 must divide the byte length of the last axis (12 bytes; the old itemsize is 4)"}, /* numpy: When changing to a larger dtype, its size must be a divisor of the total size in bytes of the last axis of the array. */
     {"(2,4) i4 -> i8", {2, {2, 4}, {16, 4}, 0}, D_I32, D_I64, GM_OK, {2, {2, 2}, {16, 8}, 0}, NULL},
     {"(2,4) i4 -> c16", {2, {2, 4}, {16, 4}, 0}, D_I32, D_C128, GM_OK, {2, {2, 1}, {16, 16}, 0}, NULL},
     {"(2,3).T i4 -> i2", {2, {3, 2}, {4, 12}, 0}, D_I32, D_I16, GM_ERR_INVALID_ARG, {0}, "the last axis must be contiguous"}, /* numpy: To change to a dtype of a different size, the last axis must be contiguous */

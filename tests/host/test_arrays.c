@@ -384,6 +384,46 @@ static void test_copy_to_device_and_mismatch(void **state)
     gm_context_destroy(&ctx);
 }
 
+/*
+ * Numba's copy_to_host(ary) / copy_to_device(ary) accept shapes that differ
+ * only by axes of extent 1 (check_array_compatibility squeezes both); gm_copy
+ * stays strict. A mismatch left after squeezing names the shapes given.
+ */
+static void test_copy_size_one_axes(void **state)
+{
+    float in[4] = {1.0f, 2.0f, 3.0f, 4.0f}, out[4] = {0}, back[4] = {0};
+    int64_t flat[1] = {4}, row[2] = {1, 4}, col[3] = {4, 1, 1}, wide[2] = {2, 2};
+    gm_ndview hrow, hcol, hwide, hflat;
+    gm_context *ctx = NULL;
+    gm_array *d = NULL;
+
+    (void)state;
+    assert_ok(gm_context_create(NULL, &ctx));
+    assert_ok(gm_device_array(ctx, 1, flat, GM_FLOAT32, GM_ORDER_C, &d));
+    assert_ok(gm_ndview_init(in, GM_FLOAT32, 2, row, NULL, GM_ORDER_C, &hrow));
+    assert_ok(gm_ndview_init(out, GM_FLOAT32, 3, col, NULL, GM_ORDER_F, &hcol));
+    assert_ok(gm_array_copy_to_device(d, &hrow, NULL)); /* (4,) <- (1, 4) */
+    assert_ok(gm_array_copy_to_host(d, &hcol, NULL));   /* (4, 1, 1) <- (4,) */
+    for (int i = 0; i < 4; i++)
+        assert_true(out[i] == in[i]);
+    /* a reversed size-1 view: the squeezed strides are the ones used */
+    assert_ok(gm_ndview_init(back, GM_FLOAT32, 1, flat, NULL, GM_ORDER_C, &hflat));
+    assert_ok(gm_ndview_slice(&hflat, 0, GM_SLICE(GM_NONE, GM_NONE, -1), &hflat));
+    assert_ok(gm_ndview_expand_dims(&hflat, 0, &hflat));
+    assert_ok(gm_array_copy_to_host(d, &hflat, NULL));
+    for (int i = 0; i < 4; i++)
+        assert_true(back[3 - i] == in[i]);
+    assert_status(gm_copy(ctx, &hrow, gm_array_view(d), NULL), GM_ERR_SHAPE_MISMATCH);
+    assert_ok(gm_ndview_init(out, GM_FLOAT32, 2, wide, NULL, GM_ORDER_C, &hwide));
+    assert_status(gm_array_copy_to_host(d, &hwide, NULL), GM_ERR_SHAPE_MISMATCH);
+    assert_message_contains("gm_array_copy_to_host: shape mismatch: destination (2, 2), "
+                            "source (4,)");
+    assert_status(gm_array_copy_to_device(d, &hwide, NULL), GM_ERR_SHAPE_MISMATCH);
+    assert_message_contains("destination (4,), source (2, 2)");
+    gm_array_release(&d);
+    gm_context_destroy(&ctx);
+}
+
 /* ------------------------------------------------------ copy strategies */
 
 /* A transposing host-to-device copy: direct when one pitched copy does, else the options. */
@@ -1261,6 +1301,7 @@ int main(void)
         cmocka_unit_test_setup(test_round_trip_strided_host, test_setup),
         cmocka_unit_test_setup(test_f_order, test_setup),
         cmocka_unit_test_setup(test_copy_to_device_and_mismatch, test_setup),
+        cmocka_unit_test_setup(test_copy_size_one_axes, test_setup),
         cmocka_unit_test_setup(test_copy_strategies, test_setup),
         cmocka_unit_test_setup(test_copy_strided_unsupported_falls_back, test_setup),
         cmocka_unit_test_setup(test_pitched_and_pieces, test_setup),
