@@ -189,6 +189,12 @@ static CUresult violation(CUresult result, const char *fmt, ...)
     va_end(ap);
     S.violations++;
     fprintf(stderr, "cuda driver double: violation: %s\n", S.last_violation);
+    /* Programs that do not count violations themselves (the examples, the
+     * conformance and stress programs) are run with this set: a misuse fails them. */
+    if (getenv("GM_CUDA_DOUBLE_FATAL_VIOLATIONS") != NULL) {
+        fprintf(stderr, "cuda driver double: GM_CUDA_DOUBLE_FATAL_VIOLATIONS is set: abort\n");
+        abort();
+    }
     return result;
 }
 

@@ -118,7 +118,9 @@ long gm_cuda_double_find_call(const char *symbol, long from);
  */
 long gm_cuda_double_live_objects(void);
 
-/* Violations of the driver's argument rules since the reset, and the last one's text. */
+/* Violations of the driver's argument rules since the reset, and the last one's text. With
+ * GM_CUDA_DOUBLE_FATAL_VIOLATIONS set in the environment, a violation aborts the process
+ * (for test programs that do not assert on this count). */
 long gm_cuda_double_violations(void);
 const char *gm_cuda_double_last_violation(void);
 
