@@ -1051,11 +1051,28 @@ CUresult CUDAAPI cuIpcCloseMemHandle(CUdeviceptr dptr)
 
 /* ---------------------------------------------------------------- copies */
 
+/* Whether [a, a + an) and [b, b + bn) share a byte. */
+static int ranges_overlap(uintptr_t a, size_t an, uintptr_t b, size_t bn)
+{
+    return an > 0 && bn > 0 && a < b + bn && b < a + an;
+}
+
+/*
+ * cuda_runtime_api.h (cudaMemcpy2D, cudaMemcpyAsync, cudaMemcpy3D, which are
+ * these calls): "The memory areas may not overlap"; "If overlapping source
+ * and destination objects are specified, undefined behavior will result".
+ * The double's memmove would hide it.
+ */
 static CUresult copy_linear(const char *what, void *dst, const void *src, size_t bytes,
                             CUstream stream)
 {
     CUresult rc = valid_stream(what, stream);
 
+    if (rc == CUDA_SUCCESS && ranges_overlap((uintptr_t)dst, bytes, (uintptr_t)src, bytes))
+        rc = violation(CUDA_ERROR_INVALID_VALUE,
+                       "%s: source %p and destination %p of %zu bytes "
+                       "overlap",
+                       what, src, dst, bytes);
     if (rc == CUDA_SUCCESS && bytes > 0)
         memmove(dst, src, bytes);
     return rc;
@@ -1159,10 +1176,12 @@ typedef struct side {
 } side;
 
 /* Check one side: type, pitch against width and the device's limit, the whole extent. */
+static size_t side_extent(const side *s, size_t width, size_t rows, size_t depth);
+
 static CUresult check_side(const char *what, const char *name, const side *s, size_t width,
                            size_t rows, size_t depth)
 {
-    size_t extent = (depth - 1) * s->pitch * s->height + (rows - 1) * s->pitch + width;
+    size_t extent = side_extent(s, width, rows, depth);
 
     if (s->type != CU_MEMORYTYPE_HOST && s->type != CU_MEMORYTYPE_DEVICE &&
         s->type != CU_MEMORYTYPE_UNIFIED)
@@ -1202,6 +1221,43 @@ static CUresult check_dtod_pitches(const char *what, const side *dst, const side
 void gm_cuda_double_set_dtod_pitch_align(size_t align)
 {
     S.dtod_pitch_align = align;
+}
+
+/* Bytes from a side's first row to the end of its last. */
+static size_t side_extent(const side *s, size_t width, size_t rows, size_t depth)
+{
+    return (depth - 1) * s->pitch * s->height + (rows - 1) * s->pitch + width;
+}
+
+/*
+ * Whether a row of dst shares a byte with a row of src (the rows of a side
+ * are at least width bytes apart, so a dst row can only meet the src rows
+ * starting within width bytes of it: those next to floor((d - plane) / pitch)).
+ */
+static int pitched_overlap(const side *dst, const side *src, size_t width, size_t rows,
+                           size_t depth)
+{
+    if (!ranges_overlap(dst->base, side_extent(dst, width, rows, depth), src->base,
+                        side_extent(src, width, rows, depth)))
+        return 0;
+    for (size_t dz = 0; dz < depth; dz++) {
+        for (size_t dy = 0; dy < rows; dy++) {
+            uintptr_t d = dst->base + (dz * dst->height + dy) * dst->pitch;
+
+            for (size_t sz = 0; sz < depth; sz++) {
+                uintptr_t plane = src->base + sz * src->height * src->pitch;
+                long long y0 = d >= plane ? (long long)((d - plane) / src->pitch)
+                                          : -(long long)((plane - d) / src->pitch) - 1;
+
+                for (long long y = y0 - 1; y <= y0 + 1; y++) {
+                    if (y >= 0 && (size_t)y < rows &&
+                        ranges_overlap(d, width, plane + (size_t)y * src->pitch, width))
+                        return 1;
+                }
+            }
+        }
+    }
+    return 0;
 }
 
 /* Copy depth planes of rows rows of width bytes between two checked sides. */
@@ -1244,6 +1300,8 @@ static CUresult memcpy_2d(const char *what, const CUDA_MEMCPY2D *p, CUstream str
         rc = check_side(what, "dst", &dst, p->WidthInBytes, p->Height, 1);
     if (rc == CUDA_SUCCESS)
         rc = check_dtod_pitches(what, &dst, &src, p->Height, 1);
+    if (rc == CUDA_SUCCESS && pitched_overlap(&dst, &src, p->WidthInBytes, p->Height, 1))
+        rc = violation(CUDA_ERROR_INVALID_VALUE, "%s: source and destination overlap", what);
     if (rc == CUDA_SUCCESS)
         copy_pitched(&dst, &src, p->WidthInBytes, p->Height, 1);
     return rc;
@@ -1308,6 +1366,8 @@ static CUresult memcpy_3d(const char *what, const CUDA_MEMCPY3D *p, CUstream str
         rc = check_side(what, "dst", &dst, p->WidthInBytes, p->Height, p->Depth);
     if (rc == CUDA_SUCCESS)
         rc = check_dtod_pitches(what, &dst, &src, p->Height, p->Depth);
+    if (rc == CUDA_SUCCESS && pitched_overlap(&dst, &src, p->WidthInBytes, p->Height, p->Depth))
+        rc = violation(CUDA_ERROR_INVALID_VALUE, "%s: source and destination overlap", what);
     if (rc == CUDA_SUCCESS)
         copy_pitched(&dst, &src, p->WidthInBytes, p->Height, p->Depth);
     return rc;
@@ -1345,6 +1405,11 @@ static CUresult fill(const char *what, CUdeviceptr dst, size_t pitch, const void
     if (rows > 1 && pitch < width * size)
         return violation(CUDA_ERROR_INVALID_VALUE, "%s: pitch %zu < row %zu", what, pitch,
                          width * size);
+    /* cuMemsetD2D16/32: "The dstDevice pointer and dstPitch offset must be two / four byte
+     * aligned" (the pitch is unused for one row) */
+    if (rows > 1 && pitch % size != 0)
+        return violation(CUDA_ERROR_INVALID_VALUE, "%s: pitch %zu not aligned to %zu", what, pitch,
+                         size);
     rc = device_range(what, dst, (rows - 1) * pitch + width * size);
     for (size_t y = 0; rc == CUDA_SUCCESS && y < rows; y++) {
         for (size_t x = 0; x < width; x++)

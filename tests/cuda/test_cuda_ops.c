@@ -551,6 +551,100 @@ static void test_double_refuses_calls_in_callbacks(void **state)
     gm_cuda_double_reset(); /* the next test starts with none counted */
 }
 
+/* Make the primary context of device 0 current for direct driver calls; returns it. */
+static CUcontext direct_context(void)
+{
+    CUcontext ctx = NULL;
+
+    assert_int_equal(cuInit(0), CUDA_SUCCESS);
+    assert_int_equal(cuDevicePrimaryCtxRetain(&ctx, 0), CUDA_SUCCESS);
+    assert_int_equal(cuCtxSetCurrent(ctx), CUDA_SUCCESS);
+    return ctx;
+}
+
+static void direct_context_done(void)
+{
+    assert_int_equal(cuCtxSetCurrent(NULL), CUDA_SUCCESS);
+    assert_int_equal(cuDevicePrimaryCtxRelease(0), CUDA_SUCCESS);
+    assert_int_equal(gm_cuda_double_live_objects(), 0);
+}
+
+/* The call returned `result` and counted one violation whose text contains `text`. */
+#define assert_violation(call, result, text)                              \
+    do {                                                                  \
+        long before_ = gm_cuda_double_violations();                       \
+                                                                          \
+        assert_int_equal((call), (result));                               \
+        assert_int_equal(gm_cuda_double_violations(), before_ + 1);       \
+        assert_non_null(strstr(gm_cuda_double_last_violation(), (text))); \
+    } while (0)
+
+/*
+ * The double refuses what the driver documents as undefined or invalid:
+ * overlapping copies ("The memory areas may not overlap", cudaMemcpy2D /
+ * cudaMemcpyAsync / cudaMemcpy3D), and a 2-D memset pitch that is not a
+ * multiple of the element ("dstPitch offset must be four byte aligned").
+ * Interleaved rows that share no byte are no overlap.
+ */
+static void test_double_refuses_overlap_and_memset_pitch(void **state)
+{
+    CUdeviceptr d = 0;
+    unsigned char host[256];
+    CUDA_MEMCPY2D m;
+    CUDA_MEMCPY3D m3;
+
+    (void)state;
+    direct_context();
+    assert_int_equal(cuMemAlloc(&d, 4096), CUDA_SUCCESS);
+    assert_violation(cuMemcpyDtoD(d + 8, d, 64), CUDA_ERROR_INVALID_VALUE, "overlap");
+    assert_violation(cuMemcpyDtoDAsync(d, d + 63, 64, NULL), CUDA_ERROR_INVALID_VALUE, "overlap");
+    assert_int_equal(cuMemcpyDtoD(d + 64, d, 64), CUDA_SUCCESS); /* adjacent */
+    /* 2-D: rows of 16 bytes at pitch 32; the destination's rows between the source's */
+    memset(&m, 0, sizeof(m));
+    m.srcMemoryType = m.dstMemoryType = CU_MEMORYTYPE_DEVICE;
+    m.srcDevice = d;
+    m.dstDevice = d + 16;
+    m.srcPitch = m.dstPitch = 32;
+    m.WidthInBytes = 16;
+    m.Height = 8;
+    assert_int_equal(cuMemcpy2D(&m), CUDA_SUCCESS);
+    m.dstDevice = d + 8; /* now each destination row covers half of a source row */
+    assert_violation(cuMemcpy2D(&m), CUDA_ERROR_INVALID_VALUE, "overlap");
+    m.dstDevice = d + 32 * 7; /* the last source row is the first destination row */
+    assert_violation(cuMemcpy2DAsync(&m, NULL), CUDA_ERROR_INVALID_VALUE, "overlap");
+    /* host to host */
+    memset(&m, 0, sizeof(m));
+    m.srcMemoryType = m.dstMemoryType = CU_MEMORYTYPE_HOST;
+    m.srcHost = host;
+    m.dstHost = host + 4;
+    m.srcPitch = m.dstPitch = 64;
+    m.WidthInBytes = 16;
+    m.Height = 2;
+    assert_violation(cuMemcpy2D(&m), CUDA_ERROR_INVALID_VALUE, "overlap");
+    /* 3-D: two planes of two rows; the destination's second plane is the source's first */
+    memset(&m3, 0, sizeof(m3));
+    m3.srcMemoryType = m3.dstMemoryType = CU_MEMORYTYPE_DEVICE;
+    m3.srcDevice = d + 1024;
+    m3.dstDevice = d + 1024 - 128;
+    m3.srcPitch = m3.dstPitch = 64;
+    m3.srcHeight = m3.dstHeight = 2;
+    m3.WidthInBytes = 64;
+    m3.Height = 2;
+    m3.Depth = 2;
+    assert_violation(cuMemcpy3D(&m3), CUDA_ERROR_INVALID_VALUE, "overlap");
+    m3.dstDevice = d + 2048;
+    assert_int_equal(cuMemcpy3D(&m3), CUDA_SUCCESS);
+    /* 2-D memsets */
+    assert_violation(cuMemsetD2D32(d, 10, 1, 2, 4), CUDA_ERROR_INVALID_VALUE, "not aligned");
+    assert_violation(cuMemsetD2D32Async(d, 6, 1, 1, 2, NULL), CUDA_ERROR_INVALID_VALUE,
+                     "not aligned");
+    assert_int_equal(cuMemsetD2D32(d, 10, 1, 2, 1), CUDA_SUCCESS); /* one row: pitch unused */
+    assert_int_equal(cuMemsetD2D32(d, 8, 1, 1, 4), CUDA_SUCCESS);
+    assert_int_equal(cuMemFree(d), CUDA_SUCCESS);
+    direct_context_done();
+    gm_cuda_double_reset(); /* the next test starts with none counted */
+}
+
 static gm_status host_work(void *user)
 {
     (void)user;
@@ -1178,6 +1272,7 @@ int main(void)
         cmocka_unit_test_setup(test_streams, cuda_test_setup),
         cmocka_unit_test_setup(test_host_functions, cuda_test_setup),
         cmocka_unit_test_setup(test_double_refuses_calls_in_callbacks, cuda_test_setup),
+        cmocka_unit_test_setup(test_double_refuses_overlap_and_memset_pitch, cuda_test_setup),
         cmocka_unit_test(test_per_thread_errors_per_thread),
         cmocka_unit_test(test_wrapped_per_thread_errors_per_thread),
         cmocka_unit_test(test_per_thread_slots_go_with_threads),
