@@ -66,11 +66,13 @@ struct CUctx_st {
 struct CUstream_st {
     unsigned magic;
     unsigned flags;
+    CUcontext ctx; /* current when it was created */
 };
 
 struct CUevent_st {
     unsigned magic;
     unsigned flags;
+    CUcontext ctx; /* current when it was created */
     int recorded;
     double time_ms;
 };
@@ -301,6 +303,14 @@ static CUresult valid_stream(const char *what, CUstream stream)
     return violation(CUDA_ERROR_INVALID_HANDLE, "%s: stream %p is not live", what, (void *)stream);
 }
 
+/* The context a (live) stream belongs to: the built-in ones are the current context's. */
+static CUcontext stream_context(CUstream stream)
+{
+    if (stream == NULL || stream == CU_STREAM_LEGACY || stream == CU_STREAM_PER_THREAD)
+        return current_context;
+    return stream->ctx;
+}
+
 static int event_slot(CUevent event)
 {
     for (int i = 0; event != NULL && i < MAX_HANDLES; i++) {
@@ -347,9 +357,38 @@ static int add_handle(void **table, void *handle)
     return 0;
 }
 
+/*
+ * Destroyed streams, events and modules are kept (dead) until the reset, so
+ * that no later object gets the address of one: a handle used after its
+ * destruction is then never mistaken for a live object (the driver's
+ * handles are opaque, and a destroyed one is invalid; calloc would hand the
+ * address out again).
+ */
+static struct {
+    void **dead;
+    size_t count, capacity;
+} graveyard;
+
+static void bury(void *handle)
+{
+    if (graveyard.count == graveyard.capacity) {
+        size_t capacity = graveyard.capacity != 0 ? 2 * graveyard.capacity : 64;
+        void **dead = realloc(graveyard.dead, capacity * sizeof(*dead));
+
+        if (dead == NULL) { /* cannot keep it: freeing it only weakens the check */
+            free(handle);
+            return;
+        }
+        graveyard.dead = dead;
+        graveyard.capacity = capacity;
+    }
+    graveyard.dead[graveyard.count++] = handle;
+}
+
 /* ---------------------------------------------------------- control API */
 
-static void free_module(struct CUmod_st *module)
+/* Release a module's globals (their memory and allocation records). */
+static void free_globals(struct CUmod_st *module)
 {
     for (int g = 0; g < module->nglobals; g++) {
         alloc *a = alloc_at((uintptr_t)module->globals[g].mem, ALLOC_GLOBAL);
@@ -358,6 +397,12 @@ static void free_module(struct CUmod_st *module)
             a->used = 0;
         free(module->globals[g].mem);
     }
+    module->nglobals = 0;
+}
+
+static void free_module(struct CUmod_st *module)
+{
+    free_globals(module);
     free(module);
 }
 
@@ -373,6 +418,9 @@ void gm_cuda_double_reset(void)
         if (S.modules[i] != NULL)
             free_module(S.modules[i]);
     }
+    for (size_t i = 0; i < graveyard.count; i++)
+        free(graveyard.dead[i]);
+    graveyard.count = 0;
     memset(&S, 0, sizeof(S));
     S.device_count = 1;
     S.device_memory = DEFAULT_MEMORY;
@@ -1504,7 +1552,7 @@ CUresult CUDAAPI cuStreamCreate(CUstream *phStream, unsigned int Flags)
     stream = calloc(1, sizeof(*stream));
     if (stream == NULL)
         return CUDA_ERROR_OUT_OF_MEMORY;
-    *stream = (struct CUstream_st){MAGIC_STREAM, Flags};
+    *stream = (struct CUstream_st){MAGIC_STREAM, Flags, current_context};
     if (add_handle((void **)S.streams, stream) == 0) {
         free(stream);
         return CUDA_ERROR_OUT_OF_MEMORY;
@@ -1523,7 +1571,8 @@ CUresult CUDAAPI cuStreamDestroy(CUstream hStream)
     for (int i = 0; hStream != NULL && i < MAX_HANDLES; i++) {
         if (S.streams[i] == hStream) {
             S.streams[i] = NULL;
-            free(hStream);
+            hStream->magic = 0;
+            bury(hStream);
             return CUDA_SUCCESS;
         }
     }
@@ -1674,6 +1723,7 @@ CUresult CUDAAPI cuEventCreate(CUevent *phEvent, unsigned int Flags)
         return CUDA_ERROR_OUT_OF_MEMORY;
     event->magic = MAGIC_EVENT;
     event->flags = Flags;
+    event->ctx = current_context;
     if (add_handle((void **)S.events, event) == 0) {
         free(event);
         return CUDA_ERROR_OUT_OF_MEMORY;
@@ -1694,7 +1744,8 @@ CUresult CUDAAPI cuEventDestroy(CUevent hEvent)
         return rc;
     slot = event_slot(hEvent);
     S.events[slot] = NULL;
-    free(hEvent);
+    hEvent->magic = 0;
+    bury(hEvent);
     return CUDA_SUCCESS;
 }
 
@@ -1707,6 +1758,13 @@ CUresult CUDAAPI cuEventRecord(CUevent hEvent, CUstream hStream)
         rc = valid_event(__func__, hEvent);
     if (rc == CUDA_SUCCESS)
         rc = valid_stream(__func__, hStream);
+    /* cuda.h: "hEvent and hStream must be from the same context otherwise
+     * CUDA_ERROR_INVALID_HANDLE is returned" (a built-in stream is the current context's). */
+    if (rc == CUDA_SUCCESS && hEvent->ctx != stream_context(hStream))
+        rc = violation(CUDA_ERROR_INVALID_HANDLE,
+                       "cuEventRecord: event %p of context %p, stream %p of context %p",
+                       (void *)hEvent, (void *)hEvent->ctx, (void *)hStream,
+                       (void *)stream_context(hStream));
     if (rc == CUDA_SUCCESS) {
         S.clock_ms += 1.5;
         hEvent->recorded = 1;
@@ -2393,7 +2451,9 @@ CUresult CUDAAPI cuModuleUnload(CUmodule hmod)
     if (slot < 0)
         return violation(CUDA_ERROR_INVALID_HANDLE, "cuModuleUnload: %p is not live", (void *)hmod);
     S.modules[slot] = NULL;
-    free_module(hmod);
+    free_globals(hmod); /* their addresses may be reused: they are memory, not handles */
+    hmod->magic = 0;
+    bury(hmod); /* its functions' handles point into it */
     return CUDA_SUCCESS;
 }
 

@@ -645,6 +645,54 @@ static void test_double_refuses_overlap_and_memset_pitch(void **state)
     gm_cuda_double_reset(); /* the next test starts with none counted */
 }
 
+/*
+ * Handles the double never hands out again once destroyed (a stale one is
+ * refused, even after a new object of the kind), and cuEventRecord's rule:
+ * "hEvent and hStream must be from the same context otherwise
+ * CUDA_ERROR_INVALID_HANDLE is returned" (the NULL stream is the current
+ * context's).
+ */
+static void test_double_refuses_stale_and_foreign_handles(void **state)
+{
+    CUcontext other = NULL;
+    CUstream stream = NULL, again = NULL, foreign = NULL;
+    CUevent event = NULL, event_again = NULL;
+
+    (void)state;
+    gm_cuda_double_set_device_count(2);
+    direct_context();
+    assert_int_equal(cuStreamCreate(&stream, 0), CUDA_SUCCESS);
+    assert_int_equal(cuEventCreate(&event, 0), CUDA_SUCCESS);
+    assert_int_equal(cuEventRecord(event, stream), CUDA_SUCCESS);
+    assert_int_equal(cuStreamDestroy(stream), CUDA_SUCCESS);
+    assert_int_equal(cuEventDestroy(event), CUDA_SUCCESS);
+    assert_int_equal(cuStreamCreate(&again, 0), CUDA_SUCCESS);
+    assert_int_equal(cuEventCreate(&event_again, 0), CUDA_SUCCESS);
+    assert_ptr_not_equal(again, stream);
+    assert_ptr_not_equal(event_again, event);
+    assert_violation(cuStreamSynchronize(stream), CUDA_ERROR_INVALID_HANDLE, "not live");
+    assert_violation(cuEventQuery(event), CUDA_ERROR_INVALID_HANDLE, "not live");
+    /* an event of device 1's context recorded on device 0's streams */
+    assert_int_equal(cuDevicePrimaryCtxRetain(&other, 1), CUDA_SUCCESS);
+    assert_int_equal(cuCtxPushCurrent(other), CUDA_SUCCESS);
+    assert_int_equal(cuStreamCreate(&foreign, 0), CUDA_SUCCESS);
+    assert_int_equal(cuEventDestroy(event_again), CUDA_SUCCESS);
+    assert_int_equal(cuEventCreate(&event, 0), CUDA_SUCCESS);
+    assert_int_equal(cuEventRecord(event, NULL), CUDA_SUCCESS); /* its own context's */
+    assert_int_equal(cuEventRecord(event, foreign), CUDA_SUCCESS);
+    assert_violation(cuEventRecord(event, again), CUDA_ERROR_INVALID_HANDLE, "context");
+    assert_int_equal(cuCtxPopCurrent(NULL), CUDA_SUCCESS);
+    assert_violation(cuEventRecord(event, NULL), CUDA_ERROR_INVALID_HANDLE, "context");
+    assert_violation(cuEventRecord(event, CU_STREAM_LEGACY), CUDA_ERROR_INVALID_HANDLE, "context");
+    assert_int_equal(cuStreamWaitEvent(again, event, 0), CUDA_SUCCESS); /* allowed across */
+    assert_int_equal(cuEventDestroy(event), CUDA_SUCCESS);
+    assert_int_equal(cuStreamDestroy(foreign), CUDA_SUCCESS);
+    assert_int_equal(cuStreamDestroy(again), CUDA_SUCCESS);
+    assert_int_equal(cuDevicePrimaryCtxRelease(1), CUDA_SUCCESS);
+    direct_context_done();
+    gm_cuda_double_reset(); /* the next test starts with none counted */
+}
+
 static gm_status host_work(void *user)
 {
     (void)user;
@@ -1273,6 +1321,7 @@ int main(void)
         cmocka_unit_test_setup(test_host_functions, cuda_test_setup),
         cmocka_unit_test_setup(test_double_refuses_calls_in_callbacks, cuda_test_setup),
         cmocka_unit_test_setup(test_double_refuses_overlap_and_memset_pitch, cuda_test_setup),
+        cmocka_unit_test_setup(test_double_refuses_stale_and_foreign_handles, cuda_test_setup),
         cmocka_unit_test(test_per_thread_errors_per_thread),
         cmocka_unit_test(test_wrapped_per_thread_errors_per_thread),
         cmocka_unit_test(test_per_thread_slots_go_with_threads),
