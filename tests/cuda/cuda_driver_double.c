@@ -385,6 +385,60 @@ static void bury(void *handle)
     graveyard.dead[graveyard.count++] = handle;
 }
 
+/*
+ * Freed device memory is not given back to malloc at once (the last
+ * QUARANTINE_BLOCKS blocks, up to QUARANTINE_BYTES, wait): a device address
+ * used after its cuMemFree then lies in no allocation and is refused, instead
+ * of landing in a later allocation that malloc placed at the same address.
+ * Under AddressSanitizer its own quarantine does this (and reports the use).
+ */
+#if defined(__SANITIZE_ADDRESS__)
+#define GM_DOUBLE_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define GM_DOUBLE_ASAN 1
+#endif
+#endif
+#define QUARANTINE_BLOCKS 1024
+#define QUARANTINE_BYTES  ((size_t)64 << 20)
+
+static struct {
+    void *mem[QUARANTINE_BLOCKS];
+    size_t bytes[QUARANTINE_BLOCKS];
+    int next, count;
+    size_t total;
+} quarantine;
+
+static void quarantine_drop_oldest(void)
+{
+    int oldest = (quarantine.next - quarantine.count + QUARANTINE_BLOCKS) % QUARANTINE_BLOCKS;
+
+    free(quarantine.mem[oldest]);
+    quarantine.total -= quarantine.bytes[oldest];
+    quarantine.count--;
+}
+
+static void quarantine_free(void *mem, size_t bytes)
+{
+#if defined(GM_DOUBLE_ASAN)
+    free(mem);
+    (void)bytes;
+#else
+    if (bytes > QUARANTINE_BYTES) {
+        free(mem);
+        return;
+    }
+    while (quarantine.count == QUARANTINE_BLOCKS || quarantine.total + bytes > QUARANTINE_BYTES)
+        quarantine_drop_oldest();
+    memset(mem, 0xdd, bytes); /* what a read of freed memory would see */
+    quarantine.mem[quarantine.next] = mem;
+    quarantine.bytes[quarantine.next] = bytes;
+    quarantine.next = (quarantine.next + 1) % QUARANTINE_BLOCKS;
+    quarantine.count++;
+    quarantine.total += bytes;
+#endif
+}
+
 /* ---------------------------------------------------------- control API */
 
 /* Release a module's globals (their memory and allocation records). */
@@ -420,6 +474,8 @@ void gm_cuda_double_reset(void)
     }
     for (size_t i = 0; i < graveyard.count; i++)
         free(graveyard.dead[i]);
+    while (quarantine.count > 0)
+        quarantine_drop_oldest();
     graveyard.count = 0;
     memset(&S, 0, sizeof(S));
     S.device_count = 1;
@@ -878,7 +934,10 @@ static CUresult release(const char *what, uintptr_t base, alloc_kind kind, alloc
         return violation(CUDA_ERROR_INVALID_VALUE, "%s: %p is not an allocation's base", what,
                          (void *)base);
     *(a->kind == ALLOC_PINNED ? &S.pinned_used : &S.device_used) -= a->bytes;
-    free(a->mem);
+    if (a->kind == ALLOC_DEVICE)
+        quarantine_free(a->mem, a->bytes); /* host code never reads device memory */
+    else
+        free(a->mem);
     a->used = 0;
     return CUDA_SUCCESS;
 }

@@ -646,8 +646,9 @@ static void test_double_refuses_overlap_and_memset_pitch(void **state)
 }
 
 /*
- * Handles the double never hands out again once destroyed (a stale one is
- * refused, even after a new object of the kind), and cuEventRecord's rule:
+ * Handles and device addresses the double does not hand out again at once
+ * once destroyed or freed (a stale one is refused, even after a new object
+ * of the kind), and cuEventRecord's rule:
  * "hEvent and hStream must be from the same context otherwise
  * CUDA_ERROR_INVALID_HANDLE is returned" (the NULL stream is the current
  * context's).
@@ -657,6 +658,7 @@ static void test_double_refuses_stale_and_foreign_handles(void **state)
     CUcontext other = NULL;
     CUstream stream = NULL, again = NULL, foreign = NULL;
     CUevent event = NULL, event_again = NULL;
+    CUdeviceptr freed[2] = {0, 0}, fresh = 0;
 
     (void)state;
     gm_cuda_double_set_device_count(2);
@@ -672,6 +674,16 @@ static void test_double_refuses_stale_and_foreign_handles(void **state)
     assert_ptr_not_equal(event_again, event);
     assert_violation(cuStreamSynchronize(stream), CUDA_ERROR_INVALID_HANDLE, "not live");
     assert_violation(cuEventQuery(event), CUDA_ERROR_INVALID_HANDLE, "not live");
+    /* freed device memory is not where the next allocation goes: a stale address is refused */
+    for (int i = 0; i < 2; i++)
+        assert_int_equal(cuMemAlloc(&freed[i], 256), CUDA_SUCCESS);
+    assert_int_equal(cuMemFree(freed[0]), CUDA_SUCCESS);
+    assert_int_equal(cuMemAlloc(&fresh, 256), CUDA_SUCCESS);
+    assert_true(fresh != freed[0]);
+    assert_violation(cuMemsetD8(freed[0], 0, 256), CUDA_ERROR_INVALID_VALUE, "outside");
+    assert_violation(cuMemcpyDtoD(freed[1], freed[0], 256), CUDA_ERROR_INVALID_VALUE, "outside");
+    assert_int_equal(cuMemFree(fresh), CUDA_SUCCESS);
+    assert_int_equal(cuMemFree(freed[1]), CUDA_SUCCESS);
     /* an event of device 1's context recorded on device 0's streams */
     assert_int_equal(cuDevicePrimaryCtxRetain(&other, 1), CUDA_SUCCESS);
     assert_int_equal(cuCtxPushCurrent(other), CUDA_SUCCESS);
