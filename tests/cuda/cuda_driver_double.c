@@ -66,13 +66,15 @@ struct CUctx_st {
 struct CUstream_st {
     unsigned magic;
     unsigned flags;
-    CUcontext ctx; /* current when it was created */
+    CUcontext ctx;  /* current when it was created */
+    long last_held; /* the last held callback queued on it (its number; 0: none) */
 };
 
 struct CUevent_st {
     unsigned magic;
     unsigned flags;
     CUcontext ctx; /* current when it was created */
+    long after;    /* complete once the held callback of this number has run */
     int recorded;
     double time_ms;
 };
@@ -138,7 +140,10 @@ static struct {
         CUstream stream;
         CUstreamCallback fn;
         void *data;
+        long number; /* 1, 2, ... in the order they were queued */
     } held[64];
+    long held_queued, held_ran; /* numbers of the last held callback queued, and run */
+    long legacy_last_held;      /* the last held callback queued on the NULL / legacy stream */
     int capturing; /* what cuStreamIsCapturing reports (gm_cuda_double_set_capturing) */
 } S = {.device_count = 1,
        .device_memory = DEFAULT_MEMORY,
@@ -148,7 +153,8 @@ static struct {
 static _Thread_local CUcontext current_context = NULL; /* the top of the thread's stack */
 static _Thread_local CUcontext context_stack[8];       /* the contexts below it */
 static _Thread_local int context_depth = 0;
-static _Thread_local int in_callback = 0; /* running a cuStreamAddCallback function */
+static _Thread_local int in_callback = 0;           /* running a cuStreamAddCallback function */
+static _Thread_local long per_thread_last_held = 0; /* on this thread's CU_STREAM_PER_THREAD */
 static pthread_mutex_t held_lock = PTHREAD_MUTEX_INITIALIZER; /* S.held, run by another thread */
 static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
 
@@ -309,6 +315,27 @@ static CUcontext stream_context(CUstream stream)
     if (stream == NULL || stream == CU_STREAM_LEGACY || stream == CU_STREAM_PER_THREAD)
         return current_context;
     return stream->ctx;
+}
+
+/* Where the number of the last held callback queued on a (live) stream is kept. */
+static long *last_held_of(CUstream stream)
+{
+    if (stream == CU_STREAM_PER_THREAD)
+        return &per_thread_last_held;
+    if (stream == NULL || stream == CU_STREAM_LEGACY)
+        return &S.legacy_last_held;
+    return &stream->last_held;
+}
+
+/* Whether the held callback numbered `number` (0: none) has not run yet. */
+static int held_pending(long number)
+{
+    int pending = 0;
+
+    pthread_mutex_lock(&held_lock);
+    pending = number > S.held_ran && number <= S.held_queued;
+    pthread_mutex_unlock(&held_lock);
+    return pending;
 }
 
 static int event_slot(CUevent event)
@@ -1611,7 +1638,7 @@ CUresult CUDAAPI cuStreamCreate(CUstream *phStream, unsigned int Flags)
     stream = calloc(1, sizeof(*stream));
     if (stream == NULL)
         return CUDA_ERROR_OUT_OF_MEMORY;
-    *stream = (struct CUstream_st){MAGIC_STREAM, Flags, current_context};
+    *stream = (struct CUstream_st){MAGIC_STREAM, Flags, current_context, 0};
     if (add_handle((void **)S.streams, stream) == 0) {
         free(stream);
         return CUDA_ERROR_OUT_OF_MEMORY;
@@ -1655,12 +1682,17 @@ CUresult CUDAAPI cuStreamSynchronize(CUstream hStream)
     return rc == CUDA_SUCCESS ? valid_stream(__func__, hStream) : rc;
 }
 
+/* A stream with a held callback not run yet has work left: CUDA_ERROR_NOT_READY. */
 CUresult CUDAAPI cuStreamQuery(CUstream hStream)
 {
     API_LOCK;
     CUresult rc = enter(__func__, NEED_CONTEXT);
 
-    return rc == CUDA_SUCCESS ? valid_stream(__func__, hStream) : rc;
+    if (rc == CUDA_SUCCESS)
+        rc = valid_stream(__func__, hStream);
+    if (rc == CUDA_SUCCESS && held_pending(*last_held_of(hStream)))
+        rc = CUDA_ERROR_NOT_READY;
+    return rc;
 }
 
 CUresult CUDAAPI cuStreamWaitEvent(CUstream hStream, CUevent hEvent, unsigned int Flags)
@@ -1709,7 +1741,9 @@ CUresult CUDAAPI cuStreamAddCallback(CUstream hStream, CUstreamCallback callback
         else {
             S.held[S.held_count].stream = hStream;
             S.held[S.held_count].fn = callback;
-            S.held[S.held_count++].data = userData;
+            S.held[S.held_count].data = userData;
+            S.held[S.held_count++].number = ++S.held_queued;
+            *last_held_of(hStream) = S.held_queued;
         }
         pthread_mutex_unlock(&held_lock);
         return rc;
@@ -1734,8 +1768,12 @@ int gm_cuda_double_run_held_callbacks(CUresult status)
     memcpy(held, S.held, sizeof(held));
     S.held_count = 0;
     pthread_mutex_unlock(&held_lock);
-    for (int i = 0; i < n; i++)
+    for (int i = 0; i < n; i++) {
         run_callback(held[i].stream, held[i].fn, status, held[i].data);
+        pthread_mutex_lock(&held_lock);
+        S.held_ran = held[i].number; /* the work behind it on its stream is done now */
+        pthread_mutex_unlock(&held_lock);
+    }
     return n;
 }
 
@@ -1828,16 +1866,22 @@ CUresult CUDAAPI cuEventRecord(CUevent hEvent, CUstream hStream)
         S.clock_ms += 1.5;
         hEvent->recorded = 1;
         hEvent->time_ms = S.clock_ms;
+        hEvent->after = *last_held_of(hStream); /* completes after the stream's held callbacks */
     }
     return rc;
 }
 
+/* An event recorded behind a held callback not run yet is not complete: CUDA_ERROR_NOT_READY. */
 CUresult CUDAAPI cuEventQuery(CUevent hEvent)
 {
     API_LOCK;
     CUresult rc = enter(__func__, NEED_CONTEXT);
 
-    return rc == CUDA_SUCCESS ? valid_event(__func__, hEvent) : rc;
+    if (rc == CUDA_SUCCESS)
+        rc = valid_event(__func__, hEvent);
+    if (rc == CUDA_SUCCESS && held_pending(hEvent->after))
+        rc = CUDA_ERROR_NOT_READY;
+    return rc;
 }
 
 CUresult CUDAAPI cuEventSynchronize(CUevent hEvent)
@@ -1862,6 +1906,10 @@ CUresult CUDAAPI cuEventElapsedTime(float *pMilliseconds, CUevent hStart, CUeven
     if (((hStart->flags | hEnd->flags) & CU_EVENT_DISABLE_TIMING) != 0 || hStart->recorded == 0 ||
         hEnd->recorded == 0)
         return CUDA_ERROR_INVALID_HANDLE; /* the driver's answer, not a misuse of it */
+    /* "If cuEventRecord() has been called on both events but one or both of them has not yet
+     * been completed ..., CUDA_ERROR_NOT_READY is returned." */
+    if (held_pending(hStart->after) || held_pending(hEnd->after))
+        return CUDA_ERROR_NOT_READY;
     *pMilliseconds = (float)(hEnd->time_ms - hStart->time_ms);
     return CUDA_SUCCESS;
 }

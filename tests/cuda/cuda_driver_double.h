@@ -88,6 +88,10 @@ void gm_cuda_double_set_callback_status(CUresult status);
  * them inside again (reset: 0). gm_cuda_double_run_held_callbacks runs the
  * held ones in order with `status` (any thread may call it while another is
  * inside the driver) and returns how many ran. A reset drops held ones.
+ * Until a held function has run, its stream has work left (cuStreamQuery is
+ * CUDA_ERROR_NOT_READY) and so has an event recorded on that stream after it
+ * (cuEventQuery and cuEventElapsedTime are CUDA_ERROR_NOT_READY); the waits
+ * (cuStreamSynchronize, cuEventSynchronize, cuCtxSynchronize) do not wait.
  */
 void gm_cuda_double_hold_callbacks(int hold);
 int gm_cuda_double_run_held_callbacks(CUresult status);

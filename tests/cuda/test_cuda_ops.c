@@ -1191,6 +1191,53 @@ static void test_events(void **state)
     cuda_test_close(bctx);
 }
 
+/*
+ * Work behind a stream callback the driver has not run yet is not done: the
+ * stream's query, and those of an event recorded after it, say NOT_READY
+ * (as does the elapsed time with such an event), until it has run; other
+ * streams are not held up.
+ */
+static void test_queries_wait_for_held_callbacks(void **state)
+{
+    gm_backend_ctx *bctx = cuda_test_open();
+    gm_backend_stream *stream = NULL;
+    gm_backend_stream *other = NULL;
+    gm_backend_stream *legacy = NULL;
+    gm_backend_event *start = NULL;
+    gm_backend_event *end = NULL;
+    float ms = -1.0f;
+
+    (void)state;
+    assert_ok(CUDA_OPS->stream_create(bctx, 0, &stream));
+    assert_ok(CUDA_OPS->stream_create(bctx, 0, &other));
+    assert_ok(CUDA_OPS->stream_builtin(bctx, GM_BUILTIN_STREAM_LEGACY, &legacy));
+    assert_ok(CUDA_OPS->event_create(bctx, 1, &start));
+    assert_ok(CUDA_OPS->event_create(bctx, 1, &end));
+    assert_ok(CUDA_OPS->event_record(bctx, start, stream));
+    gm_cuda_double_hold_callbacks(1);
+    work_runs = 0;
+    assert_ok(CUDA_OPS->stream_enqueue_host(bctx, stream, host_work, NULL, NULL));
+    assert_ok(CUDA_OPS->event_record(bctx, end, stream));
+    assert_status(CUDA_OPS->stream_query(bctx, stream), GM_ERR_NOT_READY);
+    assert_status(CUDA_OPS->event_query(bctx, end), GM_ERR_NOT_READY);
+    assert_status(CUDA_OPS->event_elapsed(bctx, start, end, &ms), GM_ERR_NOT_READY);
+    assert_ok(CUDA_OPS->event_query(bctx, start)); /* recorded before */
+    assert_ok(CUDA_OPS->stream_query(bctx, other));
+    assert_ok(CUDA_OPS->stream_query(bctx, legacy));
+    assert_int_equal(work_runs, 0);
+    assert_int_equal(gm_cuda_double_run_held_callbacks(CUDA_SUCCESS), 1);
+    gm_cuda_double_hold_callbacks(0);
+    assert_int_equal(work_runs, 1);
+    assert_ok(CUDA_OPS->stream_query(bctx, stream));
+    assert_ok(CUDA_OPS->event_query(bctx, end));
+    assert_ok(CUDA_OPS->event_elapsed(bctx, start, end, &ms));
+    assert_ok(CUDA_OPS->event_destroy(bctx, start));
+    assert_ok(CUDA_OPS->event_destroy(bctx, end));
+    assert_ok(CUDA_OPS->stream_destroy(bctx, other));
+    assert_ok(CUDA_OPS->stream_destroy(bctx, stream));
+    cuda_test_close(bctx);
+}
+
 /* Modules: PTX with or without its NUL, other kinds refused, JIT errors with their log. */
 static void test_module_load(void **state)
 {
@@ -1343,6 +1390,7 @@ int main(void)
         cmocka_unit_test_setup(test_host_work_outlives_stream, cuda_test_setup),
         cmocka_unit_test_setup(test_device_synchronize_waits_for_callbacks, cuda_test_setup),
         cmocka_unit_test_setup(test_events, cuda_test_setup),
+        cmocka_unit_test_setup(test_queries_wait_for_held_callbacks, cuda_test_setup),
         cmocka_unit_test_setup(test_module_load, cuda_test_setup),
         cmocka_unit_test_setup(test_launch, cuda_test_setup),
     };
