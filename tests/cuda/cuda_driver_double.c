@@ -1042,6 +1042,11 @@ CUresult CUDAAPI cuMemHostRegister(void *p, size_t bytesize, unsigned int Flags)
     if (p == NULL || bytesize == 0 || (Flags & ~HOST_REGISTER_FLAGS) != 0)
         return violation(CUDA_ERROR_INVALID_VALUE, "cuMemHostRegister(%p, %zu, 0x%x)", p, bytesize,
                          Flags);
+    /* cuda.h: READ_ONLY "with a current context associated with a device that does not have
+     * [CU_DEVICE_ATTRIBUTE_READ_ONLY_HOST_REGISTER_SUPPORTED] set will cause cuMemHostRegister
+     * to error with CUDA_ERROR_NOT_SUPPORTED" (the double's devices report 0) */
+    if ((Flags & CU_MEMHOSTREGISTER_READ_ONLY) != 0)
+        return CUDA_ERROR_NOT_SUPPORTED;
     /* any byte of the range already registered or pinned (the ranges intersect) */
     for (int i = 0; i < S.alloc_top; i++) {
         a = &S.allocs[i];

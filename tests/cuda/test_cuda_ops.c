@@ -640,6 +640,9 @@ static void test_double_refuses_overlap_and_memset_pitch(void **state)
                      "not aligned");
     assert_int_equal(cuMemsetD2D32(d, 10, 1, 2, 1), CUDA_SUCCESS); /* one row: pitch unused */
     assert_int_equal(cuMemsetD2D32(d, 8, 1, 1, 4), CUDA_SUCCESS);
+    /* read-only registration needs CU_DEVICE_ATTRIBUTE_READ_ONLY_HOST_REGISTER_SUPPORTED */
+    assert_int_equal(cuMemHostRegister(host, sizeof(host), CU_MEMHOSTREGISTER_READ_ONLY),
+                     CUDA_ERROR_NOT_SUPPORTED);
     assert_int_equal(cuMemFree(d), CUDA_SUCCESS);
     direct_context_done();
     gm_cuda_double_reset(); /* the next test starts with none counted */
