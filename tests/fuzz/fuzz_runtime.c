@@ -747,6 +747,22 @@ static void op_copy_to_host_new(model *m, reader *r)
     went_async(m, stream);
 }
 
+/*
+ * For gm_array_copy_to_host / _to_device (Numba's check_array_compatibility):
+ * the host side may differ by axes of extent 1, one more or all of its own
+ * squeezed out; the elements keep their C order, so the model is unchanged.
+ */
+static void vary_size_one_axes(uint8_t how, gm_ndview *host)
+{
+    if ((how & 6) != 6) /* not the copy_to_* call, or not this time */
+        return;
+    if (how & 8)
+        expect_status(gm_ndview_squeeze(host, 0, NULL, host), GM_OK, "gm_ndview_squeeze");
+    else if (host->ndim < GM_MAX_DIMS)
+        expect_status(gm_ndview_expand_dims(host, (how >> 4) % (host->ndim + 1), host), GM_OK,
+                      "gm_ndview_expand_dims");
+}
+
 /* Copy a held array's view into a host view (gm_array_copy_to_host or gm_copy). */
 static void op_to_host(model *m, reader *r)
 {
@@ -764,6 +780,7 @@ static void op_to_host(model *m, reader *r)
         return;
     v = gm_array_view(h->a);
     host = host_view(r, s, v->ndim, v->shape, v->dtype);
+    vary_size_one_axes(how, &host);
     for (int j = 0; j < SCRATCH; j++)
         scratch[s][j] = (unsigned char)(j * 31 + how);
     gather(&m->bufs[h->buf], v, packed, known);
@@ -799,6 +816,7 @@ static void op_to_device_copy(model *m, reader *r)
         return;
     v = gm_array_view(h->a);
     host = host_view(r, s, v->ndim, v->shape, v->dtype);
+    vary_size_one_axes(how, &host);
     fill_host(r, &host, packed);
     say("  to_device copy slot %ld %s", (long)(h - m->h), stream ? "async" : "sync");
     if (how & 2)
