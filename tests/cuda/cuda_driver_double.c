@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "cuda_driver_double.h"
 #include "kernels_internal.h" /* the library's built-in image sets (their host tables) */
@@ -38,6 +39,7 @@
 #define DEFAULT_MAX_PITCH   2147483647
 #define HOST_REGISTER_FLAGS 0xfu /* PORTABLE | DEVICEMAP | IOMEMORY | READ_ONLY */
 #define HOST_ALLOC_FLAGS    0x7u /* PORTABLE | DEVICEMAP | WRITECOMBINED */
+#define HOST_DEVICEMAP      0x2u /* CU_MEMHOSTALLOC_DEVICEMAP == CU_MEMHOSTREGISTER_DEVICEMAP */
 #define EVENT_FLAGS         0x7u /* BLOCKING_SYNC | DISABLE_TIMING | INTERPROCESS */
 
 typedef enum alloc_kind {
@@ -52,7 +54,8 @@ typedef enum alloc_kind {
 typedef struct alloc {
     int used;
     alloc_kind kind;
-    uintptr_t base;
+    uintptr_t base;   /* where the CPU reaches it (for device memory: its address) */
+    uintptr_t device; /* where the device reaches it; 0: nowhere (see map_host) */
     size_t bytes;
     unsigned flags;
     void *mem; /* owned memory (device, managed, pinned, global) */
@@ -145,6 +148,7 @@ static struct {
     long held_queued, held_ran; /* numbers of the last held callback queued, and run */
     long legacy_last_held;      /* the last held callback queued on the NULL / legacy stream */
     int capturing; /* what cuStreamIsCapturing reports (gm_cuda_double_set_capturing) */
+    int host_pointer_for_registered; /* CAN_USE_HOST_POINTER_FOR_REGISTERED_MEM (reset: 0) */
 } S = {.device_count = 1,
        .device_memory = DEFAULT_MEMORY,
        .pinned_memory = DEFAULT_MEMORY,
@@ -233,9 +237,12 @@ static CUresult enter(const char *symbol, need requirement)
 
 static alloc *new_alloc(alloc_kind kind, uintptr_t base, size_t bytes, unsigned flags, void *mem)
 {
+    /* device-side memory is reached at its address; page-locked host memory by map_host */
+    uintptr_t device = kind == ALLOC_PINNED || kind == ALLOC_REGISTERED ? 0 : base;
+
     for (int i = 0; i < MAX_ALLOCS; i++) {
         if (S.allocs[i].used == 0) {
-            S.allocs[i] = (alloc){1, kind, base, bytes, flags, mem};
+            S.allocs[i] = (alloc){1, kind, base, device, bytes, flags, mem};
             if (i >= S.alloc_top)
                 S.alloc_top = i + 1;
             return &S.allocs[i];
@@ -254,36 +261,178 @@ static alloc *alloc_at(uintptr_t base, alloc_kind kind)
     return NULL;
 }
 
-/* Whether the device can address this allocation. */
-static int device_visible(const alloc *a)
+/*
+ * Device addresses of mapped host memory. With unified addressing the device
+ * reaches cuMemHostAlloc memory at its host address, but cuda.h's "Exceptions,
+ * Disjoint Addressing" are memory registered with cuMemHostRegister (unless
+ * CU_DEVICE_ATTRIBUTE_CAN_USE_HOST_POINTER_FOR_REGISTERED_MEM is non-zero on
+ * every device) and memory allocated with CU_MEMHOSTALLOC_WRITECOMBINED: they
+ * have "a distinct host and device address"; "the host address will
+ * correspond to an invalid unmapped device address" and "the device address
+ * will correspond to an invalid unmapped host address". The double hands
+ * those device addresses out of one reserved PROT_NONE region (ALIAS_BYTES of
+ * address space, never backed), at the host address's offset in its page, so
+ * a CPU access through a device address faults, and a device access (copy
+ * side, memset, kernel pointer argument) through the host address is a
+ * violation. It translates device addresses back where it touches the memory
+ * for the device. Addresses are handed out upward with a guard page after
+ * each range, and reused only once the region is exhausted, so a stale one
+ * (its registration gone) is caught. The region is kept for the process (a
+ * reset does not reuse its addresses either).
+ */
+#define ALIAS_BYTES ((size_t)1 << 36)
+#define ALIAS_PAGE  ((size_t)4096)
+static char *alias_region; /* reserved on first use */
+static size_t alias_next;  /* the next free offset in it */
+
+/* Whether address lies in the region of device addresses of mapped host memory. */
+static int in_alias(uintptr_t address)
 {
-    if (a->kind == ALLOC_PINNED || a->kind == ALLOC_REGISTERED)
-        return (a->flags & 0x2u) != 0; /* DEVICEMAP (same bit for alloc and register) */
-    return 1;
+    return alias_region != NULL && address >= (uintptr_t)alias_region &&
+           address - (uintptr_t)alias_region < ALIAS_BYTES;
 }
 
-/* The allocation containing [address, address + bytes), or NULL. */
+/* The pages (and guard page) [*lo_p, *hi_p) of the region that a range at offset `at` takes. */
+static void alias_span(size_t at, size_t bytes, size_t *lo_p, size_t *hi_p)
+{
+    *lo_p = at / ALIAS_PAGE * ALIAS_PAGE;
+    *hi_p = (at + bytes + ALIAS_PAGE - 1) / ALIAS_PAGE * ALIAS_PAGE + ALIAS_PAGE;
+}
+
+/* A fresh device address for host range [host, host + bytes), or 0 (no room). */
+static uintptr_t alias_alloc(uintptr_t host, size_t bytes)
+{
+    size_t in_page = host % ALIAS_PAGE;
+    size_t at = alias_next;
+    size_t lo = 0;
+    size_t hi = 0;
+    int wrapped = 0;
+
+    if (alias_region == NULL) {
+        void *r =
+            mmap(NULL, ALIAS_BYTES, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+
+        if (r == MAP_FAILED)
+            return 0;
+        alias_region = r;
+    }
+    if (bytes > ALIAS_BYTES / 4)
+        return 0;
+    for (;;) {
+        const alloc *hit = NULL;
+        size_t end = 0;
+
+        alias_span(at + in_page, bytes, &lo, &hi);
+        if (hi > ALIAS_BYTES) {
+            if (wrapped != 0)
+                return 0;
+            wrapped = 1;
+            at = 0;
+            continue;
+        }
+        for (int i = 0; i < S.alloc_top && hit == NULL; i++) {
+            const alloc *a = &S.allocs[i];
+            size_t alo = 0;
+            size_t ahi = 0;
+
+            if (a->used == 0 || !in_alias(a->device))
+                continue;
+            alias_span((size_t)(a->device - (uintptr_t)alias_region), a->bytes, &alo, &ahi);
+            if (lo < ahi && alo < hi) {
+                hit = a;
+                end = ahi;
+            }
+        }
+        if (hit == NULL)
+            break;
+        at = end;
+    }
+    alias_next = hi;
+    return (uintptr_t)alias_region + lo + in_page;
+}
+
+/*
+ * Give page-locked host memory its device address: none without DEVICEMAP
+ * (gpumem asks for it whenever it wants one; the double holds it to that);
+ * else the host address for cuMemHostAlloc memory (unified addressing) and
+ * for registered memory on a device that can use host pointers; a distinct
+ * one for other registered memory and for write-combined memory. 0 when
+ * there is no room for one.
+ */
+static int map_host(alloc *a)
+{
+    int distinct = a->kind == ALLOC_REGISTERED ? S.host_pointer_for_registered == 0
+                                               : (a->flags & CU_MEMHOSTALLOC_WRITECOMBINED) != 0;
+
+    a->device = 0;
+    if ((a->flags & HOST_DEVICEMAP) == 0)
+        return 1;
+    a->device = distinct != 0 ? alias_alloc(a->base, a->bytes) : a->base;
+    return a->device != 0;
+}
+
+/* Whether [address, address + bytes) lies in [start, start + size). */
+static int in_range(uintptr_t start, size_t size, uintptr_t address, size_t bytes)
+{
+    return address >= start && address - start <= size && bytes <= size - (address - start);
+}
+
+/*
+ * The allocation containing [address, address + bytes): by the address the
+ * device uses (device_side), else by the host (CPU) address; NULL if none.
+ */
 static alloc *containing(uintptr_t address, size_t bytes, int device_side)
 {
     for (int i = 0; i < S.alloc_top; i++) {
         alloc *a = &S.allocs[i];
+        uintptr_t start = device_side != 0 ? a->device : a->base;
 
-        if (a->used == 0 || address < a->base || address - a->base > a->bytes ||
-            bytes > a->bytes - (address - a->base))
-            continue;
-        if (device_side == 0 || device_visible(a) != 0)
+        if (a->used != 0 && start != 0 && in_range(start, a->bytes, address, bytes))
             return a;
     }
     return NULL;
 }
 
-static CUresult device_range(const char *what, CUdeviceptr address, size_t bytes)
+/* Where the CPU reaches the byte the device reaches at `address` of allocation a. */
+static void *cpu_address(const alloc *a, uintptr_t address)
 {
-    if (containing((uintptr_t)address, bytes, 1) == NULL)
+    return (void *)(a->base + (address - a->device));
+}
+
+/*
+ * A device range must lie inside memory the device reaches at that address;
+ * *cpu_p receives where the CPU reaches its first byte.
+ */
+static CUresult device_range(const char *what, CUdeviceptr address, size_t bytes, void **cpu_p)
+{
+    alloc *a = containing((uintptr_t)address, bytes, 1);
+
+    if (a != NULL) {
+        *cpu_p = cpu_address(a, (uintptr_t)address);
+        return CUDA_SUCCESS;
+    }
+    a = containing((uintptr_t)address, 1, 0);
+    if (a != NULL && (a->kind == ALLOC_PINNED || a->kind == ALLOC_REGISTERED) && a->device == 0)
         return violation(CUDA_ERROR_INVALID_VALUE,
-                         "%s: device range 0x%llx + %zu is outside every device allocation", what,
-                         (unsigned long long)address, bytes);
-    return CUDA_SUCCESS;
+                         "%s: device range 0x%llx + %zu is page-locked host memory not mapped "
+                         "for the device (no DEVICEMAP)",
+                         what, (unsigned long long)address, bytes);
+    if (a != NULL && (a->kind == ALLOC_PINNED || a->kind == ALLOC_REGISTERED) &&
+        a->device != a->base)
+        return violation(CUDA_ERROR_INVALID_VALUE,
+                         "%s: device range 0x%llx + %zu is the host address of %s host memory; "
+                         "the device reaches it at 0x%llx (cuMemHostGetDevicePointer)",
+                         what, (unsigned long long)address, bytes,
+                         a->kind == ALLOC_REGISTERED ? "registered" : "write-combined",
+                         (unsigned long long)(a->device + ((uintptr_t)address - a->base)));
+    if (in_alias((uintptr_t)address) && containing((uintptr_t)address, 1, 1) == NULL)
+        return violation(CUDA_ERROR_INVALID_VALUE,
+                         "%s: device range 0x%llx + %zu is a device address of mapped host "
+                         "memory that is no longer registered or allocated",
+                         what, (unsigned long long)address, bytes);
+    return violation(CUDA_ERROR_INVALID_VALUE,
+                     "%s: device range 0x%llx + %zu is outside every device allocation", what,
+                     (unsigned long long)address, bytes);
 }
 
 static CUresult host_pointer(const char *what, const void *host)
@@ -294,6 +443,11 @@ static CUresult host_pointer(const char *what, const void *host)
         return violation(CUDA_ERROR_INVALID_VALUE, "%s: NULL host pointer", what);
     if (a != NULL && (a->kind == ALLOC_DEVICE || a->kind == ALLOC_GLOBAL || a->kind == ALLOC_IPC))
         return violation(CUDA_ERROR_INVALID_VALUE, "%s: device memory %p given as host memory",
+                         what, host);
+    if (in_alias((uintptr_t)host))
+        return violation(CUDA_ERROR_INVALID_VALUE,
+                         "%s: %p is the device address of mapped host memory, not a host address "
+                         "(the CPU faults on it)",
                          what, host);
     return CUDA_SUCCESS;
 }
@@ -619,6 +773,27 @@ long gm_cuda_double_event_flags(CUevent event)
     return event_slot(event) >= 0 ? (long)event->flags : -1;
 }
 
+void gm_cuda_double_set_host_pointer_for_registered_mem(int can)
+{
+    S.host_pointer_for_registered = can != 0;
+}
+
+CUdeviceptr gm_cuda_double_device_address(const void *host)
+{
+    const alloc *a = containing((uintptr_t)host, 1, 0);
+
+    if (a == NULL || a->device == 0)
+        return 0;
+    return (CUdeviceptr)(a->device + ((uintptr_t)host - a->base));
+}
+
+void *gm_cuda_double_host_address(CUdeviceptr device)
+{
+    const alloc *a = containing((uintptr_t)device, 1, 1);
+
+    return a != NULL ? cpu_address(a, (uintptr_t)device) : NULL;
+}
+
 long gm_cuda_double_host_flags(const void *host)
 {
     alloc *a = alloc_at((uintptr_t)host, ALLOC_PINNED);
@@ -803,6 +978,13 @@ CUresult CUDAAPI cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevi
     case CU_DEVICE_ATTRIBUTE_MAX_PITCH:
         *pi = S.max_pitch;
         break;
+    case CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING:
+    case CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY:
+        *pi = 1;
+        break;
+    case CU_DEVICE_ATTRIBUTE_CAN_USE_HOST_POINTER_FOR_REGISTERED_MEM:
+        *pi = S.host_pointer_for_registered;
+        break;
     default:
         *pi = 0;
         break;
@@ -933,6 +1115,7 @@ static CUresult allocate(const char *what, alloc_kind kind, size_t bytes, unsign
     size_t *used = kind == ALLOC_PINNED ? &S.pinned_used : &S.device_used;
     size_t limit = kind == ALLOC_PINNED ? S.pinned_memory : S.device_memory;
     void *mem = NULL;
+    alloc *a = NULL;
 
     if (bytes == 0)
         return violation(CUDA_ERROR_INVALID_VALUE, "%s: 0 bytes", what);
@@ -941,7 +1124,12 @@ static CUresult allocate(const char *what, alloc_kind kind, size_t bytes, unsign
     mem = calloc(1, bytes);
     if (mem == NULL)
         return CUDA_ERROR_OUT_OF_MEMORY;
-    if (new_alloc(kind, (uintptr_t)mem, bytes, flags, mem) == NULL) {
+    a = new_alloc(kind, (uintptr_t)mem, bytes, flags, mem);
+    if (a != NULL && kind == ALLOC_PINNED && map_host(a) == 0) {
+        a->used = 0; /* no device address left for it */
+        a = NULL;
+    }
+    if (a == NULL) {
         free(mem);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
@@ -957,6 +1145,11 @@ static CUresult release(const char *what, uintptr_t base, alloc_kind kind, alloc
 
     if (a == NULL)
         a = alloc_at(base, other);
+    if (a == NULL && in_alias(base))
+        return violation(CUDA_ERROR_INVALID_VALUE,
+                         "%s: %p is the device address of mapped host memory; free the host "
+                         "address",
+                         what, (void *)base);
     if (a == NULL)
         return violation(CUDA_ERROR_INVALID_VALUE, "%s: %p is not an allocation's base", what,
                          (void *)base);
@@ -1024,10 +1217,15 @@ CUresult CUDAAPI cuMemHostGetDevicePointer(CUdeviceptr *pdptr, void *p, unsigned
         return rc;
     if (Flags != 0)
         return violation(CUDA_ERROR_INVALID_VALUE, "cuMemHostGetDevicePointer: Flags %u", Flags);
-    a = containing((uintptr_t)p, 1, 1);
-    if (a == NULL || (a->kind != ALLOC_PINNED && a->kind != ALLOC_REGISTERED))
+    if (in_alias((uintptr_t)p))
+        return violation(CUDA_ERROR_INVALID_VALUE,
+                         "cuMemHostGetDevicePointer: %p is already a device address of mapped "
+                         "host memory; it takes the host address",
+                         p);
+    a = containing((uintptr_t)p, 1, 0);
+    if (a == NULL || (a->kind != ALLOC_PINNED && a->kind != ALLOC_REGISTERED) || a->device == 0)
         return CUDA_ERROR_INVALID_VALUE; /* not mapped page-locked memory */
-    *pdptr = (CUdeviceptr)(uintptr_t)p;
+    *pdptr = (CUdeviceptr)(a->device + ((uintptr_t)p - a->base));
     return CUDA_SUCCESS;
 }
 
@@ -1047,6 +1245,9 @@ CUresult CUDAAPI cuMemHostRegister(void *p, size_t bytesize, unsigned int Flags)
      * to error with CUDA_ERROR_NOT_SUPPORTED" (the double's devices report 0) */
     if ((Flags & CU_MEMHOSTREGISTER_READ_ONLY) != 0)
         return CUDA_ERROR_NOT_SUPPORTED;
+    if (in_alias((uintptr_t)p))
+        return violation(CUDA_ERROR_INVALID_VALUE,
+                         "cuMemHostRegister: %p is a device address of mapped host memory", p);
     /* any byte of the range already registered or pinned (the ranges intersect) */
     for (int i = 0; i < S.alloc_top; i++) {
         a = &S.allocs[i];
@@ -1054,9 +1255,12 @@ CUresult CUDAAPI cuMemHostRegister(void *p, size_t bytesize, unsigned int Flags)
             a->base < (uintptr_t)p + bytesize && (uintptr_t)p < a->base + a->bytes)
             return CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED;
     }
-    if (new_alloc(ALLOC_REGISTERED, (uintptr_t)p, bytesize, Flags, NULL) == NULL)
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    return CUDA_SUCCESS;
+    a = new_alloc(ALLOC_REGISTERED, (uintptr_t)p, bytesize, Flags, NULL);
+    if (a != NULL && map_host(a) == 0) {
+        a->used = 0; /* no device address left for it */
+        a = NULL;
+    }
+    return a != NULL ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
 }
 
 CUresult CUDAAPI cuMemHostUnregister(void *p)
@@ -1067,6 +1271,11 @@ CUresult CUDAAPI cuMemHostUnregister(void *p)
 
     if (rc != CUDA_SUCCESS)
         return rc;
+    if (in_alias((uintptr_t)p))
+        return violation(CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED,
+                         "cuMemHostUnregister: %p is the device address of registered memory; "
+                         "unregister the host address",
+                         p);
     a = alloc_at((uintptr_t)p, ALLOC_REGISTERED);
     if (a == NULL)
         return CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED;
@@ -1089,18 +1298,48 @@ CUresult CUDAAPI cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned 
     return rc;
 }
 
+/*
+ * Memory types, managed-ness, and the device and host addresses of an
+ * allocation, found by either of its addresses (cuda.h: for the disjoint
+ * addressing exceptions, HOST_POINTER and DEVICE_POINTER "may be used to
+ * retrieve the host and device addresses from either address").
+ */
 CUresult CUDAAPI cuPointerGetAttribute(void *data, CUpointer_attribute attribute, CUdeviceptr ptr)
 {
     alloc *a = NULL;
     unsigned value = 0;
+    uintptr_t offset = 0;
+    uintptr_t address = 0;
     API_LOCK;
     CUresult rc = enter(__func__, NEED_CONTEXT);
 
     if (rc != CUDA_SUCCESS)
         return rc;
+    if (data == NULL)
+        return violation(CUDA_ERROR_INVALID_VALUE, "cuPointerGetAttribute: NULL data");
     a = containing((uintptr_t)ptr, 1, 0);
-    if (a == NULL)
-        return CUDA_ERROR_INVALID_VALUE; /* not memory the driver knows */
+    if (a != NULL) {
+        offset = (uintptr_t)ptr - a->base;
+    } else {
+        a = containing((uintptr_t)ptr, 1, 1);
+        if (a == NULL)
+            return CUDA_ERROR_INVALID_VALUE; /* not memory the driver knows */
+        offset = (uintptr_t)ptr - a->device;
+    }
+    if (attribute == CU_POINTER_ATTRIBUTE_DEVICE_POINTER ||
+        attribute == CU_POINTER_ATTRIBUTE_HOST_POINTER) {
+        int host_side =
+            a->kind == ALLOC_PINNED || a->kind == ALLOC_REGISTERED || a->kind == ALLOC_MANAGED;
+
+        if (attribute == CU_POINTER_ATTRIBUTE_DEVICE_POINTER)
+            address = a->device != 0 ? a->device + offset : 0;
+        else
+            address = host_side != 0 ? a->base + offset : 0;
+        if (address == 0)
+            return CUDA_ERROR_INVALID_VALUE;     /* no such address: an answer, not a misuse */
+        memcpy(data, &address, sizeof(address)); /* CUdeviceptr or void * */
+        return CUDA_SUCCESS;
+    }
     if (attribute == CU_POINTER_ATTRIBUTE_MEMORY_TYPE)
         value = a->kind == ALLOC_PINNED || a->kind == ALLOC_REGISTERED ? CU_MEMORYTYPE_HOST
                                                                        : CU_MEMORYTYPE_DEVICE;
@@ -1126,7 +1365,7 @@ CUresult CUDAAPI cuMemGetAddressRange(CUdeviceptr *pbase, size_t *psize, CUdevic
         return violation(CUDA_ERROR_NOT_FOUND, "cuMemGetAddressRange: 0x%llx is not allocated",
                          (unsigned long long)dptr);
     if (pbase != NULL)
-        *pbase = (CUdeviceptr)a->base;
+        *pbase = (CUdeviceptr)a->device;
     if (psize != NULL)
         *psize = a->bytes;
     return CUDA_SUCCESS;
@@ -1217,18 +1456,53 @@ static CUresult copy_linear(const char *what, void *dst, const void *src, size_t
     return rc;
 }
 
+/* Host to device: the device range (translated for the CPU) and the host pointer checked. */
+static CUresult copy_htod(const char *what, CUdeviceptr dst, const void *src, size_t bytes,
+                          CUstream stream)
+{
+    void *to = NULL;
+    CUresult rc = device_range(what, dst, bytes, &to);
+
+    if (rc == CUDA_SUCCESS)
+        rc = host_pointer(what, src);
+    if (rc == CUDA_SUCCESS)
+        rc = copy_linear(what, to, src, bytes, stream);
+    return rc;
+}
+
+static CUresult copy_dtoh(const char *what, void *dst, CUdeviceptr src, size_t bytes,
+                          CUstream stream)
+{
+    void *from = NULL;
+    CUresult rc = device_range(what, src, bytes, &from);
+
+    if (rc == CUDA_SUCCESS)
+        rc = host_pointer(what, dst);
+    if (rc == CUDA_SUCCESS)
+        rc = copy_linear(what, dst, from, bytes, stream);
+    return rc;
+}
+
+static CUresult copy_dtod(const char *what, CUdeviceptr dst, CUdeviceptr src, size_t bytes,
+                          CUstream stream)
+{
+    void *to = NULL;
+    void *from = NULL;
+    CUresult rc = device_range(what, dst, bytes, &to);
+
+    if (rc == CUDA_SUCCESS)
+        rc = device_range(what, src, bytes, &from);
+    if (rc == CUDA_SUCCESS)
+        rc = copy_linear(what, to, from, bytes, stream);
+    return rc;
+}
+
 CUresult CUDAAPI cuMemcpyHtoD(CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount)
 {
     API_LOCK;
     CUresult rc = enter(__func__, NEED_CONTEXT);
 
-    if (rc == CUDA_SUCCESS)
-        rc = device_range(__func__, dstDevice, ByteCount);
-    if (rc == CUDA_SUCCESS)
-        rc = host_pointer(__func__, srcHost);
-    if (rc == CUDA_SUCCESS)
-        rc = copy_linear(__func__, (void *)(uintptr_t)dstDevice, srcHost, ByteCount, NULL);
-    return rc;
+    return rc == CUDA_SUCCESS ? copy_htod(__func__, dstDevice, srcHost, ByteCount, NULL) : rc;
 }
 
 CUresult CUDAAPI cuMemcpyDtoH(void *dstHost, CUdeviceptr srcDevice, size_t ByteCount)
@@ -1236,13 +1510,7 @@ CUresult CUDAAPI cuMemcpyDtoH(void *dstHost, CUdeviceptr srcDevice, size_t ByteC
     API_LOCK;
     CUresult rc = enter(__func__, NEED_CONTEXT);
 
-    if (rc == CUDA_SUCCESS)
-        rc = device_range(__func__, srcDevice, ByteCount);
-    if (rc == CUDA_SUCCESS)
-        rc = host_pointer(__func__, dstHost);
-    if (rc == CUDA_SUCCESS)
-        rc = copy_linear(__func__, dstHost, (const void *)(uintptr_t)srcDevice, ByteCount, NULL);
-    return rc;
+    return rc == CUDA_SUCCESS ? copy_dtoh(__func__, dstHost, srcDevice, ByteCount, NULL) : rc;
 }
 
 CUresult CUDAAPI cuMemcpyDtoD(CUdeviceptr dstDevice, CUdeviceptr srcDevice, size_t ByteCount)
@@ -1250,14 +1518,7 @@ CUresult CUDAAPI cuMemcpyDtoD(CUdeviceptr dstDevice, CUdeviceptr srcDevice, size
     API_LOCK;
     CUresult rc = enter(__func__, NEED_CONTEXT);
 
-    if (rc == CUDA_SUCCESS)
-        rc = device_range(__func__, dstDevice, ByteCount);
-    if (rc == CUDA_SUCCESS)
-        rc = device_range(__func__, srcDevice, ByteCount);
-    if (rc == CUDA_SUCCESS)
-        rc = copy_linear(__func__, (void *)(uintptr_t)dstDevice, (const void *)(uintptr_t)srcDevice,
-                         ByteCount, NULL);
-    return rc;
+    return rc == CUDA_SUCCESS ? copy_dtod(__func__, dstDevice, srcDevice, ByteCount, NULL) : rc;
 }
 
 CUresult CUDAAPI cuMemcpyHtoDAsync(CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount,
@@ -1266,13 +1527,7 @@ CUresult CUDAAPI cuMemcpyHtoDAsync(CUdeviceptr dstDevice, const void *srcHost, s
     API_LOCK;
     CUresult rc = enter(__func__, NEED_CONTEXT);
 
-    if (rc == CUDA_SUCCESS)
-        rc = device_range(__func__, dstDevice, ByteCount);
-    if (rc == CUDA_SUCCESS)
-        rc = host_pointer(__func__, srcHost);
-    if (rc == CUDA_SUCCESS)
-        rc = copy_linear(__func__, (void *)(uintptr_t)dstDevice, srcHost, ByteCount, hStream);
-    return rc;
+    return rc == CUDA_SUCCESS ? copy_htod(__func__, dstDevice, srcHost, ByteCount, hStream) : rc;
 }
 
 CUresult CUDAAPI cuMemcpyDtoHAsync(void *dstHost, CUdeviceptr srcDevice, size_t ByteCount,
@@ -1281,13 +1536,7 @@ CUresult CUDAAPI cuMemcpyDtoHAsync(void *dstHost, CUdeviceptr srcDevice, size_t 
     API_LOCK;
     CUresult rc = enter(__func__, NEED_CONTEXT);
 
-    if (rc == CUDA_SUCCESS)
-        rc = device_range(__func__, srcDevice, ByteCount);
-    if (rc == CUDA_SUCCESS)
-        rc = host_pointer(__func__, dstHost);
-    if (rc == CUDA_SUCCESS)
-        rc = copy_linear(__func__, dstHost, (const void *)(uintptr_t)srcDevice, ByteCount, hStream);
-    return rc;
+    return rc == CUDA_SUCCESS ? copy_dtoh(__func__, dstHost, srcDevice, ByteCount, hStream) : rc;
 }
 
 CUresult CUDAAPI cuMemcpyDtoDAsync(CUdeviceptr dstDevice, CUdeviceptr srcDevice, size_t ByteCount,
@@ -1296,14 +1545,7 @@ CUresult CUDAAPI cuMemcpyDtoDAsync(CUdeviceptr dstDevice, CUdeviceptr srcDevice,
     API_LOCK;
     CUresult rc = enter(__func__, NEED_CONTEXT);
 
-    if (rc == CUDA_SUCCESS)
-        rc = device_range(__func__, dstDevice, ByteCount);
-    if (rc == CUDA_SUCCESS)
-        rc = device_range(__func__, srcDevice, ByteCount);
-    if (rc == CUDA_SUCCESS)
-        rc = copy_linear(__func__, (void *)(uintptr_t)dstDevice, (const void *)(uintptr_t)srcDevice,
-                         ByteCount, hStream);
-    return rc;
+    return rc == CUDA_SUCCESS ? copy_dtod(__func__, dstDevice, srcDevice, ByteCount, hStream) : rc;
 }
 
 /* One side of a pitched copy, normalized from CUDA_MEMCPY2D / CUDA_MEMCPY3D. */
@@ -1312,15 +1554,24 @@ typedef struct side {
     uintptr_t base; /* host or device address of (x, y, z) = (0, 0, 0) after the offsets */
     size_t pitch;
     size_t height; /* rows per plane */
+    uintptr_t cpu; /* where the CPU reaches base (check_side sets it) */
 } side;
 
-/* Check one side: type, pitch against width and the device's limit, the whole extent. */
+/* The bytes a side spans (defined with the overlap check below). */
 static size_t side_extent(const side *s, size_t width, size_t rows, size_t depth);
 
-static CUresult check_side(const char *what, const char *name, const side *s, size_t width,
-                           size_t rows, size_t depth)
+/*
+ * Check one side: type, pitch against width and the device's limit, the
+ * whole extent; find where the CPU reaches it. CU_MEMORYTYPE_UNIFIED takes
+ * either address of mapped host memory (cuda.h: "Either the host or the
+ * unified device pointer value may be used").
+ */
+static CUresult check_side(const char *what, const char *name, side *s, size_t width, size_t rows,
+                           size_t depth)
 {
     size_t extent = side_extent(s, width, rows, depth);
+    void *cpu = NULL;
+    CUresult rc = CUDA_SUCCESS;
 
     if (s->type != CU_MEMORYTYPE_HOST && s->type != CU_MEMORYTYPE_DEVICE &&
         s->type != CU_MEMORYTYPE_UNIFIED)
@@ -1332,8 +1583,13 @@ static CUresult check_side(const char *what, const char *name, const side *s, si
     if (s->pitch > (size_t)S.max_pitch)
         return violation(CUDA_ERROR_INVALID_VALUE, "%s: %s pitch %zu > max pitch %d", what, name,
                          s->pitch, S.max_pitch);
-    if (s->type == CU_MEMORYTYPE_DEVICE)
-        return device_range(what, (CUdeviceptr)s->base, extent);
+    s->cpu = s->base;
+    if (s->type == CU_MEMORYTYPE_DEVICE ||
+        (s->type == CU_MEMORYTYPE_UNIFIED && in_alias(s->base))) {
+        rc = device_range(what, (CUdeviceptr)s->base, extent, &cpu);
+        s->cpu = (uintptr_t)cpu;
+        return rc;
+    }
     return host_pointer(what, (const void *)s->base);
 }
 
@@ -1369,22 +1625,23 @@ static size_t side_extent(const side *s, size_t width, size_t rows, size_t depth
 }
 
 /*
- * Whether a row of dst shares a byte with a row of src (the rows of a side
+ * Whether a row of dst shares a byte with a row of src, where the CPU reaches
+ * them (check_side set cpu; the rows of a side
  * are at least width bytes apart, so a dst row can only meet the src rows
  * starting within width bytes of it: those next to floor((d - plane) / pitch)).
  */
 static int pitched_overlap(const side *dst, const side *src, size_t width, size_t rows,
                            size_t depth)
 {
-    if (!ranges_overlap(dst->base, side_extent(dst, width, rows, depth), src->base,
+    if (!ranges_overlap(dst->cpu, side_extent(dst, width, rows, depth), src->cpu,
                         side_extent(src, width, rows, depth)))
         return 0;
     for (size_t dz = 0; dz < depth; dz++) {
         for (size_t dy = 0; dy < rows; dy++) {
-            uintptr_t d = dst->base + (dz * dst->height + dy) * dst->pitch;
+            uintptr_t d = dst->cpu + (dz * dst->height + dy) * dst->pitch;
 
             for (size_t sz = 0; sz < depth; sz++) {
-                uintptr_t plane = src->base + sz * src->height * src->pitch;
+                uintptr_t plane = src->cpu + sz * src->height * src->pitch;
                 long long y0 = d >= plane ? (long long)((d - plane) / src->pitch)
                                           : -(long long)((plane - d) / src->pitch) - 1;
 
@@ -1404,8 +1661,8 @@ static void copy_pitched(const side *dst, const side *src, size_t width, size_t 
 {
     for (size_t z = 0; z < depth; z++) {
         for (size_t y = 0; y < rows; y++) {
-            memmove((void *)(dst->base + (z * dst->height + y) * dst->pitch),
-                    (const void *)(src->base + (z * src->height + y) * src->pitch), width);
+            memmove((void *)(dst->cpu + (z * dst->height + y) * dst->pitch),
+                    (const void *)(src->cpu + (z * src->height + y) * src->pitch), width);
         }
     }
 }
@@ -1414,7 +1671,7 @@ static side side_2d(CUmemorytype type, const void *host, CUdeviceptr device, siz
                     size_t pitch)
 {
     uintptr_t base = type == CU_MEMORYTYPE_HOST ? (uintptr_t)host : (uintptr_t)device;
-    side s = {type, base + y * pitch + x, pitch, 1};
+    side s = {type, base + y * pitch + x, pitch, 1, 0};
 
     return s;
 }
@@ -1466,7 +1723,7 @@ static side side_3d(CUmemorytype type, const void *host, CUdeviceptr device, siz
                     size_t z, size_t pitch, size_t height)
 {
     uintptr_t base = type == CU_MEMORYTYPE_HOST ? (uintptr_t)host : (uintptr_t)device;
-    side s = {type, base + (z * height + y) * pitch + x, pitch, height};
+    side s = {type, base + (z * height + y) * pitch + x, pitch, height, 0};
 
     return s;
 }
@@ -1534,6 +1791,7 @@ CUresult CUDAAPI cuMemcpy3DAsync(const CUDA_MEMCPY3D *pCopy, CUstream hStream)
 static CUresult fill(const char *what, CUdeviceptr dst, size_t pitch, const void *value,
                      size_t size, size_t width, size_t rows, CUstream stream)
 {
+    void *cpu = NULL;
     CUresult rc = valid_stream(what, stream);
 
     if (rc != CUDA_SUCCESS || width == 0 || rows == 0)
@@ -1549,10 +1807,10 @@ static CUresult fill(const char *what, CUdeviceptr dst, size_t pitch, const void
     if (rows > 1 && pitch % size != 0)
         return violation(CUDA_ERROR_INVALID_VALUE, "%s: pitch %zu not aligned to %zu", what, pitch,
                          size);
-    rc = device_range(what, dst, (rows - 1) * pitch + width * size);
+    rc = device_range(what, dst, (rows - 1) * pitch + width * size, &cpu);
     for (size_t y = 0; rc == CUDA_SUCCESS && y < rows; y++) {
         for (size_t x = 0; x < width; x++)
-            memcpy((void *)(uintptr_t)(dst + y * pitch + x * size), value, size);
+            memcpy((char *)cpu + y * pitch + x * size, value, size);
     }
     return rc;
 }
@@ -2699,17 +2957,25 @@ static uint64_t active_threads(const launch *l, uint64_t n)
     return total < n ? total : n;
 }
 
+/* Where the CPU reaches what a kernel reaches at [address, address + bytes), or NULL. */
+static char *kernel_range(uint64_t address, uint64_t bytes)
+{
+    alloc *a = containing((uintptr_t)address, (size_t)bytes, 1);
+
+    return a != NULL ? cpu_address(a, (uintptr_t)address) : NULL;
+}
+
 /* gm_test_fill_u32(u32 *out, u32 value, u64 n): out[i] = value for i < n. */
 static CUresult run_fill_u32(const launch *l)
 {
-    uint64_t out = param_u64(l, 0);
     uint32_t value = param_u32(l, 1);
     uint64_t count = active_threads(l, param_u64(l, 2));
+    char *out = count > 0 ? kernel_range(param_u64(l, 0), count * 4) : NULL;
 
-    if (count > 0 && containing((uintptr_t)out, count * 4, 1) == NULL)
+    if (count > 0 && out == NULL)
         return violation(CUDA_ERROR_ILLEGAL_ADDRESS, "gm_test_fill_u32 writes outside memory");
     for (uint64_t i = 0; i < count; i++)
-        memcpy((void *)(uintptr_t)(out + 4 * i), &value, 4);
+        memcpy(out + 4 * i, &value, 4);
     return CUDA_SUCCESS;
 }
 
@@ -2727,8 +2993,8 @@ static const module_global *find_global(const struct CUmod_st *m, const char *na
  * blockDim.x floats of dynamic shared memory. */
 static CUresult run_scale_f32(const launch *l)
 {
-    uint64_t data = param_u64(l, 0);
     uint64_t count = active_threads(l, param_u64(l, 1));
+    char *data = count > 0 ? kernel_range(param_u64(l, 0), count * 4) : NULL;
     const module_global *coeffs = find_global(l->function->module, "gm_test_coeffs");
     float c[2] = {0.0f, 0.0f};
 
@@ -2739,15 +3005,15 @@ static CUresult run_scale_f32(const launch *l)
                          "gm_test_scale_f32: %u bytes of dynamic "
                          "shared memory for %u threads",
                          l->shared, l->block[0]);
-    if (count > 0 && containing((uintptr_t)data, count * 4, 1) == NULL)
+    if (count > 0 && data == NULL)
         return violation(CUDA_ERROR_ILLEGAL_ADDRESS, "gm_test_scale_f32 outside memory");
     memcpy(c, coeffs->mem, sizeof(c));
     for (uint64_t i = 0; i < count; i++) {
         float v = 0.0f;
 
-        memcpy(&v, (void *)(uintptr_t)(data + 4 * i), 4);
+        memcpy(&v, data + 4 * i, 4);
         v = v * c[0] + c[1];
-        memcpy((void *)(uintptr_t)(data + 4 * i), &v, 4);
+        memcpy(data + 4 * i, &v, 4);
     }
     return CUDA_SUCCESS;
 }
@@ -2771,22 +3037,53 @@ static CUresult check_dims(const launch *l)
     return CUDA_SUCCESS;
 }
 
-/* Pointer parameters (by the host kernel's declarations) must be NULL or device memory. */
-static CUresult check_pointer_params(const launch *l)
+/*
+ * Pointer parameters (by the host kernel's declarations) must be NULL or
+ * memory the device reaches at that address; a device address of mapped host
+ * memory is translated, in the parameter block, to where the simulator (the
+ * CPU) reaches it. Any other 8-byte word holding such a device address (a
+ * pointer inside a by-value argument) cannot be translated: a violation,
+ * rather than a CPU fault in the simulator.
+ */
+static CUresult translate_pointer_params(launch *l)
 {
     const struct CUfunc_st *f = l->function;
 
     for (int i = 0; i < f->nparams; i++) {
         uint64_t address = 0;
+        alloc *a = NULL;
 
         if (f->host->param_decls == NULL || strchr(f->host->param_decls[i], '*') == NULL ||
-            f->sizes[i] != sizeof(address))
+            f->sizes[i] != sizeof(address)) {
+            for (size_t w = 0; w + sizeof(address) <= f->sizes[i]; w += sizeof(address)) {
+                memcpy(&address, l->params + f->offsets[i] + w, sizeof(address));
+                if (in_alias((uintptr_t)address))
+                    return violation(CUDA_ERROR_ILLEGAL_ADDRESS,
+                                     "cuLaunchKernel: %s: parameter %d holds device address "
+                                     "0x%llx of mapped host memory at byte %zu, which the "
+                                     "double cannot translate (not a pointer parameter)",
+                                     f->name, i, (unsigned long long)address, w);
+            }
             continue;
+        }
         address = param_u64(l, i);
-        if (address != 0 && containing((uintptr_t)address, 0, 1) == NULL)
-            return violation(CUDA_ERROR_ILLEGAL_ADDRESS,
-                             "cuLaunchKernel: %s: parameter %d (%s) = 0x%llx is not device memory",
-                             f->name, i, f->host->param_decls[i], (unsigned long long)address);
+        if (address == 0)
+            continue;
+        a = containing((uintptr_t)address, 0, 1);
+        if (a == NULL) {
+            const alloc *h = containing((uintptr_t)address, 0, 0);
+
+            return violation(
+                CUDA_ERROR_ILLEGAL_ADDRESS,
+                "cuLaunchKernel: %s: parameter %d (%s) = 0x%llx is not device memory%s", f->name, i,
+                f->host->param_decls[i], (unsigned long long)address,
+                h != NULL && (h->kind == ALLOC_PINNED || h->kind == ALLOC_REGISTERED)
+                    ? " (the host address of page-locked memory; the device needs the address "
+                      "cuMemHostGetDevicePointer gives)"
+                    : "");
+        }
+        address = (uint64_t)(uintptr_t)cpu_address(a, (uintptr_t)address);
+        memcpy(l->params + f->offsets[i], &address, sizeof(address));
     }
     return CUDA_SUCCESS;
 }
@@ -2797,14 +3094,14 @@ static CUresult check_pointer_params(const launch *l)
  * the simulator's before the run (each module keeps its own values, as on a
  * device).
  */
-static CUresult run_host_kernel(const launch *l)
+static CUresult run_host_kernel(launch *l)
 {
     const struct CUfunc_st *f = l->function;
     const struct CUmod_st *m = f->module;
     void *args[MAX_PARAMS];
     gm__sim_launch sim;
     gm_status status = GM_OK;
-    CUresult rc = check_pointer_params(l);
+    CUresult rc = translate_pointer_params(l);
 
     if (rc != CUDA_SUCCESS)
         return rc;

@@ -3,7 +3,10 @@
  * library and loaded by the CUDA backend through GM_CUDA_DRIVER_PATH in
  * place of the real driver. It implements every entry point of
  * src/cuda/cuda_driver.h on host memory (device memory is malloc'd; with
- * unified addressing a device address is its host address) and checks
+ * unified addressing a device address is its host address, and so is the
+ * device address of cuMemHostAlloc'd memory, but registered memory and
+ * write-combined memory have a distinct device address, as cuda.h's
+ * "Disjoint Addressing" describes: see gm_cuda_double_device_address) and checks
  * what the real driver requires of its arguments: a current context, live
  * handles, flags, device ranges inside allocations, pitches of 2-D/3-D
  * copies, reserved fields, aligned memsets, kernel parameter arrays (read
@@ -21,7 +24,9 @@
  * kernel simulator (src/host/sim) with that host-compiled kernel, after a
  * check that both agree on the parameters, with the launch's grid, block,
  * dynamic shared memory and the values read through kernelParams; pointer
- * parameters must be NULL or device-visible memory, and the module's
+ * parameters must be NULL or memory the device reaches at that address (a
+ * distinct device address of mapped host memory is translated for the
+ * simulator; one in a by-value parameter is a violation), and the module's
  * constant arrays are copied into the simulator's before each run (so each
  * module keeps its own). gm_test_fill_u32 and gm_test_scale_f32 (see
  * tests/cuda/test_kernels.h) run from hand-written host code; any other
@@ -127,6 +132,27 @@ long gm_cuda_double_live_objects(void);
  * (for test programs that do not assert on this count). */
 long gm_cuda_double_violations(void);
 const char *gm_cuda_double_last_violation(void);
+
+/*
+ * Mapped host memory (cuMemHostRegister or cuMemHostAlloc with DEVICEMAP).
+ * CU_DEVICE_ATTRIBUTE_CAN_USE_HOST_POINTER_FOR_REGISTERED_MEM reports `can`
+ * (reset: 0) and decides the device address of later registrations: the host
+ * address when 1; when 0 a distinct one in a reserved PROT_NONE region, so
+ * that a CPU access through it faults. Write-combined cuMemHostAlloc memory
+ * always gets a distinct one; other cuMemHostAlloc memory is reached at its
+ * host address (unified addressing). Driver calls that take a device address
+ * (copies' device sides, memsets, cuMemGetAddressRange, pointer kernel
+ * parameters) translate a distinct one back, and a host address of such
+ * memory there is a violation; so is a distinct device address where a host
+ * address belongs (copies' host sides, cuMemHostGetDevicePointer,
+ * cuMemHostRegister / Unregister, cuMemFreeHost). cuPointerGetAttribute
+ * answers for both addresses.
+ */
+void gm_cuda_double_set_host_pointer_for_registered_mem(int can);
+
+/* The device address of host memory at `host` (0: none), and the reverse (NULL: none). */
+CUdeviceptr gm_cuda_double_device_address(const void *host);
+void *gm_cuda_double_host_address(CUdeviceptr device);
 
 /* Flags an object was created with; -1 when it is not a live object of that kind. */
 long gm_cuda_double_stream_flags(CUstream stream);

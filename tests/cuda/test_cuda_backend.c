@@ -5,10 +5,13 @@
  * sweep proving that every error path releases what it took.
  */
 #include <pthread.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "cuda_driver.h"
 #include "cuda_test_util.h"
@@ -407,6 +410,13 @@ static void test_host_memory(void **state)
     assert_int_equal(gm_cuda_double_host_flags(mapped), CU_MEMHOSTALLOC_PORTABLE |
                                                             CU_MEMHOSTALLOC_DEVICEMAP |
                                                             CU_MEMHOSTALLOC_WRITECOMBINED);
+    /* write-combined memory has a device address of its own (cuda.h, "Disjoint Addressing") */
+    assert_ok(CUDA_OPS->host_device_pointer(bctx, (char *)mapped + 100, &device));
+    assert_int_not_equal(device, (gm_devptr)(uintptr_t)mapped + 100);
+    assert_int_equal(device, gm_cuda_double_device_address((char *)mapped + 100));
+    assert_ok(CUDA_OPS->host_free(bctx, mapped));
+    /* other mapped memory is reached at its host address (unified addressing) */
+    assert_ok(CUDA_OPS->host_alloc(bctx, 4096, GM_HOST_PORTABLE | GM_HOST_MAPPED, &mapped));
     assert_ok(CUDA_OPS->host_device_pointer(bctx, (char *)mapped + 100, &device));
     assert_int_equal(device, (gm_devptr)(uintptr_t)mapped + 100);
     assert_status(CUDA_OPS->host_alloc(bctx, 64, 0x100, &pinned), GM_ERR_INVALID_ARG);
@@ -416,6 +426,8 @@ static void test_host_memory(void **state)
     assert_status(CUDA_OPS->host_register(bctx, user, 4096, 0), GM_ERR_STATE);
     assert_message_contains("CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED");
     assert_ok(CUDA_OPS->host_device_pointer(bctx, user, &device));
+    assert_int_not_equal(device, (gm_devptr)(uintptr_t)user); /* registered: its own address */
+    assert_int_equal(device, gm_cuda_double_device_address(user));
     assert_ok(CUDA_OPS->host_unregister(bctx, user));
     /* Re-pinning the same memory at once works (numba#3508). */
     assert_ok(CUDA_OPS->host_register(bctx, user, 8192, GM_HOST_PORTABLE));
@@ -434,6 +446,164 @@ static void test_host_memory(void **state)
     assert_ok(CUDA_OPS->host_free(bctx, mapped));
     free(user);
     cuda_test_close(bctx);
+}
+
+/* Whether reading `p` in a child process kills it (a fault). */
+static bool cpu_read_faults(const void *p)
+{
+    pid_t pid = fork();
+    int wstatus = 0;
+
+    if (pid == 0) {
+        volatile const char *v = p;
+        char c = 0;
+
+        signal(SIGSEGV, SIG_DFL); /* not cmocka's handler (nor ASan's) */
+        signal(SIGBUS, SIG_DFL);
+        c = *v;
+        (void)c;
+        _exit(0);
+    }
+    assert_true(pid > 0);
+    assert_int_equal(waitpid(pid, &wstatus, 0), pid);
+    return WIFSIGNALED(wstatus) && (WTERMSIG(wstatus) == SIGSEGV || WTERMSIG(wstatus) == SIGBUS);
+}
+
+/* A driver call that needs a context, made with the primary context current. */
+static CUresult with_context(CUresult (*call)(void *), void *arg)
+{
+    CUcontext ctx = NULL;
+    CUresult rc = cuDevicePrimaryCtxRetain(&ctx, 0);
+
+    if (rc == CUDA_SUCCESS && (rc = cuCtxPushCurrent(ctx)) == CUDA_SUCCESS) {
+        rc = call(arg);
+        assert_int_equal(cuCtxPopCurrent(NULL), CUDA_SUCCESS);
+    }
+    assert_int_equal(cuDevicePrimaryCtxRelease(0), CUDA_SUCCESS);
+    return rc;
+}
+
+typedef struct pointer_query {
+    CUpointer_attribute attribute;
+    CUdeviceptr ptr;
+    uint64_t value;
+} pointer_query;
+
+static CUresult query_pointer(void *arg)
+{
+    pointer_query *q = arg;
+
+    q->value = 0;
+    return cuPointerGetAttribute(&q->value, q->attribute, q->ptr);
+}
+
+/* The attribute of ptr (CU_POINTER_ATTRIBUTE_DEVICE_POINTER or _HOST_POINTER); 0 when none. */
+static uint64_t pointer_address(CUpointer_attribute attribute, uint64_t ptr)
+{
+    pointer_query q = {attribute, (CUdeviceptr)ptr, 0};
+
+    return with_context(query_pointer, &q) == CUDA_SUCCESS ? q.value : 0;
+}
+
+/*
+ * The double's model of registered memory on a device that cannot use host
+ * pointers for it (CAN_USE_HOST_POINTER_FOR_REGISTERED_MEM 0, the default):
+ * the device address is another one, where the CPU faults; copies, memsets
+ * and pointer queries through it reach the host memory; the host address as
+ * a device side, or the device address as a host side, is a violation, and
+ * so is the device address once unregistered. With the attribute 1 the
+ * device address is the host address.
+ */
+static void test_registered_device_address(void **state)
+{
+    gm_backend_ctx *bctx = cuda_test_open();
+    size_t bytes = 2 * 4096 + 300;
+    char *user = malloc(bytes);
+    gm_devptr dev = 0, regdev = 0, again = 0;
+    int attribute = -1;
+    int kind = -1;
+    gm_copy_desc d = {GM_COPY_DEVICE, GM_COPY_DEVICE, 0, 0, 0, 1, 1, 0, 0, 0, 0};
+
+    (void)state;
+    assert_non_null(user);
+    for (size_t i = 0; i < bytes; i++)
+        user[i] = (char)(i * 7 + 1);
+    assert_int_equal(
+        cuDeviceGetAttribute(&attribute,
+                             CU_DEVICE_ATTRIBUTE_CAN_USE_HOST_POINTER_FOR_REGISTERED_MEM, 0),
+        CUDA_SUCCESS);
+    assert_int_equal(attribute, 0);
+    assert_int_equal(cuDeviceGetAttribute(&attribute, CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING, 0),
+                     CUDA_SUCCESS);
+    assert_int_equal(attribute, 1);
+    assert_ok(CUDA_OPS->mem_alloc(bctx, bytes, &dev));
+    assert_ok(CUDA_OPS->host_register(bctx, user, bytes, GM_HOST_MAPPED));
+    assert_ok(CUDA_OPS->host_device_pointer(bctx, user + 10, &regdev));
+    assert_int_not_equal(regdev, (gm_devptr)(uintptr_t)(user + 10));
+    assert_int_equal(regdev % 4096, (uintptr_t)(user + 10) % 4096);
+    assert_true(cpu_read_faults((void *)(uintptr_t)regdev));
+    assert_ptr_equal(gm_cuda_double_host_address(regdev), user + 10);
+    /* either address names the memory to cuPointerGetAttribute */
+    assert_int_equal(pointer_address(CU_POINTER_ATTRIBUTE_DEVICE_POINTER, (uintptr_t)user + 10),
+                     regdev);
+    assert_int_equal(pointer_address(CU_POINTER_ATTRIBUTE_DEVICE_POINTER, regdev), regdev);
+    assert_int_equal(pointer_address(CU_POINTER_ATTRIBUTE_HOST_POINTER, regdev),
+                     (uintptr_t)user + 10);
+    assert_int_equal(pointer_address(CU_POINTER_ATTRIBUTE_HOST_POINTER, dev), 0);
+    assert_ok(CUDA_OPS->pointer_kind(bctx, (void *)(uintptr_t)regdev, &kind));
+    assert_int_equal(kind, GM_MEMORY_PINNED);
+    assert_ok(CUDA_OPS->pointer_kind(bctx, user, &kind));
+    assert_int_equal(kind, GM_MEMORY_PINNED);
+
+    /* the device address as a device side: copies and memsets reach the host memory */
+    d.dst = dev;
+    d.src = regdev - 10;
+    d.width_bytes = bytes;
+    assert_ok(CUDA_OPS->copy(bctx, &d, NULL));
+    memset(user, 0, bytes);
+    d.dst = regdev - 10;
+    d.src = dev;
+    assert_ok(CUDA_OPS->copy(bctx, &d, NULL));
+    for (size_t i = 0; i < bytes; i++)
+        assert_int_equal(user[i], (char)(i * 7 + 1));
+    assert_ok(CUDA_OPS->memset(bctx, regdev, "\x5a", 1, 5, NULL));
+    assert_memory_equal(user + 10, "\x5a\x5a\x5a\x5a\x5a", 5);
+    assert_no_violations();
+
+    /* the host address as a device side, the device address as a host side: violations */
+    d.dst = (gm_devptr)(uintptr_t)user;
+    assert_status(CUDA_OPS->copy(bctx, &d, NULL), GM_ERR_INVALID_ARG);
+    assert_int_equal(gm_cuda_double_violations(), 1);
+    assert_non_null(strstr(gm_cuda_double_last_violation(), "host address of registered"));
+    d.dst_side = GM_COPY_HOST;
+    d.dst = regdev;
+    d.width_bytes = 16;
+    assert_status(CUDA_OPS->copy(bctx, &d, NULL), GM_ERR_INVALID_ARG);
+    assert_int_equal(gm_cuda_double_violations(), 2);
+    assert_non_null(strstr(gm_cuda_double_last_violation(), "device address of mapped host"));
+    assert_ok(CUDA_OPS->host_unregister(bctx, user));
+    /* a stale device address */
+    assert_status(CUDA_OPS->memset(bctx, regdev, "\x5a", 1, 5, NULL), GM_ERR_INVALID_ARG);
+    assert_int_equal(gm_cuda_double_violations(), 3);
+    assert_non_null(strstr(gm_cuda_double_last_violation(), "no longer registered"));
+
+    /* a device that can use host pointers for registered memory */
+    gm_cuda_double_set_host_pointer_for_registered_mem(1);
+    assert_int_equal(
+        cuDeviceGetAttribute(&attribute,
+                             CU_DEVICE_ATTRIBUTE_CAN_USE_HOST_POINTER_FOR_REGISTERED_MEM, 0),
+        CUDA_SUCCESS);
+    assert_int_equal(attribute, 1);
+    assert_ok(CUDA_OPS->host_register(bctx, user, bytes, GM_HOST_MAPPED));
+    assert_ok(CUDA_OPS->host_device_pointer(bctx, user + 10, &again));
+    assert_int_equal(again, (gm_devptr)(uintptr_t)(user + 10));
+    assert_ok(CUDA_OPS->host_unregister(bctx, user));
+
+    assert_ok(CUDA_OPS->mem_free(bctx, dev));
+    CUDA_OPS->fini(bctx);
+    assert_int_equal(gm_cuda_double_live_objects(), 0);
+    assert_int_equal(gm_cuda_double_violations(), 3);
+    free(user);
 }
 
 /* pointer_kind: device, pinned, managed; pageable memory is HOST and no error. */
@@ -824,6 +994,7 @@ int main(void)
         cmocka_unit_test_setup(test_out_of_memory, cuda_test_setup),
         cmocka_unit_test_setup(test_zero_sizes, cuda_test_setup),
         cmocka_unit_test_setup(test_host_memory, cuda_test_setup),
+        cmocka_unit_test_setup(test_registered_device_address, cuda_test_setup),
         cmocka_unit_test_setup(test_pointer_kind, cuda_test_setup),
         cmocka_unit_test_setup(test_ipc, cuda_test_setup),
         cmocka_unit_test_setup(test_current_context_any_thread, cuda_test_setup),

@@ -409,6 +409,57 @@ static void test_builtin_parameter_array(void **state)
     close_expecting(bctx, 2);
 }
 
+/*
+ * Registered memory's device address (distinct from its host address in the
+ * double) as a kernel's pointer argument: the kernel writes the host memory.
+ * Its host address there is an illegal address, and so is a device address
+ * of mapped host memory in a by-value parameter (the double cannot translate
+ * it for the simulator).
+ */
+static void test_builtin_registered_memory(void **state)
+{
+    enum { N = 64 };
+    gm_backend_ctx *bctx = cuda_test_open();
+    gm_backend_module *module = load_builtin(bctx, "fill_i32");
+    gm_backend_kernel *fill = NULL;
+    int32_t *user = calloc(N, sizeof(int32_t));
+    int32_t value = 91;
+    int64_t n = N;
+    gm_devptr out = 0;
+    gm_devptr host_address = 0;
+    void *args[3] = {&out, &value, &n};
+    const size_t sizes[3] = {8, 4, 8};
+    gm_launch_config config = {{1, 1, 1}, {N, 1, 1}, 0};
+
+    (void)state;
+    assert_non_null(user);
+    assert_ok(CUDA_OPS->module_get_kernel(bctx, module, "fill_i32", &fill));
+    assert_ok(CUDA_OPS->host_register(bctx, user, N * sizeof(int32_t), GM_HOST_MAPPED));
+    assert_ok(CUDA_OPS->host_device_pointer(bctx, user, &out));
+    assert_int_not_equal(out, (gm_devptr)(uintptr_t)user);
+    assert_ok(CUDA_OPS->launch(bctx, fill, &config, args, sizes, 3, NULL));
+    for (int i = 0; i < N; i++)
+        assert_int_equal(user[i], 91);
+    assert_int_equal(gm_cuda_double_violations(), 0);
+
+    host_address = (gm_devptr)(uintptr_t)user;
+    args[0] = &host_address;
+    assert_int_not_equal(CUDA_OPS->launch(bctx, fill, &config, args, sizes, 3, NULL), GM_OK);
+    assert_message_contains("CUDA_ERROR_ILLEGAL_ADDRESS");
+    assert_int_equal(gm_cuda_double_violations(), 1);
+    assert_non_null(strstr(gm_cuda_double_last_violation(), "host address of page-locked"));
+    n = (int64_t)out; /* a device address where the kernel takes a count */
+    args[0] = &out;
+    assert_int_not_equal(CUDA_OPS->launch(bctx, fill, &config, args, sizes, 3, NULL), GM_OK);
+    assert_int_equal(gm_cuda_double_violations(), 2);
+    assert_non_null(strstr(gm_cuda_double_last_violation(), "cannot translate"));
+
+    assert_ok(CUDA_OPS->host_unregister(bctx, user));
+    assert_ok(CUDA_OPS->module_unload(bctx, module));
+    close_expecting(bctx, 2);
+    free(user);
+}
+
 /* Images the double reads and refuses: a fatbin header of another version. */
 static void test_fatbin_refused(void **state)
 {
@@ -931,6 +982,7 @@ int main(void)
         cmocka_unit_test_setup(test_builtin_constants, cuda_test_setup),
         cmocka_unit_test_setup(test_builtin_attributes, cuda_test_setup),
         cmocka_unit_test_setup(test_builtin_parameter_array, cuda_test_setup),
+        cmocka_unit_test_setup(test_builtin_registered_memory, cuda_test_setup),
         cmocka_unit_test_setup(test_fatbin_refused, cuda_test_setup),
         cmocka_unit_test_setup(test_copy_strided_layouts, cuda_test_setup),
         cmocka_unit_test_setup(test_copy_strided_loads_once, cuda_test_setup),
