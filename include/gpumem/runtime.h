@@ -745,7 +745,9 @@ GM_API gm_status gm_array_from_foreign(gm_context *ctx, const gm_ndview *view,
  * Page-locked memory is named by how it was made, on every backend, when
  * asked through the context that made it (drivers do not tell the two
  * apart): PINNED for gm_pinned_array, gm_pin and gm_register, MAPPED for
- * gm_mapped_array and gm_map. Another context gets the driver's answer:
+ * gm_mapped_array and gm_map, by the host address or by the device address
+ * of their device views (not always the same one: CUDA's write-combined and
+ * registered memory, HSA's locked memory). Another context gets the driver's answer:
  * PINNED on CUDA, MAPPED on HSA, and on the simulator HOST, unless the
  * memory was made GM_HOST_PORTABLE (then its own kind).
  * @return GM_OK, GM_ERR_NULL_POINTER (ctx, kind_p), a driver error.

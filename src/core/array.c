@@ -192,6 +192,7 @@ static void block_list_at(gm_context *ctx, array_block *block, gm_memory_kind me
     buffer->base = base;
     buffer->bytes = bytes;
     atomic_init(&buffer->refcount, 1);
+    atomic_init(&buffer->device, 0);
     buffer->entry = bytes > 0 ? &block->entry : NULL;
     atomic_init(&block->array.refcount, 1);
     gm__list_push(&ctx->arrays, &block->array.link);
@@ -506,6 +507,7 @@ gm_status gm__array_wrap_foreign(gm_context *ctx, const char *fn, const gm_ndvie
     buffer->entry = entry;
     buffer->block = NULL;
     atomic_init(&buffer->refcount, 1);
+    atomic_init(&buffer->device, 0);
     status = array_wrap(ctx, fn, buffer, view, array_p);
     if (status != GM_OK)
         gm__free(buffer); /* the caller keeps `entry` */

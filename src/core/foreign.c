@@ -186,7 +186,11 @@ gm_status gm_array_from_foreign(gm_context *ctx, const gm_ndview *view,
                                   array_p);
 }
 
-/* The kind of the array memory of this context containing ptr; GM_MEMORY_HOST if none. */
+/*
+ * The kind of the array memory of this context containing ptr; GM_MEMORY_HOST
+ * if none. Mapped memory is found by its host address or by the device
+ * address its device view got (on CUDA another one for write-combined memory).
+ */
 static gm_memory_kind registry_kind(gm_context *ctx, const void *ptr)
 {
     uintptr_t p = (uintptr_t)ptr;
@@ -194,9 +198,11 @@ static gm_memory_kind registry_kind(gm_context *ctx, const void *ptr)
 
     gm__lock_take(&ctx->queue.lock);
     for (gm__link *l = ctx->arrays.next; l != &ctx->arrays; l = l->next) {
-        const gm__buffer *b = GM__CONTAINER_OF(l, gm_array, link)->buffer;
+        gm__buffer *b = GM__CONTAINER_OF(l, gm_array, link)->buffer;
+        uintptr_t device = b->memory == GM_MEMORY_MAPPED ? atomic_load(&b->device) : 0;
 
-        if (p >= b->base && p - b->base < (uintptr_t)b->bytes) {
+        if ((p >= b->base && p - b->base < (uintptr_t)b->bytes) ||
+            (device != 0 && p >= device && p - device < (uintptr_t)b->bytes)) {
             kind = b->memory;
             break;
         }

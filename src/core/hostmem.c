@@ -215,6 +215,9 @@ gm_status gm_array_device_view(gm_array *array, gm_ndview *view_p)
         return GM_OK;
     case GM_MEMORY_MAPPED:
         status = mapped_device_view(array->ctx, fn, &array->view, &view);
+        if (status == GM_OK && view.data != NULL) /* for gm_pointer_kind (registry_kind) */
+            atomic_store(&array->buffer->device,
+                         array->buffer->base - (uintptr_t)array->view.data + (uintptr_t)view.data);
         if (status == GM_OK)
             *view_p = view;
         return status;

@@ -190,6 +190,62 @@ static void test_host_memory_streams_events(void **state)
 }
 
 /*
+ * A write-combined mapped array has a device address of its own (cuda.h's
+ * "Disjoint Addressing"): its device view uses it for copies, fills and
+ * kernels, and gm_pointer_kind names the memory MAPPED by either address, as
+ * it names gm_map's. Before, the device address was PINNED: only the host
+ * address was looked for among the context's arrays.
+ */
+static void test_write_combined_device_view(void **state)
+{
+    const int64_t shape[1] = {64};
+    gm_context *ctx = open_context();
+    gm_array *mapped = NULL;
+    gm_array *dev = NULL;
+    gm_array *view_array = NULL;
+    gm_kernel *fill = NULL;
+    gm_ndview device_view;
+    gm_memory_kind kind = GM_MEMORY_HOST;
+    const int32_t seven = 7;
+    int32_t *host = NULL;
+    gm_status status = GM_OK;
+
+    (void)state;
+    assert_ok(gm_mapped_array(ctx, 1, shape, GM_INT32, GM_ORDER_C, GM_HOST_WRITECOMBINED, &mapped));
+    host = gm_array_view(mapped)->data;
+    assert_ok(gm_array_device_view(mapped, &device_view));
+    assert_ptr_not_equal(device_view.data, host);
+    assert_ptr_equal(device_view.data, (void *)(uintptr_t)gm_cuda_double_device_address(host));
+    assert_ok(gm_pointer_kind(ctx, host + 1, &kind));
+    assert_int_equal(kind, GM_MEMORY_MAPPED);
+    assert_ok(gm_pointer_kind(ctx, (int32_t *)device_view.data + 1, &kind));
+    assert_int_equal(kind, GM_MEMORY_MAPPED);
+
+    /* a fill through the device view, copied to a device array and back into the host side */
+    assert_ok(gm_array_from_foreign(ctx, &device_view, NULL, NULL, NULL, &view_array));
+    assert_ok(gm_array_fill(view_array, &seven, NULL));
+    assert_int_equal(host[63], 7);
+    assert_ok(gm_device_array(ctx, 1, shape, GM_INT32, GM_ORDER_C, &dev));
+    assert_ok(gm_copy(ctx, gm_array_view(dev), &device_view, NULL));
+    memset(host, 0, 64 * sizeof(int32_t));
+    assert_ok(gm_copy(ctx, &device_view, gm_array_view(dev), NULL));
+    assert_int_equal(host[0], 7);
+    status = gm_kernel_find(ctx, "fill_i32", &fill);
+    if (status != GM_ERR_NOT_FOUND) { /* built with the CUDA kernel images */
+        gm_arg args[] = {gm_arg_view(&device_view), gm_arg_i32(-42), gm_arg_i64(shape[0])};
+
+        assert_ok(status);
+        assert_ok(gm_launch(fill, (gm_dim3){1, 1, 1}, (gm_dim3){64, 1, 1}, 0, NULL, 3, args));
+        assert_int_equal(host[0], -42);
+        assert_int_equal(host[63], -42);
+    }
+    gm_array_release(&view_array);
+    gm_array_release(&dev);
+    gm_array_release(&mapped);
+    close_context(ctx);
+}
+
+/*
  * A flush waits for the context's queued work (cuCtxSynchronize) once per
  * batch, before the first free; streams and events alone need no wait.
  */
@@ -683,6 +739,7 @@ int main(void)
         cmocka_unit_test_setup(test_pinned_oom_flushes_and_retries, cuda_test_setup),
         cmocka_unit_test_setup(test_copies_through_core, cuda_test_setup),
         cmocka_unit_test_setup(test_host_memory_streams_events, cuda_test_setup),
+        cmocka_unit_test_setup(test_write_combined_device_view, cuda_test_setup),
         cmocka_unit_test_setup(test_flush_synchronizes_before_freeing, cuda_test_setup),
         cmocka_unit_test_setup(test_teardown_synchronizes_before_unloading, cuda_test_setup),
         cmocka_unit_test_setup(test_context_synchronize, cuda_test_setup),
