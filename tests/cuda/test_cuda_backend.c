@@ -568,6 +568,23 @@ static void test_registered_device_address(void **state)
         assert_int_equal(user[i], (char)(i * 7 + 1));
     assert_ok(CUDA_OPS->memset(bctx, regdev, "\x5a", 1, 5, NULL));
     assert_memory_equal(user + 10, "\x5a\x5a\x5a\x5a\x5a", 5);
+    /* pitched copies (cuMemcpy2D, cuMemcpy3D) from the device address */
+    for (size_t depth = 1; depth <= 2; depth++) {
+        gm_copy_desc p = {
+            GM_COPY_DEVICE, GM_COPY_DEVICE, dev, regdev - 10, 100, 3, depth, 200, 3, 1000, 4};
+        gm_copy_desc r = {GM_COPY_HOST, GM_COPY_DEVICE, 0, dev, 1200, 1, 1, 1200, 1, 1200, 1};
+        char rows[1200];
+
+        gm_cuda_double_clear_calls();
+        assert_ok(CUDA_OPS->copy(bctx, &p, NULL));
+        assert_int_equal(gm_cuda_double_count_calls(depth == 1 ? "cuMemcpy2D_v2" : "cuMemcpy3D_v2"),
+                         1);
+        r.dst = (gm_devptr)(uintptr_t)rows;
+        assert_ok(CUDA_OPS->copy(bctx, &r, NULL));
+        for (size_t z = 0; z < depth; z++)
+            for (size_t y = 0; y < 3; y++)
+                assert_memory_equal(rows + (z * 3 + y) * 200, user + (z * 4 + y) * 1000, 100);
+    }
     assert_no_violations();
 
     /* the host address as a device side, the device address as a host side: violations */
