@@ -27,6 +27,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <hsa/amd_hsa_kernel_code.h>
 
@@ -3495,4 +3496,18 @@ int hsa_double_get_copy(long index, hsa_double_copy *out)
     }
     dmu_unlock(&g.mu);
     return ok;
+}
+/*
+ * Programs that never call hsa_double_reset (the conformance program, the
+ * stress test and the examples on the double) cannot assert that no rule was
+ * broken: at exit, print what was recorded and fail the process.
+ */
+__attribute__((destructor)) static void report_unchecked_violations(void)
+{
+    if (g.configured != 0 || g.nviolations == 0)
+        return;
+    fprintf(stderr, "HSA runtime double: %ld violation(s) of the runtime's rules:\n%s",
+            g.nviolations, g.violations);
+    fflush(stderr);
+    _exit(3);
 }
