@@ -314,6 +314,7 @@ static struct {
     int paused;
     dsig *signals;
     dalloc *allocs;
+    dalloc *freed_in_use; /* freed while the device could still touch them (a violation) */
     dlock *locks;
     dipc *ipcs;
     dhandler *handlers;
@@ -1259,6 +1260,8 @@ hsa_status_t hsa_amd_memory_pool_allocate(hsa_amd_memory_pool_t memory_pool, siz
     return st;
 }
 
+static unsigned char *slot_of(const struct dqueue *q, uint64_t id);
+
 /* The allocation containing [p, p + n) or NULL. Lock held. */
 static dalloc *find_alloc(const void *p, size_t n)
 {
@@ -1269,10 +1272,62 @@ static dalloc *find_alloc(const void *p, size_t n)
     return NULL;
 }
 
+/* Whether a copy reads or writes any byte of [lo, hi) (rects: from the first to the last byte
+ * of each side). Lock held. */
+static bool copy_meets(const dcopy *c, const char *lo, const char *hi)
+{
+    const char *src = c->rec.src, *dst = c->rec.dst;
+    size_t ns = c->rec.size, nd = c->rec.size;
+
+    if (c->rec.rect != 0) {
+        ns = (size_t)(c->rec.depth - 1) * c->rec.src_slice +
+             (size_t)(c->rec.height - 1) * c->rec.src_pitch + c->rec.width;
+        nd = (size_t)(c->rec.depth - 1) * c->rec.dst_slice +
+             (size_t)(c->rec.height - 1) * c->rec.dst_pitch + c->rec.width;
+    }
+    return (src < hi && src + ns > lo) || (dst < hi && dst + nd > lo);
+}
+
+/*
+ * Freeing memory the device may still touch: a pending or running copy of it,
+ * or a queued dispatch (not yet retired) whose kernarg segment it holds. ROCr
+ * frees at once (the kernel driver unmaps the pages), so the DMA engine or the
+ * packet processor would reach unmapped or reused memory. Records each and
+ * says whether there was one. Lock held.
+ */
+static bool freed_in_use(const dalloc *a)
+{
+    const char *lo = a->base, *hi = a->base + round_granule(a->size);
+    long before = g.nviolations;
+
+    for (const dcopy *c = g.copies; c != NULL; c = c->next) {
+        if (copy_meets(c, lo, hi)) {
+            violation("hsa_amd_memory_pool_free: %p freed under a pending copy", (void *)a->base);
+            break;
+        }
+    }
+    if (g.running != NULL && copy_meets(g.running, lo, hi))
+        violation("hsa_amd_memory_pool_free: %p freed under a running copy", (void *)a->base);
+    for (const dqueue *q = g.queues; q != NULL; q = q->next) {
+        for (uint64_t id = atomic_load(&q->read_index); id < atomic_load(&q->write_index); id++) {
+            hsa_kernel_dispatch_packet_t pkt;
+
+            memcpy(&pkt, slot_of(q, id), sizeof(pkt));
+            if ((pkt.header & 0xff) == HSA_PACKET_TYPE_KERNEL_DISPATCH &&
+                (const char *)pkt.kernarg_address >= lo && (const char *)pkt.kernarg_address < hi)
+                violation("hsa_amd_memory_pool_free: %p is the kernarg segment of dispatch %llu, "
+                          "still queued or running",
+                          (void *)a->base, (unsigned long long)id);
+        }
+    }
+    return g.nviolations != before;
+}
+
 hsa_status_t hsa_amd_memory_pool_free(void *ptr)
 {
     hsa_status_t st = enter("hsa_amd_memory_pool_free");
     dalloc **link = &g.allocs;
+    bool in_use = false;
 
     if (st != HSA_STATUS_SUCCESS)
         return st;
@@ -1289,10 +1344,16 @@ hsa_status_t hsa_amd_memory_pool_free(void *ptr)
             if (i->source == a)
                 violation("hsa_amd_memory_pool_free: %p is still attached through IPC", ptr);
         }
+        in_use = freed_in_use(a);
         *link = a->next;
         release_capacity(a->pool, round_granule(a->size));
-        free(a->base);
-        free(a);
+        if (in_use) { /* kept until the reset, so the double itself reads no freed memory */
+            a->next = g.freed_in_use;
+            g.freed_in_use = a;
+        } else {
+            free(a->base);
+            free(a);
+        }
     }
     dmu_unlock(&g.mu);
     return st;
@@ -1860,6 +1921,26 @@ static hsa_status_t copy_finish(dcopy *c, hsa_status_t st, uint32_t ndeps, const
     return st;
 }
 
+/*
+ * ROCr answers a copy of nothing (0 bytes; a rectangle with a zero extent)
+ * with HSA_STATUS_SUCCESS after checking its arguments, and never touches
+ * its completion signal: whoever waits for it waits forever. A violation;
+ * the double decrements the signal anyway so that the test ends and reports
+ * it. Gives g.mu back (held on entry).
+ */
+static hsa_status_t empty_copy(dcopy *c, const char *what, hsa_signal_t completion)
+{
+    dsig *done = find_signal(completion);
+
+    violation("%s: ROCr returns success and never signals the completion signal", what);
+    if (done != NULL)
+        set_value(done, atomic_load(&done->value) - 1);
+    dmu_unlock(&g.mu);
+    free(c->deps);
+    free(c);
+    return HSA_STATUS_SUCCESS;
+}
+
 hsa_status_t hsa_amd_memory_async_copy(void *dst, hsa_agent_t dst_agent, const void *src,
                                        hsa_agent_t src_agent, size_t size, uint32_t num_dep_signals,
                                        const hsa_signal_t *dep_signals,
@@ -1877,6 +1958,8 @@ hsa_status_t hsa_amd_memory_async_copy(void *dst, hsa_agent_t dst_agent, const v
     st = c->deps == NULL ? HSA_STATUS_ERROR_OUT_OF_RESOURCES
                          : check_copy(dst, dst_agent, src, src_agent, size, num_dep_signals,
                                       dep_signals, completion_signal);
+    if (st == HSA_STATUS_SUCCESS && size == 0)
+        return empty_copy(c, "hsa_amd_memory_async_copy: 0 bytes", completion_signal);
     if (st == HSA_STATUS_SUCCESS) {
         c->rec.dst = dst;
         c->rec.src = src;
@@ -1933,7 +2016,7 @@ static hsa_status_t check_rect(const hsa_pitched_ptr_t *dst, const hsa_dim3_t *d
     bool src_dev = dir == hsaDeviceToHost || dir == hsaDeviceToDevice;
     bool dst_dev = dir == hsaHostToDevice || dir == hsaDeviceToDevice;
 
-    if (dir == hsaHostToHost || range->x == 0 || range->y == 0 || range->z == 0)
+    if (dir == hsaHostToHost)
         return HSA_STATUS_ERROR_INVALID_ARGUMENT;
     if (gpu < 0)
         return HSA_STATUS_ERROR_INVALID_AGENT; /* CPU agents are not supported */
@@ -2003,6 +2086,9 @@ hsa_amd_memory_async_copy_rect(const hsa_pitched_ptr_t *dst, const hsa_dim3_t *d
     st = c->deps == NULL ? HSA_STATUS_ERROR_OUT_OF_RESOURCES
                          : check_copy_signals("hsa_amd_memory_async_copy_rect", num_dep_signals,
                                               dep_signals, completion_signal);
+    if (st == HSA_STATUS_SUCCESS && dir != hsaHostToHost && gpu_index(copy_agent) >= 0 &&
+        (range->x == 0 || range->y == 0 || range->z == 0))
+        return empty_copy(c, "hsa_amd_memory_async_copy_rect: a zero extent", completion_signal);
     if (st == HSA_STATUS_SUCCESS)
         st = check_rect(dst, dst_offset, src, src_offset, range, copy_agent, dir, &c->rec);
     if (st == HSA_STATUS_SUCCESS && g.cfg.no_sdma != 0)
@@ -3319,6 +3405,13 @@ static void free_everything(void)
         g.allocs = a->next;
         if (a->pool != POOL_CODE)
             free(a->base);
+        free(a);
+    }
+    while (g.freed_in_use != NULL) {
+        dalloc *a = g.freed_in_use;
+
+        g.freed_in_use = a->next;
+        free(a->base);
         free(a);
     }
     while (g.copies != NULL) {

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "hsa_api.h"
+#include "hsa_internal.h"
 #include "hsa_test_util.h"
 
 /* Every slot is filled; optional ones HSA lacks point at the shared stubs. */
@@ -1253,6 +1254,79 @@ static void test_rect_to_host_memory_at_device_side(void **state)
     free(src);
 }
 
+/* Assert that the double recorded exactly `n` violations so far, the last one containing `what`. */
+static void expect_violations(long n, const char *what)
+{
+    static char text[8192];
+    long got = hsa_double_violations(text, sizeof(text));
+
+    if (got != n || strstr(text, what) == NULL) {
+        print_error("expected %ld violation(s), the last about \"%s\"; got %ld:\n%s", n, what, got,
+                    text);
+        fail();
+    }
+}
+
+/* Wait for a signal to drop below 1 (asserted not to time out: 5 s). */
+static hsa_signal_value_t wait_done(hsa_signal_t s)
+{
+    return hsa_signal_wait_scacquire(s, HSA_SIGNAL_CONDITION_LT, 1, 5000000000u,
+                                     HSA_WAIT_STATE_BLOCKED);
+}
+
+/*
+ * Rules of ROCr the backend keeps (so no other test breaks them), checked
+ * here on the double directly, each breach once: a copy of nothing (0 bytes,
+ * a zero extent) answers success and is never signalled; memory freed under
+ * a pending copy.
+ */
+static void test_double_runtime_rules(void **state)
+{
+    gm_backend_ctx *bctx = hsa_test_open(NULL, 0);
+    void *a = NULL, *b = NULL;
+    hsa_signal_t done = {0};
+    hsa_pitched_ptr_t pa = {0}, pb = {0};
+    hsa_dim3_t origin = {0, 0, 0}, flat = {64, 0, 1};
+    long n = 0;
+
+    (void)state;
+    assert_int_equal(hsa_amd_memory_pool_allocate(bctx->device_pool, 4096, 0, &a),
+                     HSA_STATUS_SUCCESS);
+    assert_int_equal(hsa_amd_memory_pool_allocate(bctx->device_pool, 4096, 0, &b),
+                     HSA_STATUS_SUCCESS);
+    assert_int_equal(hsa_signal_create(1, 0, NULL, &done), HSA_STATUS_SUCCESS);
+    /* copies of nothing */
+    assert_int_equal(hsa_amd_memory_async_copy(b, bctx->gpu, a, bctx->gpu, 0, 0, NULL, done),
+                     HSA_STATUS_SUCCESS);
+    expect_violations(++n, "0 bytes: ROCr returns success and never signals");
+    assert_int_equal(wait_done(done), 0); /* the double signals it anyway */
+    hsa_signal_store_screlease(done, 1);
+    pa.base = a;
+    pb.base = b;
+    pa.pitch = pb.pitch = 64;
+    pa.slice = pb.slice = 4096;
+    assert_int_equal(hsa_amd_memory_async_copy_rect(&pb, &origin, &pa, &origin, &flat, bctx->gpu,
+                                                    hsaDeviceToDevice, 0, NULL, done),
+                     HSA_STATUS_SUCCESS);
+    expect_violations(++n, "zero extent: ROCr returns success and never signals");
+    assert_int_equal(wait_done(done), 0);
+    /* memory freed under a pending copy */
+    hsa_signal_store_screlease(done, 1);
+    hsa_double_pause(1);
+    assert_int_equal(hsa_amd_memory_async_copy(b, bctx->gpu, a, bctx->gpu, 4096, 0, NULL, done),
+                     HSA_STATUS_SUCCESS);
+    assert_int_equal(hsa_amd_memory_pool_free(a), HSA_STATUS_SUCCESS);
+    expect_violations(++n, "freed under a pending copy");
+    hsa_double_pause(0);
+    assert_int_equal(wait_done(done), 0);
+    assert_int_equal(hsa_amd_memory_pool_free(b), HSA_STATUS_SUCCESS);
+    expect_violations(n, "freed under a pending copy"); /* the copy is done: no other */
+    assert_int_equal(hsa_signal_destroy(done), HSA_STATUS_SUCCESS);
+    hsa_ops->fini(bctx);
+    hsa_test_assert_nothing_live();
+    hsa_double_reset(NULL); /* the violations were the point */
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1282,6 +1356,7 @@ int main(void)
         cmocka_unit_test(test_ipc),
         cmocka_unit_test(test_ipc_misuse),
         cmocka_unit_test(test_copy_fails_part_way),
+        cmocka_unit_test(test_double_runtime_rules),
     };
 
     return cmocka_run_group_tests(tests, gm_test_use_cmocka_allocator, gm_test_restore_allocator);
