@@ -540,13 +540,24 @@ static dsig *find_signal(hsa_signal_t s)
     return NULL;
 }
 
-/* A signal for a non-fallible call; records a violation for bad handles. Lock held. */
+/* The queue whose doorbell a signal is, or NULL. Lock held. */
+static struct dqueue *doorbell_of(uint64_t handle);
+
+/*
+ * A signal for a non-fallible call; records a violation for bad handles, and
+ * for a queue's doorbell in anything but a store: ROCr's doorbell signal is
+ * write-only (its loads, waits and read-modify-write operations assert), and
+ * hsa.h makes the other operations on one undefined. Lock held.
+ */
 static dsig *use_signal(hsa_signal_t s, const char *call)
 {
     dsig *sig = find_signal(s);
 
     if (sig == NULL)
         violation("%s: invalid or destroyed signal 0x%llx", call, (unsigned long long)s.handle);
+    else if (strcmp(call, "hsa_signal_store_screlease") != 0 && doorbell_of(s.handle) != NULL)
+        violation("%s: signal 0x%llx is a queue's doorbell, which only takes stores", call,
+                  (unsigned long long)s.handle);
     return sig;
 }
 
@@ -644,6 +655,11 @@ hsa_status_t hsa_signal_destroy(hsa_signal_t signal)
         violation("hsa_signal_destroy: invalid or destroyed signal 0x%llx",
                   (unsigned long long)signal.handle);
         st = HSA_STATUS_ERROR_INVALID_SIGNAL;
+    } else if (doorbell_of(signal.handle) != NULL) {
+        violation("hsa_signal_destroy: signal 0x%llx is a queue's doorbell (the runtime owns it; "
+                  "hsa_queue_destroy releases it)",
+                  (unsigned long long)signal.handle);
+        st = HSA_STATUS_ERROR_INVALID_SIGNAL;
     } else {
         dsig *sig = *link;
 
@@ -670,12 +686,25 @@ hsa_signal_value_t hsa_signal_load_scacquire(hsa_signal_t signal)
     return v;
 }
 
+/*
+ * Ringing a doorbell with packet id `value`: a single-producer queue's
+ * doorbell only grows (hsa.h), and the packet must have had a free slot
+ * when it was written: an id at or past read index + size overwrote a packet
+ * the processor had not consumed (the read index only grows, so it was
+ * further behind when the packet was written). Lock held.
+ */
+static void check_doorbell(const struct dqueue *q, const dsig *doorbell, hsa_signal_value_t value);
+
 void hsa_signal_store_screlease(hsa_signal_t signal, hsa_signal_value_t value)
 {
     dsig *sig = NULL;
+    const struct dqueue *q = NULL;
 
     dmu_lock(&g.mu);
     sig = use_signal(signal, "hsa_signal_store_screlease");
+    q = sig != NULL ? doorbell_of(signal.handle) : NULL;
+    if (q != NULL)
+        check_doorbell(q, sig, value);
     if (sig != NULL)
         set_value(sig, value);
     dmu_unlock(&g.mu);
@@ -735,9 +764,10 @@ hsa_status_t hsa_amd_signal_async_handler(hsa_signal_t signal, hsa_signal_condit
     handler_edge(h, true); /* outside the lock: TSan ignores what is done under it */
     dmu_lock(&g.mu);
     h->signal = find_signal(signal);
-    if (h->signal == NULL) {
-        violation("hsa_amd_signal_async_handler: invalid signal 0x%llx",
-                  (unsigned long long)signal.handle);
+    if (h->signal == NULL || doorbell_of(signal.handle) != NULL) {
+        violation("hsa_amd_signal_async_handler: invalid signal 0x%llx%s",
+                  (unsigned long long)signal.handle,
+                  h->signal != NULL ? " (a queue's doorbell, not an interrupt signal)" : "");
         free(h);
         st = HSA_STATUS_ERROR_INVALID_SIGNAL;
     } else {
@@ -2676,6 +2706,31 @@ static dqueue *find_queue(const hsa_queue_t *queue)
 static unsigned char *slot_of(const dqueue *q, uint64_t id)
 {
     return (unsigned char *)q->q.base_address + (id & (q->q.size - 1)) * 64;
+}
+
+static struct dqueue *doorbell_of(uint64_t handle)
+{
+    for (dqueue *q = g.queues; q != NULL; q = q->next) {
+        if (q->q.doorbell_signal.handle == handle)
+            return q;
+    }
+    return NULL;
+}
+
+static void check_doorbell(const dqueue *q, const dsig *doorbell, hsa_signal_value_t value)
+{
+    uint64_t read = atomic_load(&q->read_index);
+
+    if (q->q.type == HSA_QUEUE_TYPE_SINGLE && value < atomic_load(&doorbell->value))
+        violation("queue %llu: doorbell of a single-producer queue rung with %lld after %lld "
+                  "(it must not decrease)",
+                  (unsigned long long)q->q.id, (long long)value,
+                  (long long)atomic_load(&doorbell->value));
+    if (value >= 0 && (uint64_t)value >= read + q->q.size)
+        violation("queue %llu: packet %lld written before its slot was free (read index %llu, "
+                  "%u slots): it overwrote a packet not yet consumed",
+                  (unsigned long long)q->q.id, (long long)value, (unsigned long long)read,
+                  (unsigned)q->q.size);
 }
 
 /* Break a queue: the runtime's error callback, no more processing. Lock held. */

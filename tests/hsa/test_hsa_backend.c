@@ -1278,11 +1278,30 @@ static hsa_signal_value_t wait_done(hsa_signal_t s)
  * Rules of ROCr the backend keeps (so no other test breaks them), checked
  * here on the double directly, each breach once: a copy of nothing (0 bytes,
  * a zero extent) answers success and is never signalled; memory freed under
- * a pending copy.
+ * a pending copy; a queue's doorbell destroyed, loaded or given an async
+ * handler; a packet written into a slot not yet consumed; a single-producer
+ * queue's doorbell going back.
  */
+static void ignore_queue_error(hsa_status_t status, hsa_queue_t *source, void *data)
+{
+    (void)status;
+    (void)source;
+    (void)data;
+}
+
+static bool never_called(hsa_signal_value_t value, void *arg)
+{
+    (void)value;
+    (void)arg;
+    fail();
+    return false;
+}
+
 static void test_double_runtime_rules(void **state)
 {
     gm_backend_ctx *bctx = hsa_test_open(NULL, 0);
+    hsa_queue_t *q = NULL;
+    hsa_barrier_and_packet_t barrier;
     void *a = NULL, *b = NULL;
     hsa_signal_t done = {0};
     hsa_pitched_ptr_t pa = {0}, pb = {0};
@@ -1321,7 +1340,35 @@ static void test_double_runtime_rules(void **state)
     assert_int_equal(wait_done(done), 0);
     assert_int_equal(hsa_amd_memory_pool_free(b), HSA_STATUS_SUCCESS);
     expect_violations(n, "freed under a pending copy"); /* the copy is done: no other */
+    /* a queue's doorbell only takes stores */
+    assert_int_equal(hsa_queue_create(bctx->gpu, 16, HSA_QUEUE_TYPE_SINGLE, ignore_queue_error,
+                                      NULL, UINT32_MAX, UINT32_MAX, &q),
+                     HSA_STATUS_SUCCESS);
+    assert_int_equal(hsa_signal_destroy(q->doorbell_signal), HSA_STATUS_ERROR_INVALID_SIGNAL);
+    expect_violations(++n, "is a queue's doorbell (the runtime owns it");
+    (void)hsa_signal_load_scacquire(q->doorbell_signal);
+    expect_violations(++n, "hsa_signal_load_scacquire: signal");
+    assert_int_equal(hsa_amd_signal_async_handler(q->doorbell_signal, HSA_SIGNAL_CONDITION_EQ, 0,
+                                                  never_called, NULL),
+                     HSA_STATUS_ERROR_INVALID_SIGNAL);
+    expect_violations(++n, "not an interrupt signal");
+    /* a packet written into a slot the processor has not consumed, then a doorbell that
+     * goes back on a single-producer queue */
+    hsa_double_pause(1);
+    memset(&barrier, 0, sizeof(barrier));
+    barrier.header = (uint16_t)(HSA_PACKET_TYPE_BARRIER_AND << HSA_PACKET_HEADER_TYPE);
+    for (uint64_t id = 0; id < 17; id++) {
+        assert_int_equal(hsa_queue_add_write_index_scacq_screl(q, 1), id);
+        memcpy((char *)q->base_address + (id % 16) * 64, &barrier, sizeof(barrier));
+    }
+    hsa_signal_store_screlease(q->doorbell_signal, 16);
+    expect_violations(++n, "packet 16 written before its slot was free");
+    hsa_signal_store_screlease(q->doorbell_signal, 15);
+    expect_violations(++n, "must not decrease");
+    hsa_double_pause(0);
+    assert_int_equal(hsa_queue_destroy(q), HSA_STATUS_SUCCESS);
     assert_int_equal(hsa_signal_destroy(done), HSA_STATUS_SUCCESS);
+    expect_violations(n, "must not decrease"); /* and no other */
     hsa_ops->fini(bctx);
     hsa_test_assert_nothing_live();
     hsa_double_reset(NULL); /* the violations were the point */
