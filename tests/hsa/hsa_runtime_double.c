@@ -336,6 +336,7 @@ static struct {
     call_count counts[96];
     int ncounts;
     long total_calls;
+    unsigned long waits; /* hsa_signal_wait_scacquire calls (every third returns early) */
     fault_rule rule;
     long copy_fails;           /* hsa_double_fail_copies: copies still to fail */
     const char *copy_fail_dst; /* ...only those writing this byte (NULL: any) */
@@ -730,13 +731,20 @@ hsa_signal_value_t hsa_signal_wait_scacquire(hsa_signal_t signal, hsa_signal_con
         timeout_hint > (uint64_t)INT64_MAX / 2 ? INT64_MAX : now_ns() + (int64_t)timeout_hint;
     hsa_signal_value_t v = 0;
     dsig *sig = NULL;
+    bool spurious = false;
 
     (void)wait_state_hint;
     dmu_lock(&g.mu);
+    /* "A wait operation can spuriously resume at any time sooner than the timeout ... even
+     * when the condition has not been met" (hsa.h): every third wait that would block
+     * returns at once. */
+    spurious = ++g.waits % 3 == 0;
     sig = use_signal(signal, "hsa_signal_wait_scacquire");
     while (sig != NULL) {
         v = atomic_load(&sig->value);
         if (condition_met(condition, v, compare_value) || now_ns() >= deadline)
+            break;
+        if (spurious)
             break;
         wait_ms(5);
         sig = find_signal(signal); /* destroyed while waiting: stop */

@@ -1,6 +1,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "gm_test_file.h"
 #include "hsa_test_util.h"
@@ -111,4 +112,21 @@ void hsa_test_to_host(gm_backend_ctx *bctx, void *host, gm_devptr dev, size_t by
         hsa_test_copy1d(GM_COPY_HOST, (gm_devptr)(uintptr_t)host, GM_COPY_DEVICE, dev, bytes);
 
     assert_ok(hsa_ops->copy(bctx, &d, NULL));
+}
+
+hsa_signal_value_t hsa_test_wait_done(hsa_signal_t signal)
+{
+    struct timespec start, now;
+    hsa_signal_value_t v = 1;
+
+    clock_gettime(CLOCK_MONOTONIC, &start);
+    for (;;) {
+        v = hsa_signal_wait_scacquire(signal, HSA_SIGNAL_CONDITION_LT, 1, 100000000u,
+                                      HSA_WAIT_STATE_BLOCKED);
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        if (v < 1 || now.tv_sec - start.tv_sec > 5)
+            break;
+    }
+    assert_true(v < 1);
+    return v;
 }

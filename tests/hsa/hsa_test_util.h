@@ -43,6 +43,11 @@ typedef struct axpy_args {
  * address (NULL: zeros). */
 void hsa_test_axpy_host(const hsa_kernel_dispatch_packet_t *packet, void *user);
 
+/* Wait until a signal is below 1 and return its value, failing the test after 5 s. A
+ * runtime wait may return before its condition holds (hsa.h; the double does so at times),
+ * so this waits again until it does. */
+hsa_signal_value_t hsa_test_wait_done(hsa_signal_t signal);
+
 /* Device helpers: allocate and copy synchronously, failing the test on error. */
 gm_devptr hsa_test_to_device(gm_backend_ctx *bctx, const void *host, size_t bytes);
 void hsa_test_to_host(gm_backend_ctx *bctx, void *host, gm_devptr dev, size_t bytes);

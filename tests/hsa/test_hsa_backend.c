@@ -450,9 +450,7 @@ static void test_locked_memory_agent_address(void **state)
     assert_int_equal(hsa_amd_memory_async_copy((void *)(uintptr_t)dev, agents[1], agent, agents[0],
                                                bytes, 0, NULL, done),
                      HSA_STATUS_SUCCESS);
-    assert_int_equal(hsa_signal_wait_scacquire(done, HSA_SIGNAL_CONDITION_EQ, 0, UINT64_MAX,
-                                               HSA_WAIT_STATE_ACTIVE),
-                     0);
+    assert_int_equal(hsa_test_wait_done(done), 0);
     assert_int_equal(hsa_signal_destroy(done), HSA_STATUS_SUCCESS);
     assert_int_equal(hsa_amd_memory_unlock(page), HSA_STATUS_SUCCESS);
     hsa_test_to_host(bctx, back, dev, bytes);
@@ -1267,13 +1265,6 @@ static void expect_violations(long n, const char *what)
     }
 }
 
-/* Wait for a signal to drop below 1 (asserted not to time out: 5 s). */
-static hsa_signal_value_t wait_done(hsa_signal_t s)
-{
-    return hsa_signal_wait_scacquire(s, HSA_SIGNAL_CONDITION_LT, 1, 5000000000u,
-                                     HSA_WAIT_STATE_BLOCKED);
-}
-
 /*
  * Rules of ROCr the backend keeps (so no other test breaks them), checked
  * here on the double directly, each breach once: a copy of nothing (0 bytes,
@@ -1318,7 +1309,7 @@ static void test_double_runtime_rules(void **state)
     assert_int_equal(hsa_amd_memory_async_copy(b, bctx->gpu, a, bctx->gpu, 0, 0, NULL, done),
                      HSA_STATUS_SUCCESS);
     expect_violations(++n, "0 bytes: ROCr returns success and never signals");
-    assert_int_equal(wait_done(done), 0); /* the double signals it anyway */
+    assert_int_equal(hsa_test_wait_done(done), 0); /* the double signals it anyway */
     hsa_signal_store_screlease(done, 1);
     pa.base = a;
     pb.base = b;
@@ -1328,7 +1319,7 @@ static void test_double_runtime_rules(void **state)
                                                     hsaDeviceToDevice, 0, NULL, done),
                      HSA_STATUS_SUCCESS);
     expect_violations(++n, "zero extent: ROCr returns success and never signals");
-    assert_int_equal(wait_done(done), 0);
+    assert_int_equal(hsa_test_wait_done(done), 0);
     /* memory freed under a pending copy */
     hsa_signal_store_screlease(done, 1);
     hsa_double_pause(1);
@@ -1337,7 +1328,7 @@ static void test_double_runtime_rules(void **state)
     assert_int_equal(hsa_amd_memory_pool_free(a), HSA_STATUS_SUCCESS);
     expect_violations(++n, "freed under a pending copy");
     hsa_double_pause(0);
-    assert_int_equal(wait_done(done), 0);
+    assert_int_equal(hsa_test_wait_done(done), 0);
     assert_int_equal(hsa_amd_memory_pool_free(b), HSA_STATUS_SUCCESS);
     expect_violations(n, "freed under a pending copy"); /* the copy is done: no other */
     /* a queue's doorbell only takes stores */
