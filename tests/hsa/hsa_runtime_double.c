@@ -1878,7 +1878,9 @@ static hsa_status_t check_copy(void *dst, hsa_agent_t dst_agent, const void *src
                                hsa_agent_t src_agent, size_t size, uint32_t ndeps,
                                const hsa_signal_t *deps, hsa_signal_t completion)
 {
-    int gpu = gpu_index(dst_agent) >= 0 ? gpu_index(dst_agent) : gpu_index(src_agent);
+    /* ROCr's Runtime::CopyMemory: the source agent's engine copies when it is a GPU, else the
+     * destination agent's; that GPU must reach both sides. */
+    int gpu = gpu_index(src_agent) >= 0 ? gpu_index(src_agent) : gpu_index(dst_agent);
 
     if (dst == NULL || src == NULL || completion.handle == 0 || (ndeps != 0 && deps == NULL))
         return HSA_STATUS_ERROR_INVALID_ARGUMENT;
@@ -3382,6 +3384,10 @@ static void check_leaks(void)
     }
     if (g.locks != NULL)
         violation("hsa_shut_down: locked memory never unlocked");
+    if (g.copies != NULL || g.running != NULL)
+        violation("hsa_shut_down: asynchronous copies still pending");
+    if (g.handlers != NULL)
+        violation("hsa_shut_down: async signal handlers still waiting (ROCr drops them)");
     if (g.execs != NULL || g.readers != NULL)
         violation("hsa_shut_down: executables or readers never destroyed");
 }

@@ -1252,14 +1252,14 @@ static void test_rect_to_host_memory_at_device_side(void **state)
     free(src);
 }
 
-/* Assert that the double recorded exactly `n` violations so far, the last one containing `what`. */
+/* Assert that the double recorded exactly `n` violations so far, one of them containing `what`. */
 static void expect_violations(long n, const char *what)
 {
     static char text[8192];
     long got = hsa_double_violations(text, sizeof(text));
 
     if (got != n || strstr(text, what) == NULL) {
-        print_error("expected %ld violation(s), the last about \"%s\"; got %ld:\n%s", n, what, got,
+        print_error("expected %ld violation(s), one about \"%s\"; got %ld:\n%s", n, what, got,
                     text);
         fail();
     }
@@ -1271,7 +1271,8 @@ static void expect_violations(long n, const char *what)
  * a zero extent) answers success and is never signalled; memory freed under
  * a pending copy; a queue's doorbell destroyed, loaded or given an async
  * handler; a packet written into a slot not yet consumed; a single-producer
- * queue's doorbell going back.
+ * queue's doorbell going back; the last shut-down with a copy and an async
+ * handler pending.
  */
 static void ignore_queue_error(hsa_status_t status, hsa_queue_t *source, void *data)
 {
@@ -1291,6 +1292,8 @@ static bool never_called(hsa_signal_value_t value, void *arg)
 static void test_double_runtime_rules(void **state)
 {
     gm_backend_ctx *bctx = hsa_test_open(NULL, 0);
+    hsa_amd_memory_pool_t pool = bctx->device_pool;
+    hsa_agent_t gpu = bctx->gpu;
     hsa_queue_t *q = NULL;
     hsa_barrier_and_packet_t barrier;
     void *a = NULL, *b = NULL;
@@ -1362,7 +1365,62 @@ static void test_double_runtime_rules(void **state)
     expect_violations(n, "must not decrease"); /* and no other */
     hsa_ops->fini(bctx);
     hsa_test_assert_nothing_live();
+    /* the last shut-down with a copy and an async handler pending (and their signal, memory) */
+    assert_int_equal(hsa_init(), HSA_STATUS_SUCCESS);
+    assert_int_equal(hsa_amd_memory_pool_allocate(pool, 4096, 0, &a), HSA_STATUS_SUCCESS);
+    assert_int_equal(hsa_signal_create(1, 0, NULL, &done), HSA_STATUS_SUCCESS);
+    hsa_double_pause(1);
+    assert_int_equal(hsa_amd_memory_async_copy(a, gpu, (char *)a + 2048, gpu, 1024, 0, NULL, done),
+                     HSA_STATUS_SUCCESS);
+    assert_int_equal(
+        hsa_amd_signal_async_handler(done, HSA_SIGNAL_CONDITION_EQ, 0, never_called, NULL),
+        HSA_STATUS_SUCCESS);
+    assert_int_equal(hsa_shut_down(), HSA_STATUS_SUCCESS);
+    expect_violations(n + 4, "asynchronous copies still pending");
+    expect_violations(n + 4, "async signal handlers still waiting");
     hsa_double_reset(NULL); /* the violations were the point */
+}
+
+/*
+ * A copy between two GPUs' memory runs on the source GPU's engine when the
+ * source agent is a GPU (ROCr's Runtime::CopyMemory), so that GPU must reach
+ * the destination: allowing only the destination GPU onto the source memory
+ * is not enough. The double used to check the destination agent's GPU.
+ */
+static void test_double_peer_copy_runs_on_source_gpu(void **state)
+{
+    hsa_double_config cfg;
+    gm_backend_init_args args = {1, 0};
+    gm_backend_ctx *a = NULL, *b = NULL;
+    void *mem_a = NULL, *mem_b = NULL;
+    hsa_signal_t done = {0};
+
+    (void)state;
+    hsa_double_config_default(&cfg);
+    cfg.gpu_count = 2;
+    a = hsa_test_open(&cfg, 0);
+    assert_ok(hsa_ops->init(&args, &b));
+    assert_int_equal(hsa_amd_memory_pool_allocate(a->device_pool, 4096, 0, &mem_a),
+                     HSA_STATUS_SUCCESS);
+    assert_int_equal(hsa_amd_memory_pool_allocate(b->device_pool, 4096, 0, &mem_b),
+                     HSA_STATUS_SUCCESS);
+    assert_int_equal(hsa_signal_create(1, 0, NULL, &done), HSA_STATUS_SUCCESS);
+    assert_int_equal(hsa_amd_agents_allow_access(1, &b->gpu, NULL, mem_a), HSA_STATUS_SUCCESS);
+    assert_int_equal(hsa_amd_memory_async_copy(mem_b, b->gpu, mem_a, a->gpu, 4096, 0, NULL, done),
+                     HSA_STATUS_ERROR_INVALID_ARGUMENT);
+    expect_violations(1, "dst");
+    assert_int_equal(hsa_amd_agents_allow_access(1, &a->gpu, NULL, mem_b), HSA_STATUS_SUCCESS);
+    assert_int_equal(hsa_amd_memory_async_copy(mem_b, b->gpu, mem_a, a->gpu, 4096, 0, NULL, done),
+                     HSA_STATUS_SUCCESS);
+    assert_int_equal(hsa_test_wait_done(done), 0);
+    expect_violations(1, "dst"); /* no other */
+    assert_int_equal(hsa_signal_destroy(done), HSA_STATUS_SUCCESS);
+    assert_int_equal(hsa_amd_memory_pool_free(mem_a), HSA_STATUS_SUCCESS);
+    assert_int_equal(hsa_amd_memory_pool_free(mem_b), HSA_STATUS_SUCCESS);
+    hsa_ops->fini(b);
+    hsa_ops->fini(a);
+    hsa_test_assert_nothing_live();
+    hsa_double_reset(NULL); /* the violation was the point */
 }
 
 int main(void)
@@ -1395,6 +1453,7 @@ int main(void)
         cmocka_unit_test(test_ipc_misuse),
         cmocka_unit_test(test_copy_fails_part_way),
         cmocka_unit_test(test_double_runtime_rules),
+        cmocka_unit_test(test_double_peer_copy_runs_on_source_gpu),
     };
 
     return cmocka_run_group_tests(tests, gm_test_use_cmocka_allocator, gm_test_restore_allocator);
