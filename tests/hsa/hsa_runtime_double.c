@@ -187,6 +187,7 @@ static const darch archs[] = {
 typedef struct dsig {
     struct dsig *next;
     _Atomic int64_t value;
+    bool no_interrupt; /* consumers named, the CPU not among them: ROCr makes a DefaultSignal */
 } dsig;
 
 typedef struct dalloc {
@@ -594,9 +595,22 @@ hsa_status_t hsa_signal_create(hsa_signal_value_t initial_value, uint32_t num_co
         return st;
     if (signal == NULL || (num_consumers != 0 && consumers == NULL))
         return HSA_STATUS_ERROR_INVALID_ARGUMENT;
+    for (uint32_t i = 0; i < num_consumers; i++) {
+        for (uint32_t j = 0; j < i; j++) {
+            if (consumers[i].handle == consumers[j].handle)
+                return HSA_STATUS_ERROR_INVALID_ARGUMENT; /* ROCr: duplicate consumers */
+        }
+    }
     sig = calloc(1, sizeof(*sig));
     if (sig == NULL)
         return HSA_STATUS_ERROR_OUT_OF_RESOURCES;
+    /* ROCr (hsa_amd_signal_create): consumers that leave out the CPU get a signal without
+     * an interrupt event, which hsa_amd_signal_async_handler refuses. */
+    sig->no_interrupt = num_consumers != 0;
+    for (uint32_t i = 0; i < num_consumers; i++) {
+        if (consumers[i].handle == CPU_AGENT)
+            sig->no_interrupt = false;
+    }
     atomic_store(&sig->value, initial_value);
     dmu_lock(&g.mu);
     sig->next = g.signals;
@@ -772,10 +786,13 @@ hsa_status_t hsa_amd_signal_async_handler(hsa_signal_t signal, hsa_signal_condit
     handler_edge(h, true); /* outside the lock: TSan ignores what is done under it */
     dmu_lock(&g.mu);
     h->signal = find_signal(signal);
-    if (h->signal == NULL || doorbell_of(signal.handle) != NULL) {
+    if (h->signal == NULL || doorbell_of(signal.handle) != NULL || h->signal->no_interrupt) {
         violation("hsa_amd_signal_async_handler: invalid signal 0x%llx%s",
                   (unsigned long long)signal.handle,
-                  h->signal != NULL ? " (a queue's doorbell, not an interrupt signal)" : "");
+                  h->signal == NULL ? ""
+                  : h->signal->no_interrupt
+                      ? " (created for consumers without the CPU agent: not an interrupt signal)"
+                      : " (a queue's doorbell, not an interrupt signal)");
         free(h);
         st = HSA_STATUS_ERROR_INVALID_SIGNAL;
     } else {

@@ -1270,9 +1270,9 @@ static void expect_violations(long n, const char *what)
  * here on the double directly, each breach once: a copy of nothing (0 bytes,
  * a zero extent) answers success and is never signalled; memory freed under
  * a pending copy; a queue's doorbell destroyed, loaded or given an async
- * handler; a packet written into a slot not yet consumed; a single-producer
- * queue's doorbell going back; the last shut-down with a copy and an async
- * handler pending.
+ * handler; an async handler on a signal made for GPU consumers only; a packet written into a slot
+ * not yet consumed; a single-producer queue's doorbell going back; the last shut-down with a copy
+ * and an async handler pending.
  */
 static void ignore_queue_error(hsa_status_t status, hsa_queue_t *source, void *data)
 {
@@ -1293,7 +1293,8 @@ static void test_double_runtime_rules(void **state)
 {
     gm_backend_ctx *bctx = hsa_test_open(NULL, 0);
     hsa_amd_memory_pool_t pool = bctx->device_pool;
-    hsa_agent_t gpu = bctx->gpu;
+    hsa_agent_t gpu = bctx->gpu, consumers[2];
+    hsa_signal_t gpu_only = {0};
     hsa_queue_t *q = NULL;
     hsa_barrier_and_packet_t barrier;
     void *a = NULL, *b = NULL;
@@ -1346,6 +1347,16 @@ static void test_double_runtime_rules(void **state)
                                                   never_called, NULL),
                      HSA_STATUS_ERROR_INVALID_SIGNAL);
     expect_violations(++n, "not an interrupt signal");
+    /* a signal for GPU consumers only has no interrupt event; duplicate consumers are refused */
+    assert_int_equal(hsa_signal_create(1, 1, &gpu, &gpu_only), HSA_STATUS_SUCCESS);
+    assert_int_equal(
+        hsa_amd_signal_async_handler(gpu_only, HSA_SIGNAL_CONDITION_EQ, 0, never_called, NULL),
+        HSA_STATUS_ERROR_INVALID_SIGNAL);
+    expect_violations(++n, "created for consumers without the CPU agent");
+    assert_int_equal(hsa_signal_destroy(gpu_only), HSA_STATUS_SUCCESS);
+    consumers[0] = consumers[1] = gpu;
+    assert_int_equal(hsa_signal_create(1, 2, consumers, &gpu_only),
+                     HSA_STATUS_ERROR_INVALID_ARGUMENT);
     /* a packet written into a slot the processor has not consumed, then a doorbell that
      * goes back on a single-producer queue */
     hsa_double_pause(1);
