@@ -936,11 +936,28 @@ static int ref_kind(const run *r, uintptr_t addr)
 }
 
 /* Whether [base, base + bytes) meets a held range. */
+/*
+ * Whether [base, base + bytes) meets what a held slot holds: its bytes, or for
+ * a pinned allocation its whole pages (page-rounded, locked and charged with
+ * it). The heap may hand a freed device block's memory to a pinned
+ * allocation, and a registration over the block's old address then meets the
+ * pinned pages past the requested bytes: the simulator refuses it, rightly,
+ * and a model that counted only the bytes said otherwise whenever the heap's
+ * layout put a dead block there.
+ */
 static bool ref_overlaps(const run *r, uintptr_t base, size_t bytes)
 {
-    for (int i = 0; i < SLOTS; i++)
-        if (r->h[i].kind != 0 && r->h[i].base < base + bytes && base < r->h[i].base + r->h[i].bytes)
+    size_t ps = (size_t)sysconf(_SC_PAGESIZE);
+
+    for (int i = 0; i < SLOTS; i++) {
+        const held *h = &r->h[i];
+        size_t held_bytes = h->kind == GM_MEMORY_PINNED && !h->registered
+                                ? (h->bytes + ps - 1) / ps * ps
+                                : h->bytes;
+
+        if (h->kind != 0 && h->base < base + bytes && base < h->base + held_bytes)
             return true;
+    }
     return false;
 }
 
@@ -1162,6 +1179,27 @@ static void step_free(run *r, int i)
  * block's tail; the outcome must be what the reference's overlaps say.
  */
 /*
+ * A pinned allocation holds its whole pages: registering bytes past its
+ * request but inside its last page is GM_ERR_STATE (the random test's model
+ * missed this, and failed whenever the heap put a freed block's address there).
+ */
+static void test_register_in_pinned_page_tail(void **state)
+{
+    size_t ps = (size_t)sysconf(_SC_PAGESIZE);
+    gm_backend_ctx *c = ctx_new();
+    void *p = NULL;
+
+    (void)state;
+    assert_ok(OPS->host_alloc(c, 257, 0, &p));
+    assert_int_equal((uintptr_t)p % ps, 0);
+    assert_status(OPS->host_register(c, (char *)p + 512, 100, 0), GM_ERR_STATE);
+    assert_message_contains("overlaps memory already registered or allocated");
+    assert_status(OPS->host_register(c, (char *)p + ps - 1, 1, 0), GM_ERR_STATE);
+    assert_ok(OPS->host_free(c, p));
+    OPS->fini(c);
+}
+
+/*
  * A context torn down with two registrations sharing a page unlocks it (each
  * saw the other locked, and neither unlocked it). Where mlock works (not
  * under ASan, whose mlock does nothing).
@@ -1332,6 +1370,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_cached_block_is_freed_memory),
         cmocka_unit_test(test_asan_poisons_past_request),
+        cmocka_unit_test(test_register_in_pinned_page_tail),
         cmocka_unit_test(test_fini_unlocks_shared_page),
         cmocka_unit_test(test_register_over_cached_block),
         cmocka_unit_test(test_block_under_stale_registration_not_cached),
