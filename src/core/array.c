@@ -382,6 +382,19 @@ gm_status gm__array_create(gm_context *ctx, const char *fn, const gm_ndview *lay
         status = block_create(ctx, fn, memory, host_flags, hi - lo, &block);
     if (status != GM_OK)
         return status;
+    if (memory == GM_MEMORY_MAPPED && block->buffer.bytes > 0) {
+        /* its device address, for gm_pointer_kind (registry_kind) however the caller gets it
+         * (gm_array_device_view, gm_map, a kernel argument): on CUDA write-combined memory
+         * has one of its own. Memory the backend does not know (a memory manager's) has
+         * none to find here: left 0, without an error. */
+        uint64_t mark = gm__error_mark();
+        gm_devptr dev = 0;
+
+        if (ctx->ops->host_device_pointer(ctx->bctx, (void *)block->buffer.base, &dev) == GM_OK)
+            atomic_store(&block->buffer.device, (uintptr_t)dev);
+        else
+            gm__error_back_to(mark);
+    }
     view_assign(&block->array.view, &view);
     *array_p = finish_view(block, memory, lo);
     return GM_OK;

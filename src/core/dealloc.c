@@ -226,8 +226,15 @@ static gm_status release(gm_context *ctx, const gm__dealloc_entry *entry)
     case GM__DEALLOC_FOREIGN:
         entry->release_fn(entry->handle);
         return GM_OK;
-    case GM__DEALLOC_STREAM:
-        return ops->stream_destroy(ctx->bctx, entry->handle);
+    case GM__DEALLOC_STREAM: {
+        gm_status status = ops->stream_destroy(ctx->bctx, entry->handle);
+
+        /* The backend refuses the handle itself now; it may be reused at once (entry_free,
+         * after the batch, would unlist it too late). */
+        if (status == GM_OK && entry->bookkeeping != NULL)
+            gm__stream_dead(entry->bookkeeping);
+        return status;
+    }
     case GM__DEALLOC_EVENT:
         return ops->event_destroy(ctx->bctx, entry->handle);
     case GM__DEALLOC_MODULE:

@@ -129,12 +129,26 @@ static gm_status wrapper_create(gm_context *ctx, const char *fn, gm__stream_kind
     return GM_OK;
 }
 
-/* List a finished wrapper in its context. */
-static void wrapper_publish(gm_stream *stream)
+/*
+ * List a finished wrapper in its context. `native` is a created stream's
+ * handle (NULL otherwise): a stream destroyed before whose entry is still
+ * listed in ctx->dying may have had the same address, freed by the backend's
+ * destroy during a flush that has not unlisted it yet; that old claim on the
+ * handle goes, so that the new, live stream can be wrapped.
+ */
+static void wrapper_publish(gm_stream *stream, const void *native)
 {
-    pthread_mutex_lock(&stream->ctx->lock);
-    gm__list_push(&stream->ctx->streams, &stream->link);
-    pthread_mutex_unlock(&stream->ctx->lock);
+    gm_context *ctx = stream->ctx;
+
+    pthread_mutex_lock(&ctx->lock);
+    for (gm__link *l = ctx->dying.next; native != NULL && l != &ctx->dying; l = l->next) {
+        gm_stream *old = GM__CONTAINER_OF(l, gm_stream, link);
+
+        if (old->dying_native == native)
+            old->dying_native = NULL;
+    }
+    gm__list_push(&ctx->streams, &stream->link);
+    pthread_mutex_unlock(&ctx->lock);
 }
 
 /* A new stream with a preallocated queue entry for its destruction. */
@@ -160,7 +174,7 @@ gm_status gm_stream_create(gm_context *ctx, unsigned flags, gm_stream **stream_p
     if (status != GM_OK)
         goto fail_entry;
     stream->bstream = bstream;
-    wrapper_publish(stream);
+    wrapper_publish(stream, ctx->ops->stream_native(ctx->bctx, bstream));
     *stream_p = stream;
     return GM_OK;
 fail_entry:
@@ -369,7 +383,7 @@ gm_status gm_stream_wrap_external(gm_context *ctx, void *native, gm_stream **str
         ctx->ops->stream_unwrap(ctx->bctx, bstream);
         return status;
     }
-    wrapper_publish(stream);
+    wrapper_publish(stream, NULL);
     *stream_p = stream;
     return GM_OK;
 }

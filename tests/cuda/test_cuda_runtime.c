@@ -213,6 +213,19 @@ static void test_write_combined_device_view(void **state)
     (void)state;
     assert_ok(gm_mapped_array(ctx, 1, shape, GM_INT32, GM_ORDER_C, GM_HOST_WRITECOMBINED, &mapped));
     host = gm_array_view(mapped)->data;
+    /* its device address is MAPPED from the start, whoever hands it out (gm_map here) */
+    assert_ok(gm_pointer_kind(ctx, (void *)(uintptr_t)gm_cuda_double_device_address(host), &kind));
+    assert_int_equal(kind, GM_MEMORY_MAPPED);
+    {
+        gm_host_scope *scope = NULL;
+        gm_ndview mapped_view;
+
+        assert_ok(gm_map(ctx, 1, gm_array_view(mapped), &mapped_view, &scope));
+        assert_ptr_equal(mapped_view.data, (void *)(uintptr_t)gm_cuda_double_device_address(host));
+        assert_ok(gm_pointer_kind(ctx, (int32_t *)mapped_view.data + 63, &kind));
+        assert_int_equal(kind, GM_MEMORY_MAPPED);
+        assert_ok(gm_host_scope_end(&scope));
+    }
     assert_ok(gm_array_device_view(mapped, &device_view));
     assert_ptr_not_equal(device_view.data, host);
     assert_ptr_equal(device_view.data, (void *)(uintptr_t)gm_cuda_double_device_address(host));

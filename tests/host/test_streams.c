@@ -544,6 +544,189 @@ static void test_wrapper_keeps_destroyed_stream(void **state)
     gm_context_destroy(&ctx);
 }
 
+/*
+ * A destroy that fails keeps the stream queued and its handle refused, behind
+ * another stream's too; teardown drops both (no leak, no stale list entry).
+ */
+static void test_failing_stream_destroy_stays_refused(void **state)
+{
+    gm_context *ctx = rt_fault_ctx();
+    gm_stream *owner = NULL, *again = NULL, *owner2 = NULL;
+    void *native = NULL, *native2 = NULL;
+
+    (void)state;
+    assert_ok(gm_stream_create(ctx, 0, &owner));
+    assert_ok(gm_stream_create(ctx, 0, &owner2));
+    native = gm_stream_native(owner);
+    native2 = gm_stream_native(owner2);
+    rt_fault_fail_at(RT_STREAM_DESTROY, rt_fault_calls(RT_STREAM_DESTROY) + 1, GM_ERR_DRIVER);
+    gm_stream_destroy(&owner);
+    gm_stream_destroy(&owner2);
+    assert_true(gm_deallocations_flush(ctx) != GM_OK);
+    assert_status(gm_stream_wrap_external(ctx, native, &again), GM_ERR_INVALID_HANDLE);
+    assert_message_contains("destroyed with gm_stream_destroy");
+    assert_int_equal(rt_stats(ctx).pending_count, 2);
+    assert_status(gm_stream_wrap_external(ctx, native2, &again), GM_ERR_INVALID_HANDLE);
+    rt_fault_fail_at(RT_STREAM_DESTROY, rt_fault_calls(RT_STREAM_DESTROY) + 2, GM_ERR_DRIVER);
+    assert_true(gm_deallocations_flush(ctx) != GM_OK); /* owner goes, owner2 fails */
+    assert_status(gm_stream_wrap_external(ctx, native2, &again), GM_ERR_INVALID_HANDLE);
+    assert_message_contains("destroyed with gm_stream_destroy");
+    rt_log_capture(GM_LOG_WARN);
+    gm_context_destroy(&ctx);
+    rt_log_stop();
+}
+
+/*
+ * A bookkeeping allocator that hands a freed block back to the next request
+ * of the same size (newest first), as a heap often does, so that an address
+ * is reused deterministically. Blocks carry their size in a header.
+ */
+#define REUSE_HEADER 16
+#define REUSE_MAX    256
+static pthread_mutex_t reuse_lock = PTHREAD_MUTEX_INITIALIZER;
+static void *reuse_freed[REUSE_MAX];
+static int reuse_count;
+
+static size_t reuse_size(void *block)
+{
+    return *(size_t *)block;
+}
+
+static void *reuse_malloc(size_t size)
+{
+    void *block = NULL;
+
+    pthread_mutex_lock(&reuse_lock);
+    for (int i = reuse_count - 1; i >= 0 && block == NULL; i--)
+        if (reuse_size(reuse_freed[i]) == size) {
+            block = reuse_freed[i];
+            memmove(&reuse_freed[i], &reuse_freed[i + 1],
+                    (size_t)(reuse_count - i - 1) * sizeof(void *));
+            reuse_count--;
+        }
+    pthread_mutex_unlock(&reuse_lock);
+    if (block == NULL && (block = malloc(REUSE_HEADER + size)) == NULL)
+        return NULL;
+    *(size_t *)block = size;
+    return (char *)block + REUSE_HEADER;
+}
+
+static void reuse_free(void *ptr)
+{
+    void *block = ptr == NULL ? NULL : (char *)ptr - REUSE_HEADER;
+
+    if (block == NULL)
+        return;
+    pthread_mutex_lock(&reuse_lock);
+    if (reuse_count == REUSE_MAX) { /* the oldest goes */
+        free(reuse_freed[0]);
+        memmove(&reuse_freed[0], &reuse_freed[1], (REUSE_MAX - 1) * sizeof(void *));
+        reuse_count--;
+    }
+    reuse_freed[reuse_count++] = block;
+    pthread_mutex_unlock(&reuse_lock);
+}
+
+static void *reuse_calloc(size_t count, size_t size)
+{
+    void *ptr = count != 0 && size > SIZE_MAX / count ? NULL : reuse_malloc(count * size);
+
+    if (ptr != NULL)
+        memset(ptr, 0, count * size);
+    return ptr;
+}
+
+static void *reuse_realloc(void *ptr, size_t size)
+{
+    void *fresh = reuse_malloc(size);
+    size_t old = ptr == NULL ? 0 : reuse_size((char *)ptr - REUSE_HEADER);
+
+    if (fresh != NULL && ptr != NULL) {
+        memcpy(fresh, ptr, old < size ? old : size);
+        reuse_free(ptr);
+    }
+    return fresh;
+}
+
+static void reuse_allocator_end(void)
+{
+    assert_ok(gm_set_host_allocator(NULL));
+    for (int i = 0; i < reuse_count; i++)
+        free(reuse_freed[i]);
+    reuse_count = 0;
+}
+
+/* What a foreign release run by the flush saw when it made a stream and wrapped it. */
+typedef struct reuse_probe {
+    gm_context *ctx;
+    void *old_native;
+    gm_stream *made, *wrapped;
+    bool reused;
+    gm_status wrap;
+} reuse_probe;
+
+static void make_and_wrap_release(void *user)
+{
+    reuse_probe *p = user;
+
+    assert_ok(gm_stream_create(p->ctx, 0, &p->made));
+    p->reused = gm_stream_native(p->made) == p->old_native;
+    p->wrap = gm_stream_wrap_external(p->ctx, gm_stream_native(p->made), &p->wrapped);
+}
+
+static void release_in_callback(gm_stream *stream, gm_status status, void *user)
+{
+    (void)stream;
+    (void)status;
+    gm_array_release((gm_array **)user);
+}
+
+/*
+ * The handle of a destroyed stream is refused only until the backend's
+ * destroy ran: the heap may hand its address to a new stream at once, in the
+ * same flush (here the release of a foreign array released in a callback,
+ * queued behind the destroy, makes one, with an allocator that reuses the
+ * freed block), and that live stream must
+ * be wrappable. It was refused (the stream stayed listed as dying until the
+ * whole batch was released).
+ */
+static void test_new_stream_at_destroyed_address(void **state)
+{
+    const gm_host_allocator reuse = {reuse_malloc, reuse_calloc, reuse_realloc, reuse_free};
+    gm_context *ctx = NULL;
+    int64_t n = 64;
+    gm_array *dev = NULL, *foreign = NULL;
+    gm_stream *old = NULL, *cbs = NULL;
+    reuse_probe p = {NULL, NULL, NULL, NULL, false, GM_ERR_INTERNAL};
+
+    (void)state;
+    assert_ok(gm_set_host_allocator(&reuse));
+    ctx = rt_fault_ctx();
+    p.ctx = ctx;
+    assert_ok(gm_device_array(ctx, 1, &n, GM_UINT8, GM_ORDER_C, &dev));
+    assert_ok(
+        gm_array_from_foreign(ctx, gm_array_view(dev), make_and_wrap_release, &p, NULL, &foreign));
+    assert_ok(gm_stream_create(ctx, 0, &cbs));
+    assert_ok(gm_stream_create(ctx, 0, &old));
+    p.old_native = gm_stream_native(old);
+    gm_stream_destroy(&old);
+    /* released in a callback, its release is queued behind the destroy */
+    assert_ok(gm_stream_add_callback(cbs, release_in_callback, &foreign));
+    assert_ok(gm_stream_synchronize(cbs));
+    assert_null(foreign);
+    assert_int_equal(rt_stats(ctx).pending_count, 2);
+    assert_ok(gm_deallocations_flush(ctx));
+    assert_true(p.reused); /* the case this test is about */
+    assert_ok(p.wrap);
+    assert_non_null(p.wrapped);
+    gm_stream_destroy(&p.wrapped);
+    gm_stream_destroy(&p.made);
+    gm_stream_destroy(&cbs);
+    gm_array_release(&dev);
+    gm_context_destroy(&ctx);
+    reuse_allocator_end();
+}
+
 /* A wrapped stream is never destroyed by gpumem: the owner keeps using it. */
 static void test_wrap_external(void **state)
 {
@@ -1618,6 +1801,9 @@ int main(void)
         cmocka_unit_test_setup(test_per_thread_scopes_in_many_contexts, test_setup),
         cmocka_unit_test_setup(test_per_thread_scopes_of_destroyed_contexts, test_setup),
         cmocka_unit_test_setup(test_wrap_external, test_setup),
+        cmocka_unit_test_setup(test_failing_stream_destroy_stays_refused, test_setup),
+        cmocka_unit_test_setup_teardown(test_new_stream_at_destroyed_address, c_allocator_setup,
+                                        c_allocator_teardown),
         cmocka_unit_test_setup(test_wrapper_keeps_destroyed_stream, test_setup),
         cmocka_unit_test_setup(test_destroy_of_wrapped_stream_waits_for_callbacks, test_setup),
         cmocka_unit_test_setup_teardown(test_wrapper_producer_does_not_starve, c_allocator_setup,
