@@ -570,12 +570,14 @@ static gm_status resize_last_axis(const char *fn, gm_ndview *r, int64_t from, in
                          fn, (long long)r->strides[last], (long long)from);
     bytes = r->shape[last] * from;
     if (to < from ? from % to != 0 : bytes % to != 0)
-        return gm__error(GM_ERR_INVALID_ARG,
-                         "%s: the new itemsize %lld must divide %s (%lld bytes; the old "
-                         "itemsize is %lld)",
-                         fn, (long long)to,
-                         to < from ? "the old itemsize" : "the byte length of the last axis",
-                         (long long)(to < from ? from : bytes), (long long)from);
+        return to < from ? gm__error(GM_ERR_INVALID_ARG,
+                                     "%s: the new itemsize %lld must divide the old itemsize "
+                                     "(%lld bytes)",
+                                     fn, (long long)to, (long long)from)
+                         : gm__error(GM_ERR_INVALID_ARG,
+                                     "%s: the new itemsize %lld must divide the byte length of "
+                                     "the last axis (%lld bytes; the old itemsize is %lld)",
+                                     fn, (long long)to, (long long)bytes, (long long)from);
     r->shape[last] = bytes / to;
     r->strides[last] = to;
     return GM_OK;
