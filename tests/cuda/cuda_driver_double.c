@@ -299,7 +299,10 @@ static void alias_span(size_t at, size_t bytes, size_t *lo_p, size_t *hi_p)
     *hi_p = (at + bytes + ALIAS_PAGE - 1) / ALIAS_PAGE * ALIAS_PAGE + ALIAS_PAGE;
 }
 
-/* A fresh device address for host range [host, host + bytes), or 0 (no room). */
+static void *reuse_take_block(alloc_kind kind, size_t bytes, size_t in_page);
+
+/* A fresh device address for host range [host, host + bytes), or 0 (no room); in the
+ * reuse mode, the newest one given up by a range of the same size and offset in its page. */
 static uintptr_t alias_alloc(uintptr_t host, size_t bytes)
 {
     size_t in_page = host % ALIAS_PAGE;
@@ -307,6 +310,10 @@ static uintptr_t alias_alloc(uintptr_t host, size_t bytes)
     size_t lo = 0;
     size_t hi = 0;
     int wrapped = 0;
+    void *kept = reuse_take_block(ALLOC_REGISTERED, bytes, in_page);
+
+    if (kept != NULL)
+        return (uintptr_t)kept;
 
     if (alias_region == NULL) {
         void *r =
@@ -543,7 +550,7 @@ static int add_handle(void **table, void *handle)
  * that no later object gets the address of one: a handle used after its
  * destruction is then never mistaken for a live object (the driver's
  * handles are opaque, and a destroyed one is invalid; calloc would hand the
- * address out again).
+ * address out again). The reuse mode (below) hands them out again instead.
  */
 static struct {
     void **dead;
@@ -620,6 +627,157 @@ static void quarantine_free(void *mem, size_t bytes)
 #endif
 }
 
+/*
+ * The reuse mode (gm_cuda_double_set_reuse_handles, GM_CUDA_DOUBLE_REUSE_HANDLES):
+ * the real driver hands a destroyed object's handle value, and a freed
+ * allocation's address, out again, so code that keys records by handle or
+ * address may mistake a new object for a dead one (ABA). In this mode the
+ * graveyard and the quarantine above are bypassed: a destroyed stream, event
+ * or module (its functions' handles point into it) goes on a stack of its
+ * kind, and the next creation of that kind takes the newest one back
+ * (cleared, as new); freed device, managed and page-locked memory, and the
+ * distinct device address of unregistered (or freed write-combined) host
+ * memory, go on a stack too, and the next allocation of the same kind and
+ * size (for a device address: the same size and offset in its page) takes
+ * the newest back. A stream or event with a held callback not run yet is not
+ * handed out again until it has run (the driver frees a destroyed stream's
+ * resources once its work is done).
+ */
+#define REUSE_HANDLES 256
+#define REUSE_BLOCKS  1024
+#define REUSE_BYTES   ((size_t)256 << 20)
+
+typedef struct reuse_handles {
+    void *handle[REUSE_HANDLES];
+    int count;
+} reuse_handles;
+
+static struct {
+    int mode; /* -1: not read from the environment yet */
+    reuse_handles streams, events, modules;
+    struct {
+        alloc_kind kind; /* ALLOC_DEVICE, ALLOC_MANAGED, ALLOC_PINNED; ALLOC_REGISTERED: alias */
+        void *mem;       /* the memory; for an alias, its device address */
+        size_t bytes;
+    } blocks[REUSE_BLOCKS];
+    int nblocks;
+    size_t total; /* bytes of memory (not alias addresses) held */
+} reuse = {.mode = -1};
+
+static int reuse_default(void)
+{
+    const char *env = getenv("GM_CUDA_DOUBLE_REUSE_HANDLES");
+
+    return env != NULL && env[0] != '\0' && strcmp(env, "0") != 0;
+}
+
+static int reuse_on(void)
+{
+    if (reuse.mode < 0)
+        reuse.mode = reuse_default();
+    return reuse.mode;
+}
+
+/* Keep a destroyed handle for the next creation of its kind; 0: not kept (caller buries). */
+static int reuse_keep(reuse_handles *r, void *handle)
+{
+    if (reuse_on() == 0)
+        return 0;
+    if (r->count == REUSE_HANDLES) { /* the oldest goes to the graveyard */
+        bury(r->handle[0]);
+        memmove(r->handle, r->handle + 1, (REUSE_HANDLES - 1) * sizeof(r->handle[0]));
+        r->count--;
+    }
+    r->handle[r->count++] = handle;
+    return 1;
+}
+
+/* The newest kept handle that `ready` accepts (NULL: accept any), taken off the stack. */
+static void *reuse_take(reuse_handles *r, int (*ready)(void *handle))
+{
+    for (int i = r->count - 1; reuse_on() != 0 && i >= 0; i--) {
+        void *handle = r->handle[i];
+
+        if (ready != NULL && ready(handle) == 0)
+            continue;
+        memmove(r->handle + i, r->handle + i + 1, (size_t)(r->count - i - 1) * sizeof(void *));
+        r->count--;
+        return handle;
+    }
+    return NULL;
+}
+
+static void reuse_block_drop(int i)
+{
+    if (reuse.blocks[i].kind != ALLOC_REGISTERED) {
+        free(reuse.blocks[i].mem);
+        reuse.total -= reuse.blocks[i].bytes;
+    }
+    memmove(reuse.blocks + i, reuse.blocks + i + 1,
+            (size_t)(reuse.nblocks - i - 1) * sizeof(reuse.blocks[0]));
+    reuse.nblocks--;
+}
+
+/* Keep freed memory (or a device address of host memory) for the next allocation like it. */
+static int reuse_keep_block(alloc_kind kind, void *mem, size_t bytes)
+{
+    size_t counted = kind == ALLOC_REGISTERED ? 0 : bytes;
+
+    if (reuse_on() == 0 || counted > REUSE_BYTES)
+        return 0;
+    while (reuse.nblocks == REUSE_BLOCKS || reuse.total + counted > REUSE_BYTES)
+        reuse_block_drop(0);
+    reuse.blocks[reuse.nblocks].kind = kind;
+    reuse.blocks[reuse.nblocks].mem = mem;
+    reuse.blocks[reuse.nblocks++].bytes = bytes;
+    reuse.total += counted;
+    return 1;
+}
+
+/* The newest kept block of the kind and size (for an alias also at `in_page` in its page). */
+static void *reuse_take_block(alloc_kind kind, size_t bytes, size_t in_page)
+{
+    for (int i = reuse.nblocks - 1; reuse_on() != 0 && i >= 0; i--) {
+        void *mem = reuse.blocks[i].mem;
+
+        if (reuse.blocks[i].kind != kind || reuse.blocks[i].bytes != bytes ||
+            (kind == ALLOC_REGISTERED && (uintptr_t)mem % ALIAS_PAGE != in_page))
+            continue;
+        memmove(reuse.blocks + i, reuse.blocks + i + 1,
+                (size_t)(reuse.nblocks - i - 1) * sizeof(reuse.blocks[0]));
+        reuse.nblocks--;
+        if (kind != ALLOC_REGISTERED)
+            reuse.total -= bytes;
+        return mem;
+    }
+    return NULL;
+}
+
+/* Forget the kept handles and blocks (reset); the mode returns to the environment's. */
+static void reuse_reset(void)
+{
+    reuse_handles *handles[3] = {&reuse.streams, &reuse.events, &reuse.modules};
+
+    for (int k = 0; k < 3; k++) {
+        for (int i = 0; i < handles[k]->count; i++)
+            free(handles[k]->handle[i]);
+        handles[k]->count = 0;
+    }
+    while (reuse.nblocks > 0)
+        reuse_block_drop(reuse.nblocks - 1);
+    reuse.mode = reuse_default();
+}
+
+void gm_cuda_double_set_reuse_handles(int on)
+{
+    reuse.mode = on != 0;
+}
+
+int gm_cuda_double_reuse_handles(void)
+{
+    return reuse_on();
+}
+
 /* ---------------------------------------------------------- control API */
 
 /* Release a module's globals (their memory and allocation records). */
@@ -658,6 +816,7 @@ void gm_cuda_double_reset(void)
     while (quarantine.count > 0)
         quarantine_drop_oldest();
     graveyard.count = 0;
+    reuse_reset();
     memset(&S, 0, sizeof(S));
     S.device_count = 1;
     S.device_memory = DEFAULT_MEMORY;
@@ -1121,7 +1280,11 @@ static CUresult allocate(const char *what, alloc_kind kind, size_t bytes, unsign
         return violation(CUDA_ERROR_INVALID_VALUE, "%s: 0 bytes", what);
     if (bytes > limit - *used)
         return CUDA_ERROR_OUT_OF_MEMORY;
-    mem = calloc(1, bytes);
+    mem = reuse_take_block(kind, bytes, 0); /* the reuse mode: the newest freed like it */
+    if (mem != NULL)
+        memset(mem, 0, bytes);
+    else
+        mem = calloc(1, bytes);
     if (mem == NULL)
         return CUDA_ERROR_OUT_OF_MEMORY;
     a = new_alloc(kind, (uintptr_t)mem, bytes, flags, mem);
@@ -1154,7 +1317,11 @@ static CUresult release(const char *what, uintptr_t base, alloc_kind kind, alloc
         return violation(CUDA_ERROR_INVALID_VALUE, "%s: %p is not an allocation's base", what,
                          (void *)base);
     *(a->kind == ALLOC_PINNED ? &S.pinned_used : &S.device_used) -= a->bytes;
-    if (a->kind == ALLOC_DEVICE)
+    if (in_alias(a->device))
+        (void)reuse_keep_block(ALLOC_REGISTERED, (void *)a->device, a->bytes);
+    if (reuse_keep_block(a->kind, a->mem, a->bytes) != 0)
+        ; /* the reuse mode: the next allocation like it gets this address */
+    else if (a->kind == ALLOC_DEVICE)
         quarantine_free(a->mem, a->bytes); /* host code never reads device memory */
     else
         free(a->mem);
@@ -1279,6 +1446,8 @@ CUresult CUDAAPI cuMemHostUnregister(void *p)
     a = alloc_at((uintptr_t)p, ALLOC_REGISTERED);
     if (a == NULL)
         return CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED;
+    if (in_alias(a->device))
+        (void)reuse_keep_block(ALLOC_REGISTERED, (void *)a->device, a->bytes);
     a->used = 0;
     return CUDA_SUCCESS;
 }
@@ -1888,6 +2057,17 @@ CUresult CUDAAPI cuMemsetD2D32Async(CUdeviceptr dstDevice, size_t dstPitch, unsi
 
 /* ---------------------------------------------------- streams and events */
 
+/* The reuse mode: a destroyed stream or event whose work is done may be handed out again. */
+static int stream_reusable(void *handle)
+{
+    return held_pending(((struct CUstream_st *)handle)->last_held) == 0;
+}
+
+static int event_reusable(void *handle)
+{
+    return held_pending(((struct CUevent_st *)handle)->after) == 0;
+}
+
 CUresult CUDAAPI cuStreamCreate(CUstream *phStream, unsigned int Flags)
 {
     struct CUstream_st *stream = NULL;
@@ -1898,7 +2078,9 @@ CUresult CUDAAPI cuStreamCreate(CUstream *phStream, unsigned int Flags)
         return rc;
     if ((Flags & ~(unsigned)CU_STREAM_NON_BLOCKING) != 0)
         return violation(CUDA_ERROR_INVALID_VALUE, "cuStreamCreate: Flags 0x%x", Flags);
-    stream = calloc(1, sizeof(*stream));
+    stream = reuse_take(&reuse.streams, stream_reusable);
+    if (stream == NULL)
+        stream = calloc(1, sizeof(*stream));
     if (stream == NULL)
         return CUDA_ERROR_OUT_OF_MEMORY;
     *stream = (struct CUstream_st){MAGIC_STREAM, Flags, current_context, 0};
@@ -1921,7 +2103,8 @@ CUresult CUDAAPI cuStreamDestroy(CUstream hStream)
         if (S.streams[i] == hStream) {
             S.streams[i] = NULL;
             hStream->magic = 0;
-            bury(hStream);
+            if (reuse_keep(&reuse.streams, hStream) == 0)
+                bury(hStream);
             return CUDA_SUCCESS;
         }
     }
@@ -2078,7 +2261,11 @@ CUresult CUDAAPI cuEventCreate(CUevent *phEvent, unsigned int Flags)
     if ((Flags & ~EVENT_FLAGS) != 0 ||
         ((Flags & CU_EVENT_INTERPROCESS) != 0 && (Flags & CU_EVENT_DISABLE_TIMING) == 0))
         return violation(CUDA_ERROR_INVALID_VALUE, "cuEventCreate: Flags 0x%x", Flags);
-    event = calloc(1, sizeof(*event));
+    event = reuse_take(&reuse.events, event_reusable);
+    if (event != NULL)
+        memset(event, 0, sizeof(*event));
+    else
+        event = calloc(1, sizeof(*event));
     if (event == NULL)
         return CUDA_ERROR_OUT_OF_MEMORY;
     event->magic = MAGIC_EVENT;
@@ -2105,7 +2292,8 @@ CUresult CUDAAPI cuEventDestroy(CUevent hEvent)
     slot = event_slot(hEvent);
     S.events[slot] = NULL;
     hEvent->magic = 0;
-    bury(hEvent);
+    if (reuse_keep(&reuse.events, hEvent) == 0)
+        bury(hEvent);
     return CUDA_SUCCESS;
 }
 
@@ -2794,7 +2982,11 @@ CUresult CUDAAPI cuModuleLoadDataEx(CUmodule *module, const void *image, unsigne
         rc = violation(CUDA_ERROR_INVALID_VALUE, "cuModuleLoadDataEx: NULL module or image");
     if (rc != CUDA_SUCCESS)
         return rc;
-    m = calloc(1, sizeof(*m));
+    m = reuse_take(&reuse.modules, NULL);
+    if (m != NULL)
+        memset(m, 0, sizeof(*m));
+    else
+        m = calloc(1, sizeof(*m));
     if (m == NULL)
         return CUDA_ERROR_OUT_OF_MEMORY;
     m->magic = MAGIC_MODULE;
@@ -2823,7 +3015,8 @@ CUresult CUDAAPI cuModuleUnload(CUmodule hmod)
     S.modules[slot] = NULL;
     free_globals(hmod); /* their addresses may be reused: they are memory, not handles */
     hmod->magic = 0;
-    bury(hmod); /* its functions' handles point into it */
+    if (reuse_keep(&reuse.modules, hmod) == 0)
+        bury(hmod); /* its functions' handles point into it */
     return CUDA_SUCCESS;
 }
 

@@ -159,6 +159,25 @@ long gm_cuda_double_stream_flags(CUstream stream);
 long gm_cuda_double_event_flags(CUevent event);
 long gm_cuda_double_host_flags(const void *host); /* cuMemHostAlloc or cuMemHostRegister flags */
 
+/*
+ * Handle and address reuse (ABA). By default a destroyed stream, event or
+ * module is never handed out again and freed device memory waits in a
+ * quarantine, so that a stale handle or address is refused. The real driver
+ * reuses them, though: with reuse on (1), a destroyed stream's, event's or
+ * module's handle value (and so its functions' handles) is the one the NEXT
+ * creation of that kind returns, newest first; freed device, managed or
+ * page-locked memory's address is the one the next allocation of the same
+ * kind and size returns (cleared), newest first, and so is the distinct
+ * device address of registered (or write-combined) memory given up, for the
+ * next mapping of the same size and offset in its page. A stream or event
+ * with a held callback not run yet is reused once it has run. Deterministic:
+ * code that keys records by handle or address meets a new object under a
+ * dead one's key. The reset's default is GM_CUDA_DOUBLE_REUSE_HANDLES from
+ * the environment (set and not "0": on), so a whole test run can use it.
+ */
+void gm_cuda_double_set_reuse_handles(int reuse);
+int gm_cuda_double_reuse_handles(void);
+
 /* Dynamic shared memory of the last cuLaunchKernel, and the function's opt-in limit. */
 unsigned gm_cuda_double_last_launch_shared(void);
 long gm_cuda_double_function_max_dynamic_shared(CUfunction function);

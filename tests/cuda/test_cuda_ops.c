@@ -664,6 +664,7 @@ static void test_double_refuses_stale_and_foreign_handles(void **state)
     CUdeviceptr freed[2] = {0, 0}, fresh = 0;
 
     (void)state;
+    gm_cuda_double_set_reuse_handles(0); /* the default mode (GM_CUDA_DOUBLE_REUSE_HANDLES) */
     gm_cuda_double_set_device_count(2);
     direct_context();
     assert_int_equal(cuStreamCreate(&stream, 0), CUDA_SUCCESS);
