@@ -275,6 +275,7 @@ typedef struct dqueue {
     int gpu;
     int stop, dead;
     pthread_t thread;
+    dsig *doorbell;        /* its doorbell (on g.signals while the queue lives) */
     int64_t waiting_since; /* a published packet without doorbell: since when */
 } dqueue;
 
@@ -325,6 +326,14 @@ static struct {
     dexec *execs;
     dreader *readers;
     dkernel *kernels;
+    /* destroyed objects whose handles the next creation hands out again, newest first
+     * (handle reuse, as ROCr's; hsa_double_get_reuse) */
+    dsig *free_signals;
+    dqueue *free_queues;
+    dexec *free_execs;
+    dreader *free_readers;
+    dalloc *free_blocks; /* freed pool memory: base, granule-rounded size, pool */
+    hsa_double_reuse reused;
     devent_handler *event_handlers;                     /* in registration order */
     hsa_amd_gpu_memory_fault_info_t faults[MAX_FAULTS]; /* for the event thread to deliver */
     int nfaults;
@@ -426,6 +435,29 @@ static void violation(const char *fmt, ...)
         g.violations_len = sizeof(g.violations) - 2;
     g.violations[g.violations_len++] = '\n';
     g.violations[g.violations_len] = '\0';
+}
+
+/* ------------------------------------------------------- handle reuse */
+
+/* AddressSanitizer's manual poisoning, when the program has it: freed pool memory waiting
+ * for reuse stays unaddressable, as freed memory would be. */
+extern void __asan_poison_memory_region(void const volatile *addr, size_t size)
+    __attribute__((weak));
+extern void __asan_unpoison_memory_region(void const volatile *addr, size_t size)
+    __attribute__((weak));
+
+static void poison(const void *p, size_t n, bool on)
+{
+    if (on && __asan_poison_memory_region != NULL)
+        __asan_poison_memory_region(p, n);
+    else if (!on && __asan_unpoison_memory_region != NULL)
+        __asan_unpoison_memory_region(p, n);
+}
+
+/* Whether destroyed objects' handles are handed out again. Lock held. */
+static bool reuse_handles(void)
+{
+    return g.cfg.no_handle_reuse == 0;
 }
 
 /* ------------------------------------------------------------- faults */
@@ -601,7 +633,17 @@ hsa_status_t hsa_signal_create(hsa_signal_value_t initial_value, uint32_t num_co
                 return HSA_STATUS_ERROR_INVALID_ARGUMENT; /* ROCr: duplicate consumers */
         }
     }
-    sig = calloc(1, sizeof(*sig));
+    dmu_lock(&g.mu);
+    if (reuse_handles() && g.free_signals != NULL) { /* the newest destroyed handle, as ROCr's
+                                                        signal pool gives it back */
+        sig = g.free_signals;
+        g.free_signals = sig->next;
+        memset(sig, 0, sizeof(*sig));
+        g.reused.signals++;
+    }
+    dmu_unlock(&g.mu);
+    if (sig == NULL)
+        sig = calloc(1, sizeof(*sig));
     if (sig == NULL)
         return HSA_STATUS_ERROR_OUT_OF_RESOURCES;
     /* ROCr (hsa_amd_signal_create): consumers that leave out the CPU get a signal without
@@ -682,7 +724,12 @@ hsa_status_t hsa_signal_destroy(hsa_signal_t signal)
         if (user != NULL)
             violation("hsa_signal_destroy: signal still used by %s", user);
         *link = sig->next;
-        free(sig);
+        if (reuse_handles()) {
+            sig->next = g.free_signals;
+            g.free_signals = sig;
+        } else {
+            free(sig);
+        }
     }
     dmu_unlock(&g.mu);
     return st;
@@ -1279,6 +1326,27 @@ static dalloc *track(char *base, size_t size, uint64_t pool)
     return a;
 }
 
+/* The newest freed block of pool with this rounded size, off the free list, or NULL. Lock
+ * held. */
+static char *reuse_block(uint64_t pool, size_t rounded)
+{
+    if (!reuse_handles())
+        return NULL;
+    for (dalloc **link = &g.free_blocks; *link != NULL; link = &(*link)->next) {
+        dalloc *b = *link;
+        char *mem = b->base;
+
+        if (b->pool != pool || b->size != rounded)
+            continue;
+        *link = b->next;
+        free(b);
+        poison(mem, rounded, false);
+        g.reused.allocations++;
+        return mem;
+    }
+    return NULL;
+}
+
 hsa_status_t hsa_amd_memory_pool_allocate(hsa_amd_memory_pool_t memory_pool, size_t size,
                                           uint32_t flags, void **ptr)
 {
@@ -1301,7 +1369,9 @@ hsa_status_t hsa_amd_memory_pool_allocate(hsa_amd_memory_pool_t memory_pool, siz
     if (reserve_capacity(memory_pool.handle, rounded) == 0) {
         st = HSA_STATUS_ERROR_OUT_OF_RESOURCES;
     } else {
-        mem = aligned_alloc(GRANULE, rounded);
+        mem = reuse_block(memory_pool.handle, rounded);
+        if (mem == NULL)
+            mem = aligned_alloc(GRANULE, rounded);
         if (mem == NULL || track(mem, size, memory_pool.handle) == NULL) {
             free(mem);
             release_capacity(memory_pool.handle, rounded);
@@ -1405,6 +1475,11 @@ hsa_status_t hsa_amd_memory_pool_free(void *ptr)
         if (in_use) { /* kept until the reset, so the double itself reads no freed memory */
             a->next = g.freed_in_use;
             g.freed_in_use = a;
+        } else if (reuse_handles()) { /* its address comes back with the next such request */
+            a->size = round_granule(a->size);
+            poison(a->base, a->size, true);
+            a->next = g.free_blocks;
+            g.free_blocks = a;
         } else {
             free(a->base);
             free(a);
@@ -2264,7 +2339,16 @@ hsa_status_t hsa_code_object_reader_create_from_memory(const void *code_object, 
         return st;
     if (code_object == NULL || size == 0 || reader == NULL)
         return HSA_STATUS_ERROR_INVALID_ARGUMENT;
-    r = calloc(1, sizeof(*r));
+    dmu_lock(&g.mu);
+    if (reuse_handles() && g.free_readers != NULL) {
+        r = g.free_readers;
+        g.free_readers = r->next;
+        memset(r, 0, sizeof(*r));
+        g.reused.readers++;
+    }
+    dmu_unlock(&g.mu);
+    if (r == NULL)
+        r = calloc(1, sizeof(*r));
     if (r == NULL)
         return HSA_STATUS_ERROR_OUT_OF_RESOURCES;
     r->image = code_object;
@@ -2293,7 +2377,12 @@ hsa_status_t hsa_code_object_reader_destroy(hsa_code_object_reader_t reader)
         dreader *r = *link;
 
         *link = r->next;
-        free(r);
+        if (reuse_handles()) {
+            r->next = g.free_readers;
+            g.free_readers = r;
+        } else {
+            free(r);
+        }
     }
     dmu_unlock(&g.mu);
     return st;
@@ -2313,7 +2402,16 @@ hsa_executable_create_alt(hsa_profile_t profile,
         return st;
     if (executable == NULL)
         return HSA_STATUS_ERROR_INVALID_ARGUMENT;
-    e = calloc(1, sizeof(*e));
+    dmu_lock(&g.mu);
+    if (reuse_handles() && g.free_execs != NULL) {
+        e = g.free_execs;
+        g.free_execs = e->next;
+        memset(e, 0, sizeof(*e));
+        g.reused.executables++;
+    }
+    dmu_unlock(&g.mu);
+    if (e == NULL)
+        e = calloc(1, sizeof(*e));
     if (e == NULL)
         return HSA_STATUS_ERROR_OUT_OF_RESOURCES;
     e->profile = profile;
@@ -2558,8 +2656,9 @@ hsa_status_t hsa_executable_freeze(hsa_executable_t executable, const char *opti
     return st;
 }
 
-/* Free an executable: symbols, its code segments' records and memory. Lock held. */
-static void free_exec(dexec *e)
+/* Free an executable's symbols, its code segments' records and memory; keep: the struct
+ * itself goes to the free list (its handle is handed out again). Lock held. */
+static void free_exec(dexec *e, bool keep)
 {
     while (e->symbols != NULL) {
         dsymbol *sym = e->symbols;
@@ -2584,7 +2683,12 @@ static void free_exec(dexec *e)
         free(seg->base);
         free(seg);
     }
-    free(e);
+    if (keep) {
+        e->next = g.free_execs;
+        g.free_execs = e;
+    } else {
+        free(e);
+    }
 }
 
 hsa_status_t hsa_executable_destroy(hsa_executable_t executable)
@@ -2603,7 +2707,7 @@ hsa_status_t hsa_executable_destroy(hsa_executable_t executable)
         dexec *e = *link;
 
         *link = e->next;
-        free_exec(e);
+        free_exec(e, reuse_handles());
     }
     dmu_unlock(&g.mu);
     return st;
@@ -3205,8 +3309,9 @@ static void *queue_thread(void *arg)
     return NULL;
 }
 
-/* Stop a queue's thread and free it. Lock held. */
-static void queue_free(dqueue *q)
+/* Stop a queue's thread and free it; keep: the struct and its doorbell go to the free list
+ * (the queue's pointer and doorbell handle are handed out again). Lock held. */
+static void queue_free(dqueue *q, bool keep)
 {
     dqueue **link = &g.queues;
     dsig **sig = &g.signals;
@@ -3220,29 +3325,35 @@ static void queue_free(dqueue *q)
         link = &(*link)->next;
     if (*link == q)
         *link = q->next;
-    while (*sig != NULL && (uint64_t)(uintptr_t)*sig != q->q.doorbell_signal.handle)
+    while (*sig != NULL && *sig != q->doorbell)
         sig = &(*sig)->next;
-    if (*sig != NULL) {
-        dsig *doorbell = *sig;
-
-        *sig = doorbell->next;
-        free(doorbell);
-    }
+    if (*sig != NULL)
+        *sig = q->doorbell->next;
     free(q->q.base_address);
-    free(q);
+    q->q.base_address = NULL;
+    if (keep) {
+        q->next = g.free_queues;
+        g.free_queues = q;
+    } else {
+        free(q->doorbell);
+        free(q);
+    }
 }
 
 /* Allocate the ring (every header INVALID) and the doorbell. Lock held. */
 static hsa_status_t queue_memory(dqueue *q, uint32_t size)
 {
-    dsig *doorbell = calloc(1, sizeof(*doorbell));
+    dsig *doorbell = q->doorbell != NULL ? q->doorbell : calloc(1, sizeof(*doorbell));
 
     q->q.base_address = aligned_alloc(64, (size_t)size * 64);
     if (doorbell == NULL || q->q.base_address == NULL) {
         free(doorbell);
         free(q->q.base_address);
+        q->doorbell = NULL;
         return HSA_STATUS_ERROR_OUT_OF_RESOURCES;
     }
+    memset(doorbell, 0, sizeof(*doorbell));
+    q->doorbell = doorbell;
     memset(q->q.base_address, 0, (size_t)size * 64);
     for (uint32_t i = 0; i < size; i++)
         *(uint16_t *)(void *)slot_of(q, i) = HSA_PACKET_TYPE_INVALID;
@@ -3271,7 +3382,20 @@ hsa_queue_create(hsa_agent_t agent, uint32_t size, hsa_queue_type32_t type,
     if (queue == NULL || size < 16 || (size & (size - 1)) != 0 || size > g.cfg.queue_max_size ||
         (type != HSA_QUEUE_TYPE_MULTI && type != HSA_QUEUE_TYPE_SINGLE))
         return HSA_STATUS_ERROR_INVALID_ARGUMENT;
-    q = calloc(1, sizeof(*q));
+    dmu_lock(&g.mu);
+    if (reuse_handles() && g.free_queues != NULL) { /* the newest destroyed queue's pointer */
+        dsig *doorbell = NULL;
+
+        q = g.free_queues;
+        g.free_queues = q->next;
+        doorbell = q->doorbell;
+        memset(q, 0, sizeof(*q));
+        q->doorbell = doorbell;
+        g.reused.queues++;
+    }
+    dmu_unlock(&g.mu);
+    if (q == NULL)
+        q = calloc(1, sizeof(*q));
     if (q == NULL)
         return HSA_STATUS_ERROR_OUT_OF_RESOURCES;
     dmu_lock(&g.mu);
@@ -3309,7 +3433,7 @@ hsa_status_t hsa_queue_destroy(hsa_queue_t *queue)
     if (q == NULL)
         st = HSA_STATUS_ERROR_INVALID_QUEUE;
     else
-        queue_free(q);
+        queue_free(q, reuse_handles());
     dmu_unlock(&g.mu);
     return st;
 }
@@ -3377,6 +3501,8 @@ hsa_status_t hsa_init(void)
     dmu_lock(&g.mu);
     if (g.configured == 0 && getenv("GM_HSA_DOUBLE_GPU") != NULL)
         g.cfg.gpu_arch = getenv("GM_HSA_DOUBLE_GPU");
+    if (g.configured == 0 && getenv("GM_HSA_DOUBLE_HANDLE_REUSE") != NULL)
+        g.cfg.no_handle_reuse = strcmp(getenv("GM_HSA_DOUBLE_HANDLE_REUSE"), "0") == 0;
     st = g.cfg.init_status;
     if (st == HSA_STATUS_SUCCESS && g.init_count++ == 0)
         start_threads();
@@ -3472,12 +3598,27 @@ void hsa_double_config_default(hsa_double_config *cfg)
 static void free_everything(void)
 {
     while (g.queues != NULL)
-        queue_free(g.queues);
+        queue_free(g.queues, false);
+    while (g.free_queues != NULL) {
+        dqueue *q = g.free_queues;
+
+        g.free_queues = q->next;
+        free(q->doorbell);
+        free(q);
+    }
+    while (g.free_blocks != NULL) {
+        dalloc *a = g.free_blocks;
+
+        g.free_blocks = a->next;
+        poison(a->base, a->size, false);
+        free(a->base);
+        free(a);
+    }
     while (g.execs != NULL) {
         dexec *e = g.execs;
 
         g.execs = e->next;
-        free_exec(e);
+        free_exec(e, false);
     }
 #define FREE_LIST(head, type) \
     while ((head) != NULL) {  \
@@ -3508,6 +3649,9 @@ static void free_everything(void)
         free(c);
     }
     FREE_LIST(g.signals, dsig)
+    FREE_LIST(g.free_signals, dsig)
+    FREE_LIST(g.free_execs, dexec)
+    FREE_LIST(g.free_readers, dreader)
     FREE_LIST(g.locks, dlock)
     FREE_LIST(g.ipcs, dipc)
     FREE_LIST(g.handlers, dhandler)
@@ -3541,6 +3685,7 @@ void hsa_double_reset(const hsa_double_config *cfg)
     g.sequence = 0;
     g.faults_handled = 0;
     g.faults_unhandled = 0;
+    memset(&g.reused, 0, sizeof(g.reused));
     g.configured = 1;
     if (cfg != NULL)
         g.cfg = *cfg;
@@ -3576,6 +3721,13 @@ void hsa_double_get_live(hsa_double_live *live)
     for (devent_handler *h = g.event_handlers; h != NULL; h = h->next)
         live->system_event_handlers++;
     live->device_bytes = g.used[0];
+    dmu_unlock(&g.mu);
+}
+
+void hsa_double_get_reuse(hsa_double_reuse *reuse)
+{
+    dmu_lock(&g.mu);
+    *reuse = g.reused;
     dmu_unlock(&g.mu);
 }
 

@@ -85,6 +85,10 @@ typedef struct hsa_double_config {
     unsigned copy_delay_us;        /* the DMA engine takes this long per copy (default 0) */
     int no_sdma;                   /* hsa_amd_memory_async_copy_rect fails with OUT_OF_RESOURCES, as
                                       ROCr does without an SDMA engine (HSA_ENABLE_SDMA=0) */
+    int no_handle_reuse;           /* 1: every object gets a fresh handle. Default 0: handles come
+                                      back as ROCr's do (see "Handle reuse" below); programs that
+                                      never call hsa_double_reset turn it off with the environment
+                                      variable GM_HSA_DOUBLE_HANDLE_REUSE=0 */
 } hsa_double_config;
 
 /* Defaults for every field. */
@@ -130,6 +134,27 @@ typedef struct hsa_double_live {
 } hsa_double_live;
 
 void hsa_double_get_live(hsa_double_live *live);
+
+/*
+ * Handle reuse (on unless no_handle_reuse): ROCr hands out the handles of
+ * destroyed objects again (signals from a pool, very often at once, queues,
+ * executables, code object readers, and pool memory addresses after
+ * hsa_amd_memory_pool_free), so state a caller keys by handle value may take
+ * a new object for a dead one. The double does so deterministically and
+ * aggressively: the next hsa_signal_create gives the most recently destroyed
+ * signal's handle (newest first), the next hsa_queue_create the most
+ * recently destroyed queue (same hsa_queue_t pointer and doorbell signal
+ * handle; a new queue id), likewise executables and readers, and the next
+ * allocation from a pool of the same granule-rounded size the most recently
+ * freed block of that pool and size (memory freed while the device could
+ * still touch it is kept aside, never reused). A handle still in the free
+ * list is invalid as before. Counts since the reset:
+ */
+typedef struct hsa_double_reuse {
+    long signals, queues, executables, readers, allocations;
+} hsa_double_reuse;
+
+void hsa_double_get_reuse(hsa_double_reuse *reuse);
 
 /* Violations recorded so far; writes them, one per line, into buf when not NULL. */
 long hsa_double_violations(char *buf, size_t bytes);

@@ -1393,6 +1393,105 @@ static void test_double_runtime_rules(void **state)
 }
 
 /*
+ * The double hands out destroyed objects' handles again, as ROCr does, newest first:
+ * signals, queues (pointer and doorbell), executables, readers, and pool memory of the
+ * same pool and rounded size. A destroyed handle not handed out yet stays invalid. With
+ * no_handle_reuse every object is fresh.
+ */
+static void test_double_handle_reuse(void **state)
+{
+    gm_backend_ctx *bctx = hsa_test_open(NULL, 0);
+    hsa_signal_t s1 = {0}, s2 = {0}, s3 = {0}, s4 = {0};
+    hsa_queue_t *q1 = NULL, *q2 = NULL;
+    hsa_signal_t bell = {0};
+    hsa_executable_t x1 = {0}, x2 = {0};
+    hsa_code_object_reader_t r1 = {0}, r2 = {0};
+    static const unsigned char image[64] = {0x7f, 'E', 'L', 'F'};
+    void *a = NULL, *b = NULL, *c = NULL;
+    hsa_double_reuse reuse;
+    hsa_double_config cfg;
+
+    (void)state;
+    assert_int_equal(hsa_signal_create(1, 0, NULL, &s1), HSA_STATUS_SUCCESS);
+    assert_int_equal(hsa_signal_create(1, 0, NULL, &s2), HSA_STATUS_SUCCESS);
+    assert_int_equal(hsa_signal_destroy(s1), HSA_STATUS_SUCCESS);
+    assert_int_equal(hsa_signal_destroy(s2), HSA_STATUS_SUCCESS);
+    (void)hsa_signal_load_scacquire(s1); /* destroyed, not handed out yet: still invalid */
+    expect_violations(1, "invalid or destroyed signal");
+    assert_int_equal(hsa_signal_create(7, 0, NULL, &s3), HSA_STATUS_SUCCESS);
+    assert_int_equal(hsa_signal_create(1, 0, NULL, &s4), HSA_STATUS_SUCCESS);
+    assert_true(s3.handle == s2.handle); /* newest first */
+    assert_true(s4.handle == s1.handle);
+    assert_int_equal(hsa_signal_load_scacquire(s3), 7); /* a new signal: its own value */
+    assert_int_equal(hsa_queue_create(bctx->gpu, 16, HSA_QUEUE_TYPE_MULTI, ignore_queue_error, NULL,
+                                      UINT32_MAX, UINT32_MAX, &q1),
+                     HSA_STATUS_SUCCESS);
+    bell = q1->doorbell_signal;
+    assert_int_equal(hsa_queue_destroy(q1), HSA_STATUS_SUCCESS);
+    assert_int_equal(hsa_queue_create(bctx->gpu, 16, HSA_QUEUE_TYPE_MULTI, ignore_queue_error, NULL,
+                                      UINT32_MAX, UINT32_MAX, &q2),
+                     HSA_STATUS_SUCCESS);
+    assert_ptr_equal(q1, q2);
+    assert_true(q2->doorbell_signal.handle == bell.handle);
+    assert_int_equal(hsa_queue_load_read_index_scacquire(q2), 0);
+    assert_int_equal(hsa_queue_destroy(q2), HSA_STATUS_SUCCESS);
+    assert_int_equal(hsa_executable_create_alt(HSA_PROFILE_BASE,
+                                               HSA_DEFAULT_FLOAT_ROUNDING_MODE_DEFAULT, NULL, &x1),
+                     HSA_STATUS_SUCCESS);
+    assert_int_equal(hsa_executable_destroy(x1), HSA_STATUS_SUCCESS);
+    assert_int_equal(hsa_executable_create_alt(HSA_PROFILE_BASE,
+                                               HSA_DEFAULT_FLOAT_ROUNDING_MODE_DEFAULT, NULL, &x2),
+                     HSA_STATUS_SUCCESS);
+    assert_true(x1.handle == x2.handle);
+    assert_int_equal(hsa_executable_destroy(x2), HSA_STATUS_SUCCESS);
+    assert_int_equal(hsa_code_object_reader_create_from_memory(image, sizeof(image), &r1),
+                     HSA_STATUS_SUCCESS);
+    assert_int_equal(hsa_code_object_reader_destroy(r1), HSA_STATUS_SUCCESS);
+    assert_int_equal(hsa_code_object_reader_create_from_memory(image, sizeof(image), &r2),
+                     HSA_STATUS_SUCCESS);
+    assert_true(r1.handle == r2.handle);
+    assert_int_equal(hsa_code_object_reader_destroy(r2), HSA_STATUS_SUCCESS);
+    /* pool memory: same pool and rounded size only */
+    assert_int_equal(hsa_amd_memory_pool_allocate(bctx->device_pool, 5000, 0, &a),
+                     HSA_STATUS_SUCCESS);
+    assert_int_equal(hsa_amd_memory_pool_free(a), HSA_STATUS_SUCCESS);
+    assert_int_equal(hsa_amd_memory_pool_allocate(bctx->device_pool, 4096, 0, &b),
+                     HSA_STATUS_SUCCESS);
+    assert_ptr_not_equal(a, b);
+    assert_int_equal(hsa_amd_memory_pool_allocate(bctx->host_pool, 8192, 0, &c),
+                     HSA_STATUS_SUCCESS);
+    assert_ptr_not_equal(a, c);
+    assert_int_equal(hsa_amd_memory_pool_free(c), HSA_STATUS_SUCCESS);
+    assert_int_equal(hsa_amd_memory_pool_allocate(bctx->device_pool, 8000, 0, &c),
+                     HSA_STATUS_SUCCESS);
+    assert_ptr_equal(a, c);
+    assert_int_equal(hsa_amd_memory_pool_free(b), HSA_STATUS_SUCCESS);
+    assert_int_equal(hsa_amd_memory_pool_free(c), HSA_STATUS_SUCCESS);
+    hsa_double_get_reuse(&reuse);
+    assert_int_equal(reuse.signals, 2);
+    assert_int_equal(reuse.queues, 1);
+    assert_int_equal(reuse.executables, 1);
+    assert_int_equal(reuse.readers, 1);
+    assert_int_equal(reuse.allocations, 1);
+    assert_int_equal(hsa_signal_destroy(s3), HSA_STATUS_SUCCESS);
+    assert_int_equal(hsa_signal_destroy(s4), HSA_STATUS_SUCCESS);
+    hsa_ops->fini(bctx);
+    hsa_test_assert_nothing_live();
+    expect_violations(1, "invalid or destroyed signal"); /* and no other */
+    /* off: fresh handles */
+    hsa_double_config_default(&cfg);
+    cfg.no_handle_reuse = 1;
+    bctx = hsa_test_open(&cfg, 0);
+    assert_int_equal(hsa_signal_create(1, 0, NULL, &s1), HSA_STATUS_SUCCESS);
+    assert_int_equal(hsa_signal_destroy(s1), HSA_STATUS_SUCCESS);
+    assert_int_equal(hsa_signal_create(1, 0, NULL, &s2), HSA_STATUS_SUCCESS);
+    assert_int_equal(hsa_signal_destroy(s2), HSA_STATUS_SUCCESS);
+    hsa_double_get_reuse(&reuse);
+    assert_int_equal(reuse.signals, 0);
+    hsa_test_close(bctx);
+}
+
+/*
  * A copy between two GPUs' memory runs on the source GPU's engine when the
  * source agent is a GPU (ROCr's Runtime::CopyMemory), so that GPU must reach
  * the destination: allowing only the destination GPU onto the source memory
@@ -1464,6 +1563,7 @@ int main(void)
         cmocka_unit_test(test_ipc_misuse),
         cmocka_unit_test(test_copy_fails_part_way),
         cmocka_unit_test(test_double_runtime_rules),
+        cmocka_unit_test(test_double_handle_reuse),
         cmocka_unit_test(test_double_peer_copy_runs_on_source_gpu),
     };
 
