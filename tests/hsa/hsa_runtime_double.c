@@ -329,6 +329,7 @@ static struct {
     /* destroyed objects whose handles the next creation hands out again, newest first
      * (handle reuse, as ROCr's; hsa_double_get_reuse) */
     dsig *free_signals;
+    dsig *dead_signals; /* destroyed while still used (a violation): kept until the reset */
     dqueue *free_queues;
     dexec *free_execs;
     dreader *free_readers;
@@ -724,7 +725,12 @@ hsa_status_t hsa_signal_destroy(hsa_signal_t signal)
         if (user != NULL)
             violation("hsa_signal_destroy: signal still used by %s", user);
         *link = sig->next;
-        if (reuse_handles()) {
+        if (user != NULL) { /* ROCr retains a signal an async handler waits on, and a DMA engine
+                               or packet processor still reads its memory: never reused, kept
+                               (the double's handler and copy records may still point at it) */
+            sig->next = g.dead_signals;
+            g.dead_signals = sig;
+        } else if (reuse_handles()) {
             sig->next = g.free_signals;
             g.free_signals = sig;
         } else {
@@ -3650,6 +3656,7 @@ static void free_everything(void)
     }
     FREE_LIST(g.signals, dsig)
     FREE_LIST(g.free_signals, dsig)
+    FREE_LIST(g.dead_signals, dsig)
     FREE_LIST(g.free_execs, dexec)
     FREE_LIST(g.free_readers, dreader)
     FREE_LIST(g.locks, dlock)

@@ -899,6 +899,125 @@ static void test_synchronize_waits_for_waited_events(void **state)
     assert_int_equal(gm_test_use_cmocka_allocator(NULL), 0);
 }
 
+/* A callback of the reuse test: the copies completed when it ran. */
+static void count_copies(gm_stream *stream, gm_status status, void *user)
+{
+    (void)stream;
+    *(long *)user = status == GM_OK ? hsa_double_copy_count() : -1;
+}
+
+/* The index of the newest completed copy whose destination is dst (its device address). */
+static long copy_index(const void *dst)
+{
+    hsa_double_copy c;
+
+    for (long i = hsa_double_copy_count() - 1; i >= 0; i--) {
+        if (hsa_double_get_copy(i, &c) && (c.dst == dst || c.host_dst == dst))
+            return i;
+    }
+    fail_msg("no copy to %p recorded", dst);
+    return -1;
+}
+
+/*
+ * The double hands destroyed signals', queues' and pool blocks' handles out
+ * again (newest first), as ROCr does. Events and streams are made, completed
+ * and destroyed round after round while 100 copies at a time overflow the
+ * backend's signal cache (so it destroys signals and creates new ones at the
+ * same handles): each round's copies are held in the paused DMA engine
+ * (newest ready first: a dependency lost to a reused handle reorders them)
+ * and chained across three streams by events (waited for twice), a callback
+ * and the legacy stream; every result and order holds.
+ */
+static void test_event_chains_over_reused_handles(void **state)
+{
+    enum { N = 4096, ROUNDS = 12, CHURN = 100 };
+    gm_context *ctx = open_context(0.2, 10);
+    int64_t n = N, one = 1;
+    float *in = malloc(N * sizeof(float)), *out = malloc(N * sizeof(float));
+    float tiny[CHURN];
+    gm_array *a = NULL, *b = NULL, *c = NULL, *t = NULL;
+    gm_ndview iv, ov, tv;
+    hsa_double_reuse reuse;
+
+    (void)state;
+    assert_ok(gm_device_array(ctx, 1, &n, GM_FLOAT32, GM_ORDER_C, &a));
+    assert_ok(gm_device_array(ctx, 1, &n, GM_FLOAT32, GM_ORDER_C, &b));
+    assert_ok(gm_device_array(ctx, 1, &n, GM_FLOAT32, GM_ORDER_C, &c));
+    assert_ok(gm_device_array(ctx, 1, &one, GM_FLOAT32, GM_ORDER_C, &t));
+    assert_ok(gm_ndview_init(in, GM_FLOAT32, 1, &n, NULL, GM_ORDER_C, &iv));
+    assert_ok(gm_ndview_init(out, GM_FLOAT32, 1, &n, NULL, GM_ORDER_C, &ov));
+    for (int r = 0; r < ROUNDS; r++) {
+        gm_stream *s1 = NULL, *s2 = NULL, *s3 = NULL, *churn = NULL;
+        gm_event *e1 = NULL, *e2 = NULL;
+        hsa_double_reuse before;
+        long at_callback = 0;
+
+        /* CHURN signals live at once, then released: the cache keeps 64 and the rest are
+         * destroyed; then 70 held copies empty the cache, so the chain below gets new
+         * signals at the handles just destroyed */
+        assert_ok(gm_stream_create(ctx, GM_STREAM_NON_BLOCKING, &churn));
+        for (int phase = 0; phase < 2; phase++) {
+            hsa_double_pause(1);
+            for (int i = 0; i < (phase == 0 ? CHURN : 70); i++) {
+                assert_ok(gm_ndview_init(&tiny[i], GM_FLOAT32, 1, &one, NULL, GM_ORDER_C, &tv));
+                assert_ok(gm_array_copy_to_device(t, &tv, churn));
+            }
+            if (phase == 0) {
+                hsa_double_pause(0);
+                assert_ok(gm_stream_synchronize(churn));
+            }
+        }
+        hsa_double_get_reuse(&before);
+        for (int i = 0; i < N; i++)
+            in[i] = (float)(r * N + i);
+        memset(out, 0, N * sizeof(float));
+        assert_ok(gm_stream_create(ctx, GM_STREAM_NON_BLOCKING, &s1));
+        assert_ok(gm_stream_create(ctx, GM_STREAM_NON_BLOCKING, &s2));
+        assert_ok(gm_stream_create(ctx, GM_STREAM_DEFAULT, &s3));
+        assert_ok(gm_event_create(ctx, r % 2 == 0, &e1));
+        assert_ok(gm_event_create(ctx, false, &e2));
+        assert_ok(gm_array_copy_to_device(a, &iv, s1));
+        assert_ok(gm_event_record(e1, s1));
+        assert_ok(gm_stream_wait_event(s2, e1));
+        assert_ok(gm_stream_wait_event(s2, e1)); /* a second wait adds nothing */
+        assert_ok(gm_copy(ctx, gm_array_view(b), gm_array_view(a), s2));
+        assert_ok(gm_stream_add_callback(s2, count_copies, &at_callback));
+        assert_ok(gm_copy(ctx, gm_array_view(c), gm_array_view(b), s2));
+        assert_ok(gm_event_record(e2, s2));
+        assert_ok(gm_stream_wait_event(s3, e2));
+        assert_ok(gm_stream_wait_event(s3, e1));
+        assert_ok(gm_array_copy_to_host(c, &ov, s3));
+        assert_int_equal(gm_event_query(e2), GM_ERR_NOT_READY);
+        hsa_double_get_reuse(&reuse);
+        assert_true(reuse.signals - before.signals >= 6); /* the chain's are reused handles */
+        hsa_double_pause(0);
+        assert_ok(gm_stream_synchronize(s3));
+        assert_ok(gm_stream_synchronize(churn));
+        assert_memory_equal(in, out, N * sizeof(float));
+        assert_ok(gm_event_query(e1));
+        assert_ok(gm_event_query(e2));
+        assert_true(copy_index(gm_array_view(a)->data) < copy_index(gm_array_view(b)->data));
+        assert_true(copy_index(gm_array_view(b)->data) < at_callback);
+        assert_true(at_callback <= copy_index(gm_array_view(c)->data));
+        assert_true(copy_index(gm_array_view(c)->data) < copy_index(out));
+        gm_event_destroy(&e1);
+        gm_event_destroy(&e2);
+        gm_stream_destroy(&s1);
+        gm_stream_destroy(&s2);
+        gm_stream_destroy(&s3);
+        gm_stream_destroy(&churn);
+    }
+    assert_ok(gm_context_synchronize(ctx));
+    gm_array_release(&a);
+    gm_array_release(&b);
+    gm_array_release(&c);
+    gm_array_release(&t);
+    close_context(ctx);
+    free(in);
+    free(out);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -923,6 +1042,7 @@ int main(void)
         cmocka_unit_test(test_destroy_waits_for_callbacks_own_work),
         cmocka_unit_test(test_map_scope_kinds),
         cmocka_unit_test(test_synchronize_waits_for_waited_events),
+        cmocka_unit_test(test_event_chains_over_reused_handles),
     };
 
     return cmocka_run_group_tests(tests, gm_test_use_cmocka_allocator, gm_test_restore_allocator);
