@@ -513,9 +513,73 @@ static void test_double_rejects_partial_work_groups(void **state)
     hsa_double_reset(NULL); /* the violations were the point */
 }
 
+/*
+ * Kernels and copies on streams made and destroyed round after round (their
+ * queues come back at the same handles, as ROCr hands destroyed queues'
+ * handles out again, and so do the signals and kernarg blocks): each round's
+ * upload, add_f32 dispatch and download are held in the paused double and
+ * chained across three streams by events; every result holds.
+ */
+static void test_kernels_over_reused_queues(void **state)
+{
+    enum { N = 512, BLOCK = 64, ROUNDS = 8 };
+    gm_context *ctx = open_context("gfx90a");
+    gm_kernel *k = find_or_skip(ctx, "add_f32");
+    float in[N], out[N];
+    int64_t n = N;
+    gm_array *a = NULL, *c = NULL;
+    gm_ndview iv, ov;
+    hsa_double_reuse reuse;
+
+    (void)state;
+    assert_ok(gm_device_array(ctx, 1, &n, GM_FLOAT32, GM_ORDER_C, &a));
+    assert_ok(gm_device_array(ctx, 1, &n, GM_FLOAT32, GM_ORDER_C, &c));
+    assert_ok(gm_ndview_init(in, GM_FLOAT32, 1, &n, NULL, GM_ORDER_C, &iv));
+    assert_ok(gm_ndview_init(out, GM_FLOAT32, 1, &n, NULL, GM_ORDER_C, &ov));
+    for (int r = 0; r < ROUNDS; r++) {
+        gm_stream *s1 = NULL, *s2 = NULL, *s3 = NULL;
+        gm_event *e1 = NULL, *e2 = NULL;
+        gm_arg args[] = {gm_arg_array(a), gm_arg_array(a), gm_arg_array(c), gm_arg_i64(N)};
+
+        for (int i = 0; i < N; i++)
+            in[i] = (float)(r * 1000 + i);
+        memset(out, 0, sizeof(out));
+        assert_ok(gm_stream_create(ctx, GM_STREAM_NON_BLOCKING, &s1));
+        assert_ok(gm_stream_create(ctx, GM_STREAM_NON_BLOCKING, &s2));
+        assert_ok(gm_stream_create(ctx, GM_STREAM_NON_BLOCKING, &s3));
+        assert_ok(gm_event_create(ctx, false, &e1));
+        assert_ok(gm_event_create(ctx, false, &e2));
+        hsa_double_pause(1);
+        assert_ok(gm_array_copy_to_device(a, &iv, s1));
+        assert_ok(gm_event_record(e1, s1));
+        assert_ok(gm_stream_wait_event(s2, e1));
+        assert_ok(gm_stream_wait_event(s2, e1));
+        assert_ok(
+            gm_launch(k, gm_dim3_make(N / BLOCK, 1, 1), gm_dim3_make(BLOCK, 1, 1), 0, s2, 4, args));
+        assert_ok(gm_event_record(e2, s2));
+        assert_ok(gm_stream_wait_event(s3, e2));
+        assert_ok(gm_array_copy_to_host(c, &ov, s3));
+        hsa_double_pause(0);
+        assert_ok(gm_stream_synchronize(s3));
+        for (int i = 0; i < N; i++)
+            assert_true(out[i] == 2.0f * in[i]);
+        gm_event_destroy(&e1);
+        gm_event_destroy(&e2);
+        gm_stream_destroy(&s1);
+        gm_stream_destroy(&s2);
+        gm_stream_destroy(&s3);
+    }
+    hsa_double_get_reuse(&reuse);
+    assert_true(reuse.queues >= ROUNDS - 1);
+    gm_array_release(&a);
+    gm_array_release(&c);
+    close_context(ctx);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_kernels_over_reused_queues),
         cmocka_unit_test(test_add_on_gfx90a),
         cmocka_unit_test(test_constant_memory),
         cmocka_unit_test(test_reduce_on_gfx1100_wave32),
