@@ -1255,6 +1255,7 @@ static void op_stream(model *m, reader *r)
     uint8_t b = take_u8(r);
     int id = 2 + (int)(b >> 1) % (NSID - 2);
     mstream *st = NULL;
+    void *native = NULL;
 
     for (int t = 2; t < m->nids; t++)
         if (m->s[t].alive && (b & 1)) {
@@ -1268,10 +1269,19 @@ static void op_stream(model *m, reader *r)
             sync_stream(m, id, b);
         if (st->auto_depth > 0)
             return; /* its scopes stay open */
+        native = gm_stream_native(st->h);
         gm_stream_destroy(&st->h);
         if (st->h != NULL)
             fail("gm_stream_destroy did not clear its argument");
         st->alive = false;
+        if (b & 128) { /* its handle is refused from the destroy on, queued or done */
+            gm_stream *w = NULL;
+
+            expect_error(gm_stream_wrap_external(m->ctx, native, &w), GM_ERR_INVALID_HANDLE,
+                         "gm_stream_wrap_external of a destroyed stream");
+            if (w != NULL)
+                fail("a refused gm_stream_wrap_external gave a stream");
+        }
         return;
     }
     if (m->nids == NSID)
@@ -1351,8 +1361,10 @@ static void op_event(model *m, reader *r)
         if (id < 0)
             return;
         say("  stream %d waits for event %d", id, (int)(e - m->ev));
-        expect_status(gm_stream_wait_event(stream_handle(m, id, c), e->e), GM_OK,
-                      "gm_stream_wait_event");
+        expect_status(/* NULL: the default stream, the legacy one here */
+                      gm_stream_wait_event(
+                          (c & 1) && id == ID_LEGACY ? NULL : stream_handle(m, id, c), e->e),
+                      GM_OK, "gm_stream_wait_event");
         if (e->recorded) /* else nothing to wait for: no item */
             (void)issue(m, id, &e->clk);
         break;
