@@ -331,8 +331,9 @@ typedef struct gm__buffer {
     _Atomic int64_t refcount; /* one per gm_array */
     gm__dealloc_entry *entry; /* filled at allocation; NULL when no memory */
     gm__dealloc_entry *block; /* the pooled entry heading the block it lives in, or NULL */
-    /* MAPPED: the device address of base once gm_array_device_view gave one (0 before); on
-     * CUDA, write-combined memory's is not its host address (cuda.h, "Disjoint Addressing") */
+    /* MAPPED: the device address of base, read at allocation (gm__array_create) or when
+     * gm_array_device_view gives one; 0 when the backend has none. On CUDA write-combined
+     * memory's is not its host address (cuda.h, "Disjoint Addressing") */
     _Atomic uintptr_t device;
 } gm__buffer;
 
