@@ -557,13 +557,14 @@ GM_API gm_stream *gm_per_thread_default_stream(gm_context *ctx);
  * while wrapped stays, on the host and HSA backends, until its last wrapper
  * is destroyed too: the destroy still waits for the work queued so far and
  * takes (logs) its error, and the wrapper keeps working. On every backend
- * the handle of a stream of this context is GM_ERR_INVALID_HANDLE here from
- * its gm_stream_destroy on, although the destroy itself waits in the
- * deallocation queue (as is, on the host and HSA backends, any handle that is
- * not a live stream of this context). On CUDA a CUstream is a driver handle:
- * once the owner's destroy reaches the driver (at the next flush), a wrapper
- * made before names a destroyed CUstream, which the driver does not define a
- * use of.
+ * the handle of a stream this context destroyed is GM_ERR_INVALID_HANDLE
+ * here from its gm_stream_destroy on, although the destroy itself waits in
+ * the deallocation queue, until a new stream gets the same handle (drivers
+ * and allocators reuse them). On the host and HSA backends any other handle
+ * that is not a live stream of this context is GM_ERR_INVALID_HANDLE too. On
+ * CUDA a CUstream is a driver handle: once the owner's destroy reaches the
+ * driver (at the next flush), a wrapper made before names a destroyed
+ * CUstream, which the driver does not define a use of.
  */
 GM_API gm_status gm_stream_wrap_external(gm_context *ctx, void *native, gm_stream **stream_p);
 
