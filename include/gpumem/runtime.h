@@ -564,7 +564,11 @@ GM_API gm_stream *gm_per_thread_default_stream(gm_context *ctx);
  * that is not a live stream of this context is GM_ERR_INVALID_HANDLE too. On
  * CUDA a CUstream is a driver handle: once the owner's destroy reaches the
  * driver (at the next flush), a wrapper made before names a destroyed
- * CUstream, which the driver does not define a use of.
+ * CUstream, which the driver does not define a use of. The CUDA backend
+ * cannot check a handle it did not make (the driver has no safe test of an
+ * arbitrary value): it must be a CUstream, not, for instance, the native
+ * handle of a stream of a host or HSA context, which the driver would be
+ * given as one.
  */
 GM_API gm_status gm_stream_wrap_external(gm_context *ctx, void *native, gm_stream **stream_p);
 
