@@ -666,6 +666,15 @@ hsa_status_t hsa_signal_create(hsa_signal_value_t initial_value, uint32_t num_co
 /* Whether a pending copy, handler or queued packet still uses the signal. Lock held. */
 static const char *signal_user(uint64_t handle)
 {
+    /* the copy the DMA engine is moving (off g.copies, lock released) completes later too */
+    if (g.running != NULL) {
+        if (g.running->rec.completion.handle == handle)
+            return "the DMA engine's running copy's completion";
+        for (uint32_t i = 0; i < g.running->rec.ndeps; i++) {
+            if (g.running->deps[i].handle == handle)
+                return "the DMA engine's running copy's dependency";
+        }
+    }
     for (dcopy *c = g.copies; c != NULL; c = c->next) {
         if (c->rec.completion.handle == handle)
             return "a pending copy's completion";

@@ -1393,6 +1393,45 @@ static void test_double_runtime_rules(void **state)
 }
 
 /*
+ * A signal destroyed while the DMA engine is moving its copy (taken off the
+ * pending list, lock released) is still in use: a violation, and its handle is
+ * not handed out again. It used to be missed, and with handle reuse the copy's
+ * completion then decremented the next signal made at that handle.
+ */
+static void test_double_signal_of_running_copy(void **state)
+{
+    hsa_double_config cfg;
+    gm_backend_ctx *bctx = NULL;
+    void *a = NULL;
+    hsa_signal_t done = {0}, next = {0};
+    struct timespec ms80 = {0, 80 * 1000000L}, ms400 = {0, 400 * 1000000L};
+
+    (void)state;
+    hsa_double_config_default(&cfg);
+    cfg.copy_delay_us = 300000; /* the engine holds each copy 300 ms */
+    bctx = hsa_test_open(&cfg, 0);
+    assert_int_equal(hsa_amd_memory_pool_allocate(bctx->device_pool, 4096, 0, &a),
+                     HSA_STATUS_SUCCESS);
+    assert_int_equal(hsa_signal_create(1, 0, NULL, &done), HSA_STATUS_SUCCESS);
+    assert_int_equal(
+        hsa_amd_memory_async_copy(a, bctx->gpu, (char *)a + 2048, bctx->gpu, 1024, 0, NULL, done),
+        HSA_STATUS_SUCCESS);
+    nanosleep(&ms80, NULL); /* the engine polls every 20 ms: the copy is running now */
+    (void)hsa_signal_destroy(done);
+    /* "the DMA engine's running copy's completion" (or, on a machine too busy to have
+     * started it, "a pending copy's completion") */
+    expect_violations(1, "copy's completion");
+    assert_int_equal(hsa_signal_create(7, 0, NULL, &next), HSA_STATUS_SUCCESS);
+    assert_true(next.handle != done.handle); /* not reused while in use */
+    nanosleep(&ms400, NULL);                 /* the copy is done */
+    assert_int_equal(hsa_signal_load_scacquire(next), 7);
+    assert_int_equal(hsa_signal_destroy(next), HSA_STATUS_SUCCESS);
+    assert_int_equal(hsa_amd_memory_pool_free(a), HSA_STATUS_SUCCESS);
+    hsa_ops->fini(bctx);
+    hsa_double_reset(NULL); /* the violation was the point */
+}
+
+/*
  * The double hands out destroyed objects' handles again, as ROCr does, newest first:
  * signals, queues (pointer and doorbell), executables, readers, and pool memory of the
  * same pool and rounded size. A destroyed handle not handed out yet stays invalid. With
@@ -1563,6 +1602,7 @@ int main(void)
         cmocka_unit_test(test_ipc_misuse),
         cmocka_unit_test(test_copy_fails_part_way),
         cmocka_unit_test(test_double_runtime_rules),
+        cmocka_unit_test(test_double_signal_of_running_copy),
         cmocka_unit_test(test_double_handle_reuse),
         cmocka_unit_test(test_double_peer_copy_runs_on_source_gpu),
     };
