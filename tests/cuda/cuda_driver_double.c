@@ -1282,7 +1282,7 @@ static CUresult allocate(const char *what, alloc_kind kind, size_t bytes, unsign
         return CUDA_ERROR_OUT_OF_MEMORY;
     mem = reuse_take_block(kind, bytes, 0); /* the reuse mode: the newest freed like it */
     if (mem != NULL)
-        memset(mem, 0, bytes);
+        memset(mem, 0xa5, bytes); /* the driver promises no contents: code must not count on 0 */
     else
         mem = calloc(1, bytes);
     if (mem == NULL)

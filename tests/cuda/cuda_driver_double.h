@@ -167,7 +167,8 @@ long gm_cuda_double_host_flags(const void *host); /* cuMemHostAlloc or cuMemHost
  * module's handle value (and so its functions' handles) is the one the NEXT
  * creation of that kind returns, newest first; freed device, managed or
  * page-locked memory's address is the one the next allocation of the same
- * kind and size returns (cleared), newest first, and so is the distinct
+ * kind and size returns (filled with 0xa5 bytes: the driver promises no
+ * contents), newest first, and so is the distinct
  * device address of registered (or write-combined) memory given up, for the
  * next mapping of the same size and offset in its page. A stream or event
  * with a held callback not run yet is reused once it has run. Deterministic:
