@@ -1,5 +1,9 @@
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "gm_test.h"
 
@@ -90,4 +94,24 @@ long gm_test_status_kb(const char *field)
 long gm_test_vmlck_kb(void)
 {
     return gm_test_status_kb("VmLck");
+}
+
+bool gm_test_cpu_read_faults(const void *p)
+{
+    pid_t pid = fork();
+    int wstatus = 0;
+
+    if (pid == 0) {
+        volatile const char *v = p;
+        char c = 0;
+
+        signal(SIGSEGV, SIG_DFL); /* not cmocka's handler (nor ASan's) */
+        signal(SIGBUS, SIG_DFL);
+        c = *v;
+        (void)c;
+        _exit(0);
+    }
+    assert_true(pid > 0);
+    assert_int_equal(waitpid(pid, &wstatus, 0), pid);
+    return WIFSIGNALED(wstatus) && (WTERMSIG(wstatus) == SIGSEGV || WTERMSIG(wstatus) == SIGBUS);
 }

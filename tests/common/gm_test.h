@@ -8,6 +8,7 @@
 
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
@@ -40,5 +41,8 @@ long gm_test_status_kb(const char *field);
 
 /* Locked memory of this process in kB (VmLck), or -1. */
 long gm_test_vmlck_kb(void);
+
+/* Whether reading the byte at `p` in a forked child kills it (SIGSEGV or SIGBUS). */
+bool gm_test_cpu_read_faults(const void *p);
 
 #endif

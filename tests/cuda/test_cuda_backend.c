@@ -5,13 +5,10 @@
  * sweep proving that every error path releases what it took.
  */
 #include <pthread.h>
-#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include "cuda_driver.h"
 #include "cuda_test_util.h"
@@ -448,27 +445,6 @@ static void test_host_memory(void **state)
     cuda_test_close(bctx);
 }
 
-/* Whether reading `p` in a child process kills it (a fault). */
-static bool cpu_read_faults(const void *p)
-{
-    pid_t pid = fork();
-    int wstatus = 0;
-
-    if (pid == 0) {
-        volatile const char *v = p;
-        char c = 0;
-
-        signal(SIGSEGV, SIG_DFL); /* not cmocka's handler (nor ASan's) */
-        signal(SIGBUS, SIG_DFL);
-        c = *v;
-        (void)c;
-        _exit(0);
-    }
-    assert_true(pid > 0);
-    assert_int_equal(waitpid(pid, &wstatus, 0), pid);
-    return WIFSIGNALED(wstatus) && (WTERMSIG(wstatus) == SIGSEGV || WTERMSIG(wstatus) == SIGBUS);
-}
-
 /* A driver call that needs a context, made with the primary context current. */
 static CUresult with_context(CUresult (*call)(void *), void *arg)
 {
@@ -541,7 +517,7 @@ static void test_registered_device_address(void **state)
     assert_ok(CUDA_OPS->host_device_pointer(bctx, user + 10, &regdev));
     assert_int_not_equal(regdev, (gm_devptr)(uintptr_t)(user + 10));
     assert_int_equal(regdev % 4096, (uintptr_t)(user + 10) % 4096);
-    assert_true(cpu_read_faults((void *)(uintptr_t)regdev));
+    assert_true(gm_test_cpu_read_faults((void *)(uintptr_t)regdev));
     assert_ptr_equal(gm_cuda_double_host_address(regdev), user + 10);
     /* either address names the memory to cuPointerGetAttribute */
     assert_int_equal(pointer_address(CU_POINTER_ATTRIBUTE_DEVICE_POINTER, (uintptr_t)user + 10),

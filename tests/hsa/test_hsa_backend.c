@@ -3,14 +3,11 @@
  * properties, memory (device, pinned/mapped, lock-based registration,
  * pointer queries, IPC), synchronous copies and memset, error translation.
  */
-#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <time.h>
-#include <unistd.h>
 
 #include "hsa_api.h"
 #include "hsa_internal.h"
@@ -340,28 +337,6 @@ static void test_register(void **state)
     free(buf);
 }
 
-/* Whether reading `p` in a child process kills it (a fault). */
-static bool cpu_read_faults(const void *p)
-{
-    pid_t pid = fork();
-    int wstatus = 0;
-
-    if (pid == 0) {
-        volatile const char *v = p;
-        char c = 0;
-
-        signal(SIGSEGV, SIG_DFL); /* not cmocka's handler (nor ASan's) */
-        signal(SIGBUS, SIG_DFL);
-        c = *v;
-
-        (void)c;
-        _exit(0);
-    }
-    assert_true(pid > 0);
-    assert_int_equal(waitpid(pid, &wstatus, 0), pid);
-    return WIFSIGNALED(wstatus) && (WTERMSIG(wstatus) == SIGSEGV || WTERMSIG(wstatus) == SIGBUS);
-}
-
 /*
  * Locked memory has two addresses, as on ROCr: hsa_amd_memory_lock's agent
  * address (the GPU's: copies and kernels) differs from the host address
@@ -412,7 +387,7 @@ static void test_locked_memory_agent_address(void **state)
     assert_ptr_equal(hinfo.agentBaseAddress, ainfo.agentBaseAddress);
     assert_ptr_equal((char *)ainfo.agentBaseAddress + 10, (void *)(uintptr_t)regdev);
     assert_int_equal(ainfo.sizeInBytes, bytes);
-    assert_true(cpu_read_faults((void *)(uintptr_t)regdev));
+    assert_true(gm_test_cpu_read_faults((void *)(uintptr_t)regdev));
     /* registered memory as a copy's host side: the DMA engine gets the agent address */
     d = hsa_test_copy1d(GM_COPY_DEVICE, dev, GM_COPY_HOST, (gm_devptr)(uintptr_t)buf, bytes);
     assert_ok(hsa_ops->copy(bctx, &d, NULL));
@@ -434,7 +409,7 @@ static void test_locked_memory_agent_address(void **state)
     assert_ok(hsa_ops->copy(bctx, &d, NULL));
     assert_true(hsa_double_get_copy(hsa_double_copy_count() - 1, &c));
     assert_ptr_not_equal(c.dst, back);
-    assert_true(cpu_read_faults(c.dst));
+    assert_true(gm_test_cpu_read_faults(c.dst));
     for (size_t i = 0; i < bytes; i++)
         assert_int_equal(back[i], (char)(i * 7 + 1));
     assert_ok(hsa_ops->host_unregister(bctx, buf));
