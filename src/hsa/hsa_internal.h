@@ -271,8 +271,9 @@ gm_status gm__hsa_sig_wait_locked(gm_backend_ctx *bctx, gm__hsa_sig *sig, const 
 /* Fail the context when a pending operation waits for a failed (negative) signal, which
  * the runtime never starts. Lock held. */
 void gm__hsa_check_stuck(gm_backend_ctx *bctx);
-/* Set while this thread runs host work (a stream callback...) in an async handler. */
-extern _Thread_local bool gm__hsa_in_handler;
+/* The stream whose host work (a stream callback...) this thread runs in an async handler;
+ * NULL outside one. */
+extern _Thread_local gm_backend_stream *gm__hsa_handler_stream;
 /* For a query that found work pending: gm__hsa_check_stuck (at most every 10 ms: it looks
  * at every pending operation), then the context's failure (GM_ERR_CONTEXT_LOST...) as an
  * error naming `what`, or GM_OK. Lock held. */

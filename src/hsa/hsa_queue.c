@@ -66,7 +66,7 @@ gm_status gm__hsa_queue_wait_room(gm_backend_ctx *bctx, hsa_queue_t *queue, size
     while (slots_used(bctx, queue) + npackets > queue->size) {
         /* Host work the runtime's handler thread runs (a stream callback) must not wait: the
          * packets ahead may wait for that very work, which then never ends. */
-        if (gm__hsa_in_handler)
+        if (gm__hsa_handler_stream != NULL)
             return gm__error(GM_ERR_STATE,
                              "%s: the stream's AQL queue is full, and inside a stream callback "
                              "waiting for room could wait for the callback itself; queue the "

@@ -346,15 +346,13 @@ gm_status gm__hsa_frontier_add(gm_backend_ctx *bctx, gm_backend_stream *stream, 
     return GM_OK;
 }
 
-_Thread_local bool gm__hsa_in_handler = false;
-/* The stream whose host work this thread runs in an async handler (NULL: none). */
-static _Thread_local gm_backend_stream *handler_stream = NULL;
+_Thread_local gm_backend_stream *gm__hsa_handler_stream = NULL;
 
 /* The operation was submitted: queue it and make it the frontier. Lock held. */
 void gm__hsa_op_commit(gm_backend_ctx *bctx, gm_backend_stream *stream, gm__hsa_op *op)
 {
     op->seq = ++stream->committed;
-    if (handler_stream == stream) /* queued by the stream's own callback */
+    if (gm__hsa_handler_stream == stream) /* queued by the stream's own callback */
         stream->own_committed = op->seq;
     if (stream->ops_tail != NULL)
         stream->ops_tail->next = op;
@@ -685,11 +683,9 @@ static bool work_handler(hsa_signal_value_t value, void *arg)
                              "stream work skipped: a preceding operation failed "
                              "(signal %lld)",
                              (long long)value);
-    gm__hsa_in_handler = true;
-    handler_stream = w->stream;
+    gm__hsa_handler_stream = w->stream;
     status = run_work(w, upstream);
-    handler_stream = NULL;
-    gm__hsa_in_handler = false;
+    gm__hsa_handler_stream = NULL;
     /* A synchronous call reports its own failure (gm__hsa_op_finish_sync). */
     if (status != GM_OK && !w->sync)
         gm__hsa_stream_set_error(w->stream, status,
