@@ -663,6 +663,8 @@ hsa_status_t hsa_signal_create(hsa_signal_value_t initial_value, uint32_t num_co
     return HSA_STATUS_SUCCESS;
 }
 
+static bool published_packet(const struct dqueue *q, uint64_t id, void *pkt, size_t size);
+
 /* Whether a pending copy, handler or queued packet still uses the signal. Lock held. */
 static const char *signal_user(uint64_t handle)
 {
@@ -689,12 +691,9 @@ static const char *signal_user(uint64_t handle)
     }
     for (dqueue *q = g.queues; q != NULL; q = q->next) {
         for (uint64_t id = atomic_load(&q->read_index); id < atomic_load(&q->write_index); id++) {
-            const unsigned char *slot =
-                (const unsigned char *)q->q.base_address + (id & (q->q.size - 1)) * 64;
             hsa_barrier_and_packet_t pkt;
 
-            memcpy(&pkt, slot, sizeof(pkt));
-            if ((pkt.header & 0xff) == HSA_PACKET_TYPE_INVALID)
+            if (!published_packet(q, id, &pkt, sizeof(pkt)))
                 continue;
             if (pkt.completion_signal.handle == handle)
                 return "a queued packet's completion";
@@ -1452,8 +1451,8 @@ static bool freed_in_use(const dalloc *a)
         for (uint64_t id = atomic_load(&q->read_index); id < atomic_load(&q->write_index); id++) {
             hsa_kernel_dispatch_packet_t pkt;
 
-            memcpy(&pkt, slot_of(q, id), sizeof(pkt));
-            if ((pkt.header & 0xff) == HSA_PACKET_TYPE_KERNEL_DISPATCH &&
+            if (published_packet(q, id, &pkt, sizeof(pkt)) &&
+                (pkt.header & 0xff) == HSA_PACKET_TYPE_KERNEL_DISPATCH &&
                 (const char *)pkt.kernarg_address >= lo && (const char *)pkt.kernarg_address < hi)
                 violation("hsa_amd_memory_pool_free: %p is the kernarg segment of dispatch %llu, "
                           "still queued or running",
@@ -2852,6 +2851,24 @@ static dqueue *find_queue(const hsa_queue_t *queue)
 static unsigned char *slot_of(const dqueue *q, uint64_t id)
 {
     return (unsigned char *)q->q.base_address + (id & (q->q.size - 1)) * 64;
+}
+
+/*
+ * Copy the packet at `id` if it is published, its header loaded with acquire
+ * as the packet processor does: a slot between the read and write indices may
+ * still be being written by its producer (header INVALID until then), and
+ * only a published packet's body is safe to read. False when it is not.
+ */
+static bool published_packet(const dqueue *q, uint64_t id, void *pkt, size_t size)
+{
+    const unsigned char *slot = slot_of(q, id);
+    uint16_t header = __atomic_load_n((const uint16_t *)(const void *)slot, __ATOMIC_ACQUIRE);
+
+    if ((header & 0xff) == HSA_PACKET_TYPE_INVALID)
+        return false;
+    memcpy(pkt, &header, sizeof(header));
+    memcpy((unsigned char *)pkt + sizeof(header), slot + sizeof(header), size - sizeof(header));
+    return true;
 }
 
 static struct dqueue *doorbell_of(uint64_t handle)
