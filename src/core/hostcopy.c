@@ -580,6 +580,26 @@ static void for_each_outer(const copy_plan *p, copy_kernel kernel, const kernel_
     }
 }
 
+/*
+ * A short run contiguous on both sides under a strided axis (a pitched copy of
+ * narrow rows, or bytes of a wider item seen as uint8) becomes one item of the
+ * run's size, so the specialised line and tile kernels move it instead of one
+ * memcpy call per run: the rows of a[::2] as 4-byte runs went at a twentieth
+ * of the C loop's speed. Only sizes the kernels are specialised for.
+ */
+static void plan_widen_items(copy_plan *p)
+{
+    const copy_axis a = p->ax[p->naxes - 1];
+    int64_t k = (int64_t)p->itemsize, run = 0;
+
+    if (p->naxes < 2 || a.ds != k || a.ss != k || gm__mul_overflow(a.n, k, &run))
+        return;
+    if (run != 2 && run != 4 && run != 8 && run != 16)
+        return;
+    p->itemsize = (size_t)run;
+    plan_remove(p, p->naxes - 1);
+}
+
 /* Choose the innermost kernel, hand it its axes, and run it over the rest. */
 static void plan_run(copy_plan *p)
 {
@@ -674,6 +694,7 @@ gm_status gm__host_copy_strided(const gm_ndview *dst, const gm_ndview *src)
         return GM_OK;
     plan_sort(&plan);
     plan_merge(&plan);
+    plan_widen_items(&plan);
     plan_run(&plan);
     return GM_OK;
 }

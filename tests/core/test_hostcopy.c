@@ -287,6 +287,52 @@ static void test_every_other_4(void **state)
     }
 }
 
+/*
+ * Narrow runs contiguous on both sides under a strided axis: the rows of a
+ * pitched copy seen as uint8 (how a backend's 2-D copy reaches the engine),
+ * every width from 1 to 17 bytes, so runs of 2, 4, 8 and 16 bytes go through
+ * the widened-item kernels and the others through memcpy runs; with the rows
+ * reversed, a broadcast source row, and a transposed outer pair of axes.
+ */
+static void test_narrow_rows(void **state)
+{
+    (void)state;
+    for (int64_t width = 1; width <= 17; width++) {
+        int64_t rows = 37, pitch = width * 2 + 3;
+        int64_t wide[2] = {rows, pitch}, packed_shape[2] = {rows, width};
+        side padded = side_for(2, wide, GM_UINT8);
+        side packed = side_for(2, packed_shape, GM_UINT8);
+
+        padded.view.shape[1] = width; /* the first `width` bytes of each row */
+        check_against_reference(&packed, &padded);
+        check_against_reference(&padded, &packed); /* the gaps stay untouched */
+        padded.view.offset = (rows - 1) * pitch;   /* rows reversed */
+        padded.view.strides[0] = -pitch;
+        check_against_reference(&packed, &padded);
+        check_against_reference(&padded, &packed);
+        padded.view.offset = 0;
+        padded.view.strides[0] = 0; /* one row broadcast to every row */
+        check_against_reference(&packed, &padded);
+        free_side(&padded);
+        free_side(&packed);
+    }
+    for (int64_t width = 2; width <= 16; width *= 2) {
+        int64_t shape[3] = {70, 65, width}, tshape[3] = {65, 70, width};
+        side src = side_for(3, shape, GM_UINT8);
+        side dst = side_for(3, tshape, GM_UINT8);
+        gm_ndview t = src.view; /* src with its outer axes swapped: a transpose of runs */
+
+        t.shape[0] = 65;
+        t.shape[1] = 70;
+        t.strides[0] = src.view.strides[1];
+        t.strides[1] = src.view.strides[0];
+        src.view = t;
+        check_against_reference(&dst, &src);
+        free_side(&src);
+        free_side(&dst);
+    }
+}
+
 /* A contiguous copy, reversed on both sides too; 0-d copies one item. */
 static void test_contiguous_and_0d(void **state)
 {
@@ -389,13 +435,10 @@ static void test_errors(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_random_layouts),
-        cmocka_unit_test(test_transpose_2d_3d),
-        cmocka_unit_test(test_every_other_4),
-        cmocka_unit_test(test_contiguous_and_0d),
-        cmocka_unit_test(test_empty_and_unit_axes),
-        cmocka_unit_test(test_broadcast_source),
-        cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_random_layouts),    cmocka_unit_test(test_transpose_2d_3d),
+        cmocka_unit_test(test_every_other_4),     cmocka_unit_test(test_narrow_rows),
+        cmocka_unit_test(test_contiguous_and_0d), cmocka_unit_test(test_empty_and_unit_axes),
+        cmocka_unit_test(test_broadcast_source),  cmocka_unit_test(test_errors),
     };
 
     return cmocka_run_group_tests(tests, gm_test_use_cmocka_allocator, gm_test_restore_allocator);
