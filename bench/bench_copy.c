@@ -8,6 +8,8 @@
  *      context) from pageable and from pinned host memory, each against a
  *      memcpy between the same two buffers, the two timed alternately;
  *   2. strided copies (every other float32 element), against a C loop;
+ *      (2b) the same through the public API, 4 KiB to 1 GiB moved, from
+ *      pageable and pinned host memory each way, against the C loop and memcpy;
  *   3. a transposed 4096 x 4096 float32 copy, against cache-blocked C loops
  *      written here in tiles of 8, 16, 32 and 64 (the engine is compared with
  *      the fastest of them), numpy's np.ascontiguousarray(a.T) (the issue's
@@ -294,6 +296,121 @@ static int bench_strided(void)
     return 0;
 }
 
+/* Time of one batch of `iters` C-loop gathers (h2d) or scatters of n floats, per call. */
+static double time_loop(float *dev, float *host, size_t n, int h2d, int iters)
+{
+    double t0 = now_s();
+
+    for (int i = 0; i < iters; i++) {
+        if (h2d)
+            ref_gather(dev, host, n);
+        else
+            ref_scatter(host, dev, n);
+        __asm__ volatile("" : : "r"(dev), "r"(host) : "memory");
+    }
+    return (now_s() - t0) / iters;
+}
+
+/*
+ * One size of 2b: n bytes of float32 moved between a contiguous device array
+ * and every other element of a host buffer of 2n bytes, pageable and pinned
+ * (gm_pinned_array_strided, Numba's pinned_array with strides), each way,
+ * each against the C loop that gathers or scatters the same elements between
+ * the same buffers, timed alternately with it; 0 on success.
+ */
+static int strided_row(gm_context *ctx, float *pageable, size_t n)
+{
+    int64_t count = (int64_t)(n / sizeof(float)), step = 2 * (int64_t)sizeof(float);
+    int iters = n >= BATCH_BYTES / 4 ? 1 : (int)(BATCH_BYTES / 4 / n);
+    gm_array *dev = NULL, *pinned = NULL;
+    gm_ndview pv;
+    double t[4] = {1e30, 1e30, 1e30, 1e30}, c[4] = {1e30, 1e30, 1e30, 1e30}, m = 1e30;
+    float *dd = NULL, *pd = NULL;
+
+    if (gm_ndview_init(pageable, GM_FLOAT32, 1, &count, &step, GM_ORDER_C, &pv) != GM_OK)
+        return 1;
+    if (gm_device_array(ctx, 1, &count, GM_FLOAT32, GM_ORDER_C, &dev) != GM_OK ||
+        gm_pinned_array_strided(ctx, 1, &count, &step, GM_FLOAT32, &pinned) != GM_OK) {
+        printf("   %8zu KiB   skipped: %s\n", n / KIB, gm_last_error_message());
+        gm_array_release(&dev);
+        return 0;
+    }
+    dd = gm_array_view(dev)->data;
+    pd = gm_array_view(pinned)->data;
+    memset(pd, 0, 2 * n);
+    for (int r = 0; r < 2 * REPS; r++) {
+        for (int k = 0; k < 2; k++) {
+            if ((k == 0) == (r % 2 == 0)) {
+                t[0] = best_of(t[0], time_api(dev, &pv, 1, iters));
+                t[1] = best_of(t[1], time_api(dev, gm_array_view(pinned), 1, iters));
+                t[2] = best_of(t[2], time_api(dev, &pv, 0, iters));
+                t[3] = best_of(t[3], time_api(dev, gm_array_view(pinned), 0, iters));
+            } else {
+                c[0] = best_of(c[0], time_loop(dd, pageable, (size_t)count, 1, iters));
+                c[1] = best_of(c[1], time_loop(dd, pd, (size_t)count, 1, iters));
+                c[2] = best_of(c[2], time_loop(dd, pageable, (size_t)count, 0, iters));
+                c[3] = best_of(c[3], time_loop(dd, pd, (size_t)count, 0, iters));
+                m = best_of(m, time_memcpy(dd, pageable, n, iters));
+            }
+        }
+    }
+    printf("   %8zu KiB   %8.2f %8.2f %8.2f %8.2f   %6.3f %6.3f %6.3f %6.3f   %7.2f\n", n / KIB,
+           (double)n / t[0] / 1e9, (double)n / t[1] / 1e9, (double)n / t[2] / 1e9,
+           (double)n / t[3] / 1e9, c[0] / t[0], c[1] / t[1], c[2] / t[2], c[3] / t[3],
+           (double)n / m / 1e9);
+    gm_array_release(&pinned);
+    gm_array_release(&dev);
+    return 0;
+}
+
+/*
+ * 2b. Strided transfers through the public API, 4 KiB to 1 GiB moved (sizes
+ * the machine or the simulated device cannot hold are skipped and say so).
+ */
+static int bench_strided_api(void)
+{
+    size_t max = GIB;
+    gm_context_options options;
+    gm_context *ctx = NULL;
+    gm_device_info info;
+    float *host = NULL;
+    int failed = 0;
+
+    if (available_bytes() < 6 * GIB) {
+        max = 256 * MIB;
+        printf("(2b: 1 GiB skipped: %zu MiB available)\n", available_bytes() / MIB);
+    }
+    gm_context_options_default(&options);
+    options.backend = GM_BACKEND_HOST;
+    if (gm_context_create(&options, &ctx) != GM_OK || gm_context_device_info(ctx, &info) != GM_OK) {
+        fprintf(stderr, "bench_copy: %s\n", gm_last_error_message());
+        return 1;
+    }
+    host = aligned_alloc(4096, 2 * max);
+    if (host == NULL) {
+        gm_context_destroy(&ctx);
+        return 1;
+    }
+    memset(host, 0, 2 * max);
+    printf("\n2b. strided transfers through the API (%s backend): float32, the host side every\n"
+           "    other element (a[::2]) of pageable or pinned memory, the device side contiguous;\n"
+           "    GB/s of elements moved, then x the C loop that gathers / scatters the same\n"
+           "    elements between the same buffers, then memcpy of the same bytes for scale\n"
+           "                   H2D page H2D pin  D2H page D2H pin    H2D pg H2D pn D2H pg D2H pn"
+           "    memcpy\n",
+           gm_backend_name(gm_context_backend(ctx)));
+    for (size_t n = 4 * KIB; n <= max && failed == 0; n *= 4) {
+        if ((int64_t)n > info.total_memory / 4) {
+            printf("   %8zu KiB   skipped: above a quarter of the device memory\n", n / KIB);
+            continue;
+        }
+        failed = strided_row(ctx, host, n);
+    }
+    free(host);
+    gm_context_destroy(&ctx);
+    return failed;
+}
+
 /*
  * The cache-blocked transpose the engine is compared with: out = in.T, N x N,
  * in tiles of `tile` x `tile` (a constant in each caller below, so each is
@@ -439,6 +556,7 @@ int main(void)
     printf("gpumem host copy engine benchmark (best of %d; GB = 1e9 bytes)\n", REPS);
     failed |= bench_contiguous();
     failed |= bench_strided();
+    failed |= bench_strided_api();
     failed |= bench_transpose();
     return failed;
 }
