@@ -6,6 +6,8 @@
  *     through the public API (gm_copy), through the backend's copy op alone
  *     (no core), and on CUDA through the driver's cuMemcpyHtoD / DtoH alone
  *     (no synchronization after them), so the cost of each layer shows;
+ *   - a strided host side (every other float32, pageable and pinned) copied
+ *     directly by gm_copy, against packing it on the host first (Numba's way);
  *   - allocation latency: a device array through the queue and the context's
  *     memory manager, against the backend's raw allocate/free pair
  *     (cuMemAlloc/cuMemFree on CUDA, the pool on HSA, the simulator's heap).
@@ -189,6 +191,120 @@ static void bench_bandwidth(gm_context *ctx, int64_t total)
     }
 }
 
+/* Seconds per call of `fn`, best of `reps` batches of `batch` calls. */
+static double best_time(void (*fn)(void *), void *arg, int reps, int batch)
+{
+    double best = 1e30;
+
+    fn(arg);
+    for (int r = 0; r < reps; r++) {
+        double t0 = now_s();
+
+        for (int b = 0; b < batch; b++)
+            fn(arg);
+        double t = (now_s() - t0) / batch;
+
+        best = t < best ? t : best;
+    }
+    return best;
+}
+
+/* One strided transfer: a float32 device array and every other element of a host buffer. */
+typedef struct strided_case {
+    gm_context *ctx;
+    gm_array *dev;
+    gm_ndview host;   /* a[::2] of the host buffer */
+    float *staging;   /* packed host copy, for the pack-then-copy way */
+    gm_ndview packed; /* the staging buffer as a contiguous array */
+    int to_device;
+} strided_case;
+
+/* gm_copy between the device array and a[::2] directly (the library picks the way). */
+static void strided_direct(void *arg)
+{
+    strided_case *c = arg;
+
+    if (c->to_device)
+        CHECK(gm_copy(c->ctx, gm_array_view(c->dev), &c->host, NULL));
+    else
+        CHECK(gm_copy(c->ctx, &c->host, gm_array_view(c->dev), NULL));
+}
+
+/* What Numba's to_device / copy_to_host do with a non-contiguous host array: pack on the
+ * host (a C loop), then one contiguous copy (or the reverse). */
+static void strided_packed(void *arg)
+{
+    strided_case *c = arg;
+    const float *wide = (const float *)c->host.data;
+    int64_t n = c->host.shape[0];
+
+    if (c->to_device) {
+        for (int64_t i = 0; i < n; i++)
+            c->staging[i] = wide[2 * i];
+        CHECK(gm_copy(c->ctx, gm_array_view(c->dev), &c->packed, NULL));
+    } else {
+        CHECK(gm_copy(c->ctx, &c->packed, gm_array_view(c->dev), NULL));
+        for (int64_t i = 0; i < n; i++)
+            ((float *)c->host.data)[2 * i] = c->staging[i];
+    }
+}
+
+/*
+ * A host side of every other float32 (a[::2]), pinned (so the direct way may
+ * use the copy engine's 2-D copies) and pageable: gm_copy straight between
+ * the strided host view and the device array, against packing on the host
+ * first and copying contiguously, as Numba does. GB/s of elements moved.
+ */
+static void bench_strided(gm_context *ctx, int64_t total)
+{
+    static const int64_t sizes[] = {65536, 1 << 20, 16 << 20};
+
+    printf("strided host side (float32 a[::2]), GB/s of elements moved: gm_copy directly,\n"
+           "and packing on the host with a C loop around a contiguous gm_copy (Numba's way)\n");
+    printf("  %10s %-9s %8s %8s %8s %8s\n", "bytes", "host", "H2D", "D2H", "pack H2D", "pack D2H");
+    for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+        int64_t bytes = sizes[i], n = bytes / 4, step = 8;
+        int reps = 5, batch = bytes >= (1 << 20) ? 4 : 64;
+        gm_array *dev = NULL;
+
+        if (bytes * 3 > total / 4)
+            break;
+        if (gm_device_array(ctx, 1, &n, GM_FLOAT32, GM_ORDER_C, &dev) != GM_OK)
+            break;
+        for (int k = 0; k < 2; k++) {
+            gm_array *wide = NULL, *stage = NULL;
+            void *wide_pageable = NULL, *stage_pageable = NULL;
+            gm_ndview wv, sv;
+            strided_case c = {ctx, dev, {0}, NULL, {0}, 1};
+            double t[4];
+
+            if (host_array(ctx, k, 2 * bytes, &wide_pageable, &wide, &wv) != GM_OK ||
+                host_array(ctx, k, bytes, &stage_pageable, &stage, &sv) != GM_OK) {
+                printf("  %10lld %-9s (allocation failed: %s)\n", (long long)bytes,
+                       k == 0 ? "pageable" : "pinned", gm_last_error_message());
+            } else {
+                CHECK(gm_ndview_init(wv.data, GM_FLOAT32, 1, &n, &step, GM_ORDER_C, &c.host));
+                CHECK(gm_ndview_init(sv.data, GM_FLOAT32, 1, &n, NULL, GM_ORDER_C, &c.packed));
+                c.staging = sv.data;
+                for (int w = 0; w < 4; w++) {
+                    c.to_device = w % 2 == 0;
+                    t[w] = best_time(w < 2 ? strided_direct : strided_packed, &c, reps, batch);
+                }
+                printf("  %10lld %-9s %8.2f %8.2f %8.2f %8.2f\n", (long long)bytes,
+                       k == 0 ? "pageable" : "pinned", (double)bytes / t[0] / 1e9,
+                       (double)bytes / t[1] / 1e9, (double)bytes / t[2] / 1e9,
+                       (double)bytes / t[3] / 1e9);
+            }
+            gm_array_release(&wide);
+            gm_array_release(&stage);
+            free(wide_pageable);
+            free(stage_pageable);
+        }
+        gm_array_release(&dev);
+        CHECK(gm_deallocations_flush(ctx));
+    }
+}
+
 /* ns per pair: gm_device_array + release (queue, manager) vs the backend's raw ops. */
 static void bench_allocation(gm_context *ctx)
 {
@@ -230,6 +346,7 @@ int main(void)
     CHECK(gm_context_device_info(ctx, &info));
     printf("%s (%s backend)\n", info.name, gm_backend_name(gm_context_backend(ctx)));
     bench_bandwidth(ctx, info.total_memory);
+    bench_strided(ctx, info.total_memory);
     bench_allocation(ctx);
     gm_context_destroy(&ctx);
     return 0;
