@@ -102,7 +102,9 @@ static GM__ALWAYS_INLINE void line_copy(char *dst, const char *src, const kernel
     int64_t ds = a->dsa;
     int64_t ss = a->ssa;
 
-    if (ds == (int64_t)k)
+    if (ds == (int64_t)k && ss == -(int64_t)k) /* a[::-1]: constant strides, so it vectorises */
+        line_run(dst, src, n, (int64_t)k, -(int64_t)k, k);
+    else if (ds == (int64_t)k)
         line_run(dst, src, n, (int64_t)k, ss, k);
     else if (ss == (int64_t)k)
         line_run(dst, src, n, ds, (int64_t)k, k);
@@ -165,9 +167,19 @@ static void every_other_4(char *dst, const char *src, int64_t n, bool gather)
     }
 }
 
+/* 4-byte items in reverse order (a[::-1] into a contiguous destination), in a loop the
+ * compiler can vectorise. */
+static void reverse_4(char *dst, const char *src, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++)
+        memcpy(dst + 4 * i, src - 4 * i, 4);
+}
+
 static void line_4(char *d, const char *s, const kernel_args *a)
 {
-    if (a->dsa == 4 && a->ssa == 8)
+    if (a->dsa == 4 && a->ssa == -4)
+        reverse_4(d, s, a->na);
+    else if (a->dsa == 4 && a->ssa == 8)
         every_other_4(d, s, a->na, true);
     else if (a->dsa == 8 && a->ssa == 4)
         every_other_4(d, s, a->na, false);

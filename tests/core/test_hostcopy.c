@@ -287,6 +287,28 @@ static void test_every_other_4(void **state)
     }
 }
 
+/* 4-byte items reversed (a[::-1]) on either side, odd and even lengths. */
+static void test_reversed_4(void **state)
+{
+    static const int64_t lengths[] = {1, 2, 3, 5, 8, 1001};
+
+    (void)state;
+    for (size_t t = 0; t < sizeof lengths / sizeof lengths[0]; t++) {
+        int64_t n = lengths[t];
+        side a = side_for(1, &n, GM_FLOAT32);
+        side b = side_for(1, &n, GM_FLOAT32);
+
+        b.view.offset = (n - 1) * 4; /* b[::-1] */
+        b.view.strides[0] = -4;
+        check_against_reference(&a, &b);
+        check_against_reference(&b, &a);
+        for (int64_t i = 0; i < n; i++) /* the reference agrees with what reversal means */
+            assert_memory_equal(a.buf + 4 * i, b.buf + 4 * (n - 1 - i), 4);
+        free_side(&a);
+        free_side(&b);
+    }
+}
+
 /*
  * Narrow runs contiguous on both sides under a strided axis: the rows of a
  * pitched copy seen as uint8 (how a backend's 2-D copy reaches the engine),
@@ -435,10 +457,15 @@ static void test_errors(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_random_layouts),    cmocka_unit_test(test_transpose_2d_3d),
-        cmocka_unit_test(test_every_other_4),     cmocka_unit_test(test_narrow_rows),
-        cmocka_unit_test(test_contiguous_and_0d), cmocka_unit_test(test_empty_and_unit_axes),
-        cmocka_unit_test(test_broadcast_source),  cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_random_layouts),
+        cmocka_unit_test(test_transpose_2d_3d),
+        cmocka_unit_test(test_every_other_4),
+        cmocka_unit_test(test_narrow_rows),
+        cmocka_unit_test(test_reversed_4),
+        cmocka_unit_test(test_contiguous_and_0d),
+        cmocka_unit_test(test_empty_and_unit_axes),
+        cmocka_unit_test(test_broadcast_source),
+        cmocka_unit_test(test_errors),
     };
 
     return cmocka_run_group_tests(tests, gm_test_use_cmocka_allocator, gm_test_restore_allocator);
