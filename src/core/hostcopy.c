@@ -7,7 +7,9 @@
  * destination stride is made positive (walking both sides backwards together,
  * which is allowed because the element order of a copy does not matter),
  * axes are sorted by decreasing destination stride, and neighbours that are
- * contiguous on both sides are merged. Then one of three kernels runs the
+ * contiguous on both sides are merged; a short run left contiguous on both
+ * sides under a strided axis (2, 4, 8 or 16 bytes: the narrow rows of a
+ * pitched copy) becomes one wider item. Then one of three kernels runs the
  * innermost axis (or two), under an index-counter loop over the rest:
  *
  *   - both sides contiguous: one memcpy per run (a fully contiguous copy is a
@@ -16,7 +18,8 @@
  *     and another axis is the source's fastest): cache-blocked tiles;
  *   - otherwise a strided 1-D loop.
  *
- * The 1-D and tile loops are specialised for 1, 2, 4, 8 and 16-byte items.
+ * The 1-D and tile loops are specialised for 1, 2, 4, 8 and 16-byte items,
+ * with loops of their own for a[::2] and a[::-1] of 4-byte items.
  *
  * Overlap between source and destination is the caller's problem: the
  * result of an overlapping copy is undefined (like memcpy).
