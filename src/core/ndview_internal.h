@@ -55,6 +55,16 @@ static inline bool gm__extent_quick(const gm_ndview *v, int64_t k, int64_t *lo_p
     return true;
 }
 
+/*
+ * Write a result descriptor: *out_p = *r with `reserved` zero (ndview.h: gpumem
+ * writes zero there, whatever the input carried). r may not alias out_p.
+ */
+static inline void gm__put_view(gm_ndview *out_p, const gm_ndview *r)
+{
+    *out_p = *r;
+    out_p->reserved = 0;
+}
+
 /* GM_ERR_INVALID_ARG for ndim < 0, GM_ERR_TOO_MANY_DIMS above GM_MAX_DIMS. */
 gm_status gm__check_ndim(const char *fn, int ndim);
 

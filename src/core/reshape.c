@@ -421,7 +421,7 @@ gm_status gm__ndview_reshape(const char *fn, const gm_ndview *view, int ndim, co
             status = reshape_layout(fn, view, ndim, dims, order, &result);
     }
     if (status == GM_OK)
-        *out_p = result;
+        gm__put_view(out_p, &result);
     return status;
 }
 
@@ -534,7 +534,7 @@ gm_status gm__ndview_ravel(const char *fn, const gm_ndview *view, gm_order order
         int64_t stride = itemsize_of(view);
 
         set_layout(view, 1, &size, &stride, &result);
-        *out_p = result;
+        gm__put_view(out_p, &result);
     }
     return status;
 }

@@ -176,7 +176,7 @@ gm_status gm_ndview_transpose(const gm_ndview *view, gm_ndview *out_p)
         r.shape[i] = view->shape[view->ndim - 1 - i];
         r.strides[i] = view->strides[view->ndim - 1 - i];
     }
-    *out_p = r;
+    gm__put_view(out_p, &r);
     return GM_OK;
 }
 
@@ -219,7 +219,7 @@ gm_status gm_ndview_permute(const gm_ndview *view, int naxes, const int *axes, g
     r = *view;
     status = permute_axes(fn, view, axes, &r);
     if (status == GM_OK)
-        *out_p = r;
+        gm__put_view(out_p, &r);
     return status;
 }
 
@@ -242,7 +242,7 @@ gm_status gm_ndview_swapaxes(const gm_ndview *view, int axis1, int axis2, gm_ndv
     r.strides[a] = view->strides[b];
     r.shape[b] = view->shape[a];
     r.strides[b] = view->strides[a];
-    *out_p = r;
+    gm__put_view(out_p, &r);
     return GM_OK;
 }
 
@@ -268,7 +268,7 @@ gm_status gm_ndview_slice(const gm_ndview *view, int axis, gm_slice slice, gm_nd
     if (status == GM_OK)
         status = gm__validate(fn, &r); /* a reversed axis can move the extent past int64 */
     if (status == GM_OK)
-        *out_p = r;
+        gm__put_view(out_p, &r);
     return status;
 }
 
@@ -292,7 +292,7 @@ gm_status gm_ndview_index(const gm_ndview *view, int axis, int64_t index, gm_ndv
     if (status != GM_OK)
         return status;
     remove_axis(&r, ax);
-    *out_p = r;
+    gm__put_view(out_p, &r);
     return GM_OK;
 }
 
@@ -423,7 +423,7 @@ gm_status gm__ndview_getitem(const char *fn, const gm_ndview *view, int nitems,
     }
     status = gm__validate(fn, &r); /* a reversed axis can move the extent past int64 */
     if (status == GM_OK)
-        *out_p = r;
+        gm__put_view(out_p, &r);
     return status;
 }
 
@@ -485,7 +485,7 @@ gm_status gm_ndview_expand_dims(const gm_ndview *view, int axis, gm_ndview *out_
     else
         nocopy_one_strides(&r, itemsize);
     if (status == GM_OK)
-        *out_p = r;
+        gm__put_view(out_p, &r);
     return status;
 }
 
@@ -544,7 +544,7 @@ gm_status gm_ndview_squeeze(const gm_ndview *view, int naxes, const int *axes, g
         if (!drop[i])
             push_axis(&r, view->shape[i], view->strides[i]);
     }
-    *out_p = r;
+    gm__put_view(out_p, &r);
     return GM_OK;
 }
 
@@ -605,7 +605,7 @@ gm_status gm_ndview_view_dtype(const gm_ndview *view, gm_dtype dtype, gm_ndview 
     if (status == GM_OK)
         status = gm__validate(fn, &r); /* e.g. a wider item overflows an empty array's size */
     if (status == GM_OK)
-        *out_p = r;
+        gm__put_view(out_p, &r);
     return status;
 }
 
@@ -648,6 +648,7 @@ gm_status gm_ndview_split(const gm_ndview *view, int64_t section, int64_t max_pi
     if (status != GM_OK)
         return status;
     v = *view; /* pieces may alias the input */
+    v.reserved = 0;
     n = v.shape[0];
     count = n / section + (n % section != 0);
     for (int64_t i = 0; i < count && i < max_pieces; i++) {
@@ -715,6 +716,6 @@ gm_status gm_ndview_like(const gm_ndview *view, gm_ndview *out_p)
     else
         keep_order_strides(view, itemsize, r.strides);
     if (status == GM_OK)
-        *out_p = r;
+        gm__put_view(out_p, &r);
     return status;
 }

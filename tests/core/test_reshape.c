@@ -1007,6 +1007,31 @@ static void test_reshape_same_shape_keeps_strides(void **state)
     assert_status(gm_ndview_reshape(&in, 3, shape, GM_ORDER_K, &out), GM_ERR_INVALID_ARG);
 }
 
+/* ndview.h: `reserved` is written zero by gpumem; reshape (each of its paths) and ravel used to
+ * copy the input's value into the result. */
+static void test_results_have_reserved_zero(void **state)
+{
+    static const int64_t shape[] = {3, 1, 4}, strides[] = {32, 12345, 8};
+    static const int64_t same[] = {3, 1, 4}, flat[] = {12}, split[] = {3, 2, 2};
+    gm_ndview in = make_view(8, 3, shape, strides, 0);
+    gm_ndview out;
+
+    (void)state;
+    in.reserved = 0x5a5a;
+    poison(&out);
+    assert_ok(gm_ndview_reshape(&in, 3, same, GM_ORDER_C, &out)); /* the same-shape path */
+    assert_int_equal(out.reserved, 0);
+    poison(&out);
+    assert_ok(gm_ndview_reshape(&in, 1, flat, GM_ORDER_C, &out));
+    assert_int_equal(out.reserved, 0);
+    poison(&out);
+    assert_ok(gm_ndview_reshape(&in, 3, split, GM_ORDER_C, &out));
+    assert_int_equal(out.reserved, 0);
+    poison(&out);
+    assert_ok(gm_ndview_ravel(&in, GM_ORDER_K, &out));
+    assert_int_equal(out.reserved, 0);
+}
+
 /* Ravel: order checks and the copy message. */
 static void test_ravel_errors(void **state)
 {
@@ -1042,6 +1067,7 @@ int main(void)
         cmocka_unit_test(test_ravel_in_place),
         cmocka_unit_test(test_reshape_same_shape_keeps_strides),
         cmocka_unit_test(test_ravel_errors),
+        cmocka_unit_test(test_results_have_reserved_zero),
     };
     return cmocka_run_group_tests(tests, gm_test_use_cmocka_allocator, gm_test_restore_allocator);
 }

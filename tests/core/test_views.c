@@ -1476,6 +1476,29 @@ static void test_output_aliases_input(void **state)
     }
 }
 
+/* ndview.h: `reserved` is written zero by gpumem, whatever the input carries (it used to be
+ * copied from the input into every result). */
+static void test_results_have_reserved_zero(void **state)
+{
+    static const layout two_d = {2, {4, 6}, {48, 8}, 16};
+    static const layout one_d = {1, {5}, {8}, 16}; /* split takes 1-D views only */
+
+    (void)state;
+    for (size_t k = 0; k < sizeof(all_ops) / sizeof(all_ops[0]); k++) {
+        gm_ndview in = make_view(all_ops[k].op == op_split ? &one_d : &two_d, (gm_dtype)D_F64);
+        gm_ndview out = sentinel_view();
+
+        in.reserved = 0x5a5a;
+        assert_ok(all_ops[k].op(&in, &out));
+        if (out.reserved != 0) {
+            print_error("%s: reserved is %d, not 0\n", all_ops[k].fn, (int)out.reserved);
+            fail();
+        }
+        assert_ok(all_ops[k].op(&in, &in)); /* in place too */
+        assert_int_equal(in.reserved, 0);
+    }
+}
+
 /* The fuzzer's findings: overflowing offsets and strides give GM_ERR_OVERFLOW, never UB. */
 static void test_overflow_regressions(void **state)
 {
@@ -1549,6 +1572,7 @@ int main(void)
         cmocka_unit_test(test_null_pointers),
         cmocka_unit_test(test_invalid_inputs),
         cmocka_unit_test(test_output_aliases_input),
+        cmocka_unit_test(test_results_have_reserved_zero),
     };
     return cmocka_run_group_tests(tests, gm_test_use_cmocka_allocator, gm_test_restore_allocator);
 }
