@@ -358,6 +358,7 @@ static gm_status array_wrap(gm_context *ctx, const char *fn, gm__buffer *buffer,
     array->ctx = ctx;
     array->buffer = buffer;
     array->view = *view;
+    array->view.reserved = 0; /* ndview.h: gpumem writes zero there */
     atomic_init(&array->refcount, 1);
     gm__lock_take(&ctx->queue.lock);
     gm__list_push(&ctx->arrays, &array->link);

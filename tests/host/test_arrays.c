@@ -933,6 +933,44 @@ static void test_derive(void **state)
     gm_context_destroy(&ctx);
 }
 
+/* ndview.h: `reserved` is written zero by gpumem; arrays made from a caller's descriptor
+ * (gm_array_derive, gm_array_from_foreign) used to keep the caller's value in their view. */
+static void test_array_views_have_reserved_zero(void **state)
+{
+    int64_t n = 10;
+    double host[10] = {0};
+    gm_context *ctx = NULL;
+    gm_array *a = NULL, *d = NULL, *f = NULL, *m = NULL, *h = NULL;
+    gm_ndview v, hv, dv;
+
+    (void)state;
+    assert_ok(gm_context_create(NULL, &ctx));
+    assert_ok(gm_device_array(ctx, 1, &n, GM_FLOAT64, GM_ORDER_C, &a));
+    v = *gm_array_view(a);
+    v.reserved = 0x5a5a;
+    assert_ok(gm_array_derive(a, &v, &d));
+    assert_int_equal(gm_array_view(d)->reserved, 0);
+    assert_ok(gm_array_copy_to_host_new(d, NULL, &h));
+    assert_int_equal(gm_array_view(h)->reserved, 0);
+    assert_ok(gm_ndview_init(host, GM_FLOAT64, 1, &n, NULL, GM_ORDER_C, &hv));
+    hv.reserved = 0x5a5a;
+    assert_ok(gm_array_from_foreign(ctx, &hv, NULL, NULL, NULL, &f));
+    assert_int_equal(gm_array_view(f)->reserved, 0);
+    gm_array_release(&f);
+    assert_ok(gm_mapped_array(ctx, 1, &n, GM_FLOAT64, GM_ORDER_C, 0, &m));
+    v = *gm_array_view(m);
+    v.reserved = 0x5a5a;
+    assert_ok(gm_array_derive(m, &v, &f));
+    assert_ok(gm_array_device_view(f, &dv));
+    assert_int_equal(dv.reserved, 0);
+    gm_array_release(&f);
+    gm_array_release(&m);
+    gm_array_release(&h);
+    gm_array_release(&d);
+    gm_array_release(&a);
+    gm_context_destroy(&ctx);
+}
+
 static void test_view_wrappers(void **state)
 {
     double in[6];
@@ -1313,6 +1351,7 @@ int main(void)
         cmocka_unit_test_setup(test_fill, test_setup),
         cmocka_unit_test_setup(test_memset, test_setup),
         cmocka_unit_test_setup(test_derive, test_setup),
+        cmocka_unit_test_setup(test_array_views_have_reserved_zero, test_setup),
         cmocka_unit_test_setup(test_view_wrappers, test_setup),
         cmocka_unit_test_setup(test_views_keep_buffer_alive, test_setup),
         cmocka_unit_test_setup(test_wrong_context, test_setup),
