@@ -235,6 +235,7 @@ gm_status gm_smart_array_from_host(gm_context *ctx, const gm_ndview *host, bool 
         status = side_allocate(sa, fn, SIDE_HOST);
     else
         *s = (sa_side){NULL, *host, true, false, 0};
+    s->view.reserved = 0; /* ndview.h: gpumem writes zero there */
     if (status == GM_OK && copy)
         status = gm__copy(fn, ctx, &s->view, host, NULL);
     if (status != GM_OK) {

@@ -134,6 +134,29 @@ static void test_no_copy_strided(void **state)
     gm_context_destroy(&ctx);
 }
 
+/* ndview.h: gpumem writes `reserved` zero; a copy=false host side used to be handed back by
+ * gm_smart_array_get with the caller's value. */
+static void test_host_view_reserved_zero(void **state)
+{
+    double data[4] = {0};
+    int64_t n = 4;
+    gm_context *ctx = rt_fault_ctx();
+    gm_smart_array *sa = NULL;
+    gm_ndview hv, host;
+
+    (void)state;
+    assert_ok(gm_ndview_init(data, GM_FLOAT64, 1, &n, NULL, GM_ORDER_C, &hv));
+    hv.reserved = 0x5a5a;
+    for (int copy = 0; copy < 2; copy++) {
+        assert_ok(gm_smart_array_from_host(ctx, &hv, copy != 0, &sa));
+        memset(&host, 0x5a, sizeof(host));
+        assert_ok(gm_smart_array_get(sa, GM_WHERE_HOST, &host));
+        assert_int_equal(host.reserved, 0);
+        gm_smart_array_destroy(&sa);
+    }
+    gm_context_destroy(&ctx);
+}
+
 /* Created by shape on either side; the other side is allocated on first use. */
 static void test_create_by_shape(void **state)
 {
@@ -412,6 +435,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup(test_lazy_transfers, test_setup),
         cmocka_unit_test_setup(test_no_copy_strided, test_setup),
+        cmocka_unit_test_setup(test_host_view_reserved_zero, test_setup),
         cmocka_unit_test_setup(test_create_by_shape, test_setup),
         cmocka_unit_test_setup(test_arguments, test_setup),
         cmocka_unit_test_setup(test_from_host_memory_kinds, test_setup),
