@@ -413,8 +413,10 @@ static gm_status write_device_views(gm_context *ctx, const char *fn, const gm_ho
     views = gm__calloc((size_t)narrays, sizeof(*views));
     if (views == NULL)
         return gm__error(GM_ERR_NO_MEMORY, "%s: out of host memory", fn);
-    for (int i = 0; i < narrays && status == GM_OK; i++)
+    for (int i = 0; i < narrays && status == GM_OK; i++) {
         status = scope_device_view(ctx, fn, scope, &arrays[i], &views[i]);
+        views[i].reserved = 0; /* ndview.h: gpumem writes zero there */
+    }
     if (status == GM_OK)
         memcpy(device_views, views, (size_t)narrays * sizeof(*views));
     gm__free(views);

@@ -575,6 +575,32 @@ static void test_map(void **state)
     gm_context_destroy(&ctx);
 }
 
+/* ndview.h: gpumem writes `reserved` zero; gm_map's device views used to carry the value of
+ * the host descriptors they were made from. */
+static void test_map_views_reserved_zero(void **state)
+{
+    double buf[8];
+    gm_ndview arrays[2], views[2];
+    int64_t n = 8;
+    gm_context *ctx = NULL;
+    gm_host_scope *scope = NULL;
+    gm_array *m = NULL;
+
+    (void)state;
+    assert_ok(rt_fault_context(NULL, &ctx));
+    assert_ok(gm_mapped_array(ctx, 1, &n, GM_FLOAT64, GM_ORDER_C, 0, &m));
+    assert_ok(gm_ndview_init(buf, GM_FLOAT64, 1, &n, NULL, GM_ORDER_C, &arrays[0]));
+    arrays[1] = *gm_array_view(m); /* used as it is */
+    arrays[0].reserved = arrays[1].reserved = 0x5a5a;
+    memset(views, 0x5a, sizeof(views));
+    assert_ok(gm_map(ctx, 2, arrays, views, &scope));
+    assert_int_equal(views[0].reserved, 0);
+    assert_int_equal(views[1].reserved, 0);
+    assert_ok(gm_host_scope_end(&scope));
+    gm_array_release(&m);
+    gm_context_destroy(&ctx);
+}
+
 /* A stream callback that holds its stream until released, or for 300 ms at most. */
 static void hold_stream(gm_stream *stream, gm_status status, void *user)
 {
@@ -749,6 +775,7 @@ int main(void)
         cmocka_unit_test_setup(test_pin_overlapping_and_repin, test_setup),
         cmocka_unit_test_setup(test_pin_memory_kinds, test_setup),
         cmocka_unit_test_setup(test_map, test_setup),
+        cmocka_unit_test_setup(test_map_views_reserved_zero, test_setup),
         cmocka_unit_test_setup(test_scope_end_waits_for_work, test_setup),
         cmocka_unit_test_setup(test_scope_failures, test_setup),
         cmocka_unit_test_setup(test_scope_arguments, test_setup),
