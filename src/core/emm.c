@@ -77,7 +77,7 @@ static unsigned host_flags(bool mapped, bool portable, bool wc)
 }
 
 /* Device memory from the backend. */
-static gm_status base_memalloc(const gm_memory_manager_base *base, size_t bytes, uint64_t *ptr_p)
+static gm_status raw_memalloc(const gm_memory_manager_base *base, size_t bytes, uint64_t *ptr_p)
 {
     gm_context *ctx = base_context(base);
 
@@ -89,7 +89,7 @@ static gm_status base_memalloc(const gm_memory_manager_base *base, size_t bytes,
 }
 
 /* Free device memory of the backend. */
-static gm_status base_memfree(const gm_memory_manager_base *base, uint64_t ptr)
+static gm_status raw_memfree(const gm_memory_manager_base *base, uint64_t ptr)
 {
     gm_context *ctx = base_context(base);
 
@@ -99,8 +99,8 @@ static gm_status base_memfree(const gm_memory_manager_base *base, uint64_t ptr)
 }
 
 /* Page-locked (and maybe mapped) host memory from the backend. */
-static gm_status base_memhostalloc(const gm_memory_manager_base *base, size_t bytes, bool mapped,
-                                   bool portable, bool wc, void **ptr_p)
+static gm_status raw_memhostalloc(const gm_memory_manager_base *base, size_t bytes, bool mapped,
+                                  bool portable, bool wc, void **ptr_p)
 {
     gm_context *ctx = base_context(base);
 
@@ -113,7 +113,7 @@ static gm_status base_memhostalloc(const gm_memory_manager_base *base, size_t by
 }
 
 /* Free page-locked host memory of the backend. */
-static gm_status base_memhostfree(const gm_memory_manager_base *base, void *ptr)
+static gm_status raw_memhostfree(const gm_memory_manager_base *base, void *ptr)
 {
     gm_context *ctx = base_context(base);
 
@@ -123,8 +123,8 @@ static gm_status base_memhostfree(const gm_memory_manager_base *base, void *ptr)
 }
 
 /* Register existing host memory with the backend. */
-static gm_status base_mempin(const gm_memory_manager_base *base, void *ptr, size_t bytes,
-                             bool mapped)
+static gm_status raw_mempin(const gm_memory_manager_base *base, void *ptr, size_t bytes,
+                            bool mapped)
 {
     gm_context *ctx = base_context(base);
 
@@ -133,7 +133,7 @@ static gm_status base_mempin(const gm_memory_manager_base *base, void *ptr, size
 }
 
 /* Unregister host memory. */
-static gm_status base_memunpin(const gm_memory_manager_base *base, void *ptr)
+static gm_status raw_memunpin(const gm_memory_manager_base *base, void *ptr)
 {
     gm_context *ctx = base_context(base);
 
@@ -141,8 +141,8 @@ static gm_status base_memunpin(const gm_memory_manager_base *base, void *ptr)
 }
 
 /* The backend's free and total device memory. */
-static gm_status base_get_memory_info(const gm_memory_manager_base *base, int64_t *free_p,
-                                      int64_t *total_p)
+static gm_status raw_get_memory_info(const gm_memory_manager_base *base, int64_t *free_p,
+                                     int64_t *total_p)
 {
     gm_context *ctx = base_context(base);
 
@@ -152,13 +152,70 @@ static gm_status base_get_memory_info(const gm_memory_manager_base *base, int64_
 }
 
 /* The backend's IPC handle of an allocation. */
-static gm_status base_get_ipc_handle(const gm_memory_manager_base *base, uint64_t ptr, void *handle)
+static gm_status raw_get_ipc_handle(const gm_memory_manager_base *base, uint64_t ptr, void *handle)
 {
     gm_context *ctx = base_context(base);
 
     if (handle == NULL)
         return base_null("get_ipc_handle", "handle");
     return base_result(ctx->ops->ipc_get_handle(ctx->bctx, ptr, handle, GM_IPC_HANDLE_BYTES));
+}
+
+/*
+ * The base functions a manager calls: the raw_* ones, with a failure's
+ * message naming the function (status.h: a message names the call). A
+ * backend step's detail would otherwise name only the backend's op
+ * ("host_register: ..."). gpumem's own calls use the raw_* functions (the
+ * built-in manager's slots), where the public call names itself.
+ */
+static gm_status base_named(const char *fn, gm_status status)
+{
+    return gm__error_named(fn, status);
+}
+
+static gm_status base_memalloc(const gm_memory_manager_base *base, size_t bytes, uint64_t *ptr_p)
+{
+    return base_named("memory manager base memalloc", raw_memalloc(base, bytes, ptr_p));
+}
+
+static gm_status base_memfree(const gm_memory_manager_base *base, uint64_t ptr)
+{
+    return base_named("memory manager base memfree", raw_memfree(base, ptr));
+}
+
+static gm_status base_memhostalloc(const gm_memory_manager_base *base, size_t bytes, bool mapped,
+                                   bool portable, bool wc, void **ptr_p)
+{
+    return base_named("memory manager base memhostalloc",
+                      raw_memhostalloc(base, bytes, mapped, portable, wc, ptr_p));
+}
+
+static gm_status base_memhostfree(const gm_memory_manager_base *base, void *ptr)
+{
+    return base_named("memory manager base memhostfree", raw_memhostfree(base, ptr));
+}
+
+static gm_status base_mempin(const gm_memory_manager_base *base, void *ptr, size_t bytes,
+                             bool mapped)
+{
+    return base_named("memory manager base mempin", raw_mempin(base, ptr, bytes, mapped));
+}
+
+static gm_status base_memunpin(const gm_memory_manager_base *base, void *ptr)
+{
+    return base_named("memory manager base memunpin", raw_memunpin(base, ptr));
+}
+
+static gm_status base_get_memory_info(const gm_memory_manager_base *base, int64_t *free_p,
+                                      int64_t *total_p)
+{
+    return base_named("memory manager base get_memory_info",
+                      raw_get_memory_info(base, free_p, total_p));
+}
+
+static gm_status base_get_ipc_handle(const gm_memory_manager_base *base, uint64_t ptr, void *handle)
+{
+    return base_named("memory manager base get_ipc_handle", raw_get_ipc_handle(base, ptr, handle));
 }
 
 /* Fill the context's base allocator. */
@@ -186,21 +243,21 @@ static void base_init(gm_context *ctx)
 static gm_status builtin_memalloc(const gm_memory_manager_base *base, void *user, size_t bytes,
                                   uint64_t *ptr_p, void **owner_p)
 {
-    return base->memalloc(base, bytes, ptr_p);
+    return raw_memalloc(base, bytes, ptr_p);
 }
 
 /* Free device memory: the base's. */
 static gm_status builtin_memfree(const gm_memory_manager_base *base, void *user, uint64_t ptr,
                                  size_t bytes, void *owner)
 {
-    return base->memfree(base, ptr);
+    return raw_memfree(base, ptr);
 }
 
 /* Free and total device memory: the base's. */
 static gm_status builtin_get_memory_info(const gm_memory_manager_base *base, void *user,
                                          int64_t *free_p, int64_t *total_p)
 {
-    return base->get_memory_info(base, free_p, total_p);
+    return raw_get_memory_info(base, free_p, total_p);
 }
 
 /* Host memory: the base's (Numba's HostOnlyCUDAMemoryManager for plugins without it). */
@@ -208,35 +265,35 @@ static gm_status builtin_memhostalloc(const gm_memory_manager_base *base, void *
                                       bool mapped, bool portable, bool wc, void **ptr_p,
                                       void **owner_p)
 {
-    return base->memhostalloc(base, bytes, mapped, portable, wc, ptr_p);
+    return raw_memhostalloc(base, bytes, mapped, portable, wc, ptr_p);
 }
 
 /* Free host memory: the base's. */
 static gm_status builtin_memhostfree(const gm_memory_manager_base *base, void *user, void *ptr,
                                      size_t bytes, void *owner)
 {
-    return base->memhostfree(base, ptr);
+    return raw_memhostfree(base, ptr);
 }
 
 /* Registration: the base's. */
 static gm_status builtin_mempin(const gm_memory_manager_base *base, void *user, void *ptr,
                                 size_t bytes, bool mapped, void **owner_p)
 {
-    return base->mempin(base, ptr, bytes, mapped);
+    return raw_mempin(base, ptr, bytes, mapped);
 }
 
 /* Unregistration: the base's. */
 static gm_status builtin_memunpin(const gm_memory_manager_base *base, void *user, void *ptr,
                                   size_t bytes, void *owner)
 {
-    return base->memunpin(base, ptr);
+    return raw_memunpin(base, ptr);
 }
 
 /* IPC: the driver's handle (Numba's GetIpcHandleMixin for plugins without it). */
 static gm_status builtin_get_ipc_handle(const gm_memory_manager_base *base, void *user,
                                         uint64_t ptr, size_t bytes, void *owner, void *handle)
 {
-    return base->get_ipc_handle(base, ptr, handle);
+    return raw_get_ipc_handle(base, ptr, handle);
 }
 
 /* initialize, reset, defer_cleanup of a manager that has nothing to do. */

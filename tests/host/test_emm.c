@@ -587,6 +587,97 @@ static void test_base_failure_then_success(void **state)
     assert_balanced(&s);
 }
 
+/* A manager that keeps the base it is given, for test_base_messages_name_the_function. */
+static const gm_memory_manager_base *kept_base;
+
+static gm_status keep_base(const gm_memory_manager_base *base, void *user)
+{
+    (void)user;
+    kept_base = base;
+    return GM_OK;
+}
+
+static gm_status keep_memalloc(const gm_memory_manager_base *base, void *user, size_t bytes,
+                               uint64_t *ptr_p, void **owner_p)
+{
+    (void)user;
+    *owner_p = NULL;
+    return base->memalloc(base, bytes, ptr_p);
+}
+
+static gm_status keep_memfree(const gm_memory_manager_base *base, void *user, uint64_t ptr,
+                              size_t bytes, void *owner)
+{
+    (void)user;
+    (void)bytes;
+    (void)owner;
+    return base->memfree(base, ptr);
+}
+
+static gm_status keep_memory_info(const gm_memory_manager_base *base, void *user, int64_t *free_p,
+                                  int64_t *total_p)
+{
+    (void)user;
+    return base->get_memory_info(base, free_p, total_p);
+}
+
+/*
+ * memory_manager.h: the base functions record a message when they fail, and
+ * status.h: a message names the call. A failing backend step used to leave
+ * only the backend's internal op name ("host_register: ...", "mem_alloc: ...").
+ * gpumem's own calls through the built-in manager keep naming themselves.
+ */
+static void test_base_messages_name_the_function(void **state)
+{
+    static const gm_memory_manager keeper = {
+        .interface_version = GM_MEMORY_MANAGER_INTERFACE_VERSION,
+        .size = (uint32_t)sizeof(gm_memory_manager),
+        .name = "keeper",
+        .initialize = keep_base,
+        .memalloc = keep_memalloc,
+        .memfree = keep_memfree,
+        .get_memory_info = keep_memory_info,
+    };
+    gm_context_options o = rt_options(100, 10.0, BIG);
+    gm_context *ctx = NULL;
+    char buf[256];
+    unsigned char handle[GM_IPC_HANDLE_BYTES];
+    uint64_t address = 0;
+    gm_ndview view;
+    gm_host_scope *scope = NULL;
+    int64_t n = 64;
+
+    (void)state;
+    o.memory_manager = &keeper;
+    assert_ok(gm_context_create(&o, &ctx));
+    assert_non_null(kept_base);
+    assert_ok(kept_base->mempin(kept_base, buf, sizeof(buf), false));
+    assert_status(kept_base->mempin(kept_base, buf, sizeof(buf), false), GM_ERR_STATE);
+    assert_message_begins("memory manager base mempin: ");
+    assert_status(kept_base->memunpin(kept_base, buf + 1), GM_ERR_INVALID_ARG);
+    assert_message_begins("memory manager base memunpin: ");
+    assert_ok(kept_base->memunpin(kept_base, buf));
+    assert_status(kept_base->memalloc(kept_base, SIZE_MAX / 2, &address),
+                  GM_ERR_OUT_OF_DEVICE_MEMORY);
+    assert_message_begins("memory manager base memalloc: ");
+    assert_status(kept_base->memalloc(kept_base, 0, &address), GM_ERR_INVALID_ARG);
+    assert_message_begins("memory manager base memalloc: 0 bytes"); /* named once */
+    assert_status(kept_base->get_ipc_handle(kept_base, 4096, handle), GM_ERR_UNSUPPORTED);
+    assert_message_begins("memory manager base get_ipc_handle: ");
+    /* the calls gpumem makes through the built-in functions name the public call */
+    assert_ok(gm_ndview_init(buf, GM_UINT8, 1, &n, NULL, GM_ORDER_C, &view));
+    assert_ok(gm_pin(ctx, 1, &view, &scope));
+    {
+        gm_host_scope *again = NULL;
+
+        assert_status(gm_pin(ctx, 1, &view, &again), GM_ERR_STATE);
+        assert_message_begins("gm_pin: host_register: ");
+    }
+    assert_ok(gm_host_scope_end(&scope));
+    gm_context_destroy(&ctx);
+    kept_base = NULL;
+}
+
 /* IPC handles through the manager, and the arrays that have none. */
 static void test_ipc(void **state)
 {
@@ -815,6 +906,7 @@ int main(void)
         cmocka_unit_test_setup(test_defer_hooks, test_setup),
         cmocka_unit_test_setup(test_defer_scope_flushes, test_setup),
         cmocka_unit_test_setup(test_base_failure_then_success, test_setup),
+        cmocka_unit_test_setup(test_base_messages_name_the_function, test_setup),
         cmocka_unit_test_setup(test_ipc, test_setup),
         cmocka_unit_test_setup(test_release_in_stream_callback, test_setup),
         cmocka_unit_test_setup(test_validation, test_setup),
