@@ -264,13 +264,14 @@ int64_t gm_ndview_itemsize(const gm_ndview *view)
     return view == NULL ? 0 : (int64_t)gm_dtype_itemsize(view->dtype);
 }
 
-/* size * itemsize; 0 for NULL. */
+/* size * itemsize; -1 for NULL and for an invalid descriptor (an invalid dtype included). */
 int64_t gm_ndview_nbytes(const gm_ndview *view)
 {
     int64_t size = gm_ndview_size(view);
+    int64_t itemsize = size < 0 ? 0 : gm_ndview_itemsize(view);
     int64_t nbytes = 0;
 
-    if (size < 0 || gm__mul_overflow(size, gm_ndview_itemsize(view), &nbytes))
+    if (itemsize == 0 || gm__mul_overflow(size, itemsize, &nbytes))
         return -1;
     return nbytes;
 }

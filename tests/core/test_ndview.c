@@ -400,6 +400,24 @@ static void test_size_nbytes_itemsize(void **state)
     }
 }
 
+/* ndview.h: gm_ndview_nbytes is -1 for an invalid descriptor; one with an invalid dtype (which
+ * gm_ndview_validate refuses with GM_ERR_DTYPE) gave 0, a size that allocates nothing. */
+static void test_nbytes_invalid_dtype(void **state)
+{
+    static const layout two_d = {2, {2, 3}, {24, 8}, 0};
+    gm_ndview v = make_view(&two_d, (gm_dtype)D_F64);
+
+    (void)state;
+    v.dtype.code = 9;
+    assert_status(gm_ndview_validate(&v), GM_ERR_DTYPE);
+    assert_int_equal(gm_ndview_nbytes(&v), -1);
+    v.dtype = (gm_dtype){GM_DTYPE_FLOAT, 32, 0}; /* no lanes */
+    assert_status(gm_ndview_validate(&v), GM_ERR_DTYPE);
+    assert_int_equal(gm_ndview_nbytes(&v), -1);
+    v.shape[0] = 0; /* empty, still invalid */
+    assert_int_equal(gm_ndview_nbytes(&v), -1);
+}
+
 static void test_contiguity(void **state)
 {
     (void)state;
@@ -515,6 +533,7 @@ int main(void)
         cmocka_unit_test(test_init_errors),
         cmocka_unit_test(test_validate),
         cmocka_unit_test(test_size_nbytes_itemsize),
+        cmocka_unit_test(test_nbytes_invalid_dtype),
         cmocka_unit_test(test_contiguity),
         cmocka_unit_test(test_extent),
         cmocka_unit_test(test_extent_errors),
