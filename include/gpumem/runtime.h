@@ -640,17 +640,25 @@ GM_API gm_status gm_event_record(gm_event *event, gm_stream *stream);
 /** @brief Make future work on `stream` (NULL: the default stream) wait for the event. */
 GM_API gm_status gm_stream_wait_event(gm_stream *stream, gm_event *event);
 
-/** @brief GM_OK if the event has completed, GM_ERR_NOT_READY if not. */
+/**
+ * @brief GM_OK if the event has completed, GM_ERR_NOT_READY if not. An event
+ *        never recorded counts as completed (CUDA's cuEventQuery).
+ */
 GM_API gm_status gm_event_query(gm_event *event);
 
-/** @brief Block until the event completes; GM_ERR_STATE inside a stream callback. */
+/**
+ * @brief Block until the event completes (at once for an event never
+ *        recorded); GM_ERR_STATE inside a stream callback.
+ */
 GM_API gm_status gm_event_synchronize(gm_event *event);
 
 /**
  * @brief Milliseconds between two completed timing events (Numba's
- *        event_elapsed_time). GM_ERR_INVALID_ARG if either was created
- *        without timing, GM_ERR_WRONG_CONTEXT if they belong to different
- *        contexts.
+ *        event_elapsed_time). It does not wait: GM_ERR_NOT_READY while
+ *        either has not completed (synchronize the end event first, as
+ *        Numba's users do). GM_ERR_INVALID_ARG if either was created
+ *        without timing or was never recorded, GM_ERR_WRONG_CONTEXT if they
+ *        belong to different contexts. *ms_p is written only on success.
  */
 GM_API gm_status gm_event_elapsed_ms(gm_event *start, gm_event *end, float *ms_p);
 

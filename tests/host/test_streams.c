@@ -1071,6 +1071,48 @@ static void test_sync_calls_in_callback(void **state)
     assert_ok(gm_test_use_cmocka_allocator(NULL));
 }
 
+/*
+ * runtime.h: an event never recorded is complete to gm_event_query and
+ * gm_event_synchronize (as cuEventQuery has it); gm_event_elapsed_ms does not
+ * wait (GM_ERR_NOT_READY while the end event is pending, as
+ * cuEventElapsedTime) and refuses an event never recorded; *ms_p is written
+ * only on success. (The header used to leave both cases unsaid.)
+ */
+static void test_event_states(void **state)
+{
+    gm_context *ctx = rt_fault_ctx();
+    gm_stream *st = NULL;
+    gm_event *start = NULL, *end = NULL;
+    gate g;
+    float ms = -1.0f;
+
+    (void)state;
+    memset(&g, 0, sizeof(g));
+    atomic_init(&g.release, 0);
+    atomic_init(&g.ran, 0);
+    assert_ok(gm_stream_create(ctx, 0, &st));
+    assert_ok(gm_event_create(ctx, true, &start));
+    assert_ok(gm_event_create(ctx, true, &end));
+    assert_ok(gm_event_query(end));
+    assert_ok(gm_event_synchronize(end));
+    assert_ok(gm_event_record(start, st));
+    assert_status(gm_event_elapsed_ms(start, end, &ms), GM_ERR_INVALID_ARG);
+    assert_message_contains("the end event was never recorded");
+    assert_ok(gm_stream_add_callback(st, gate_callback, &g));
+    assert_ok(gm_event_record(end, st));
+    assert_status(gm_event_query(end), GM_ERR_NOT_READY);
+    assert_status(gm_event_elapsed_ms(start, end, &ms), GM_ERR_NOT_READY);
+    assert_true(ms == -1.0f);
+    atomic_store(&g.release, 1);
+    assert_ok(gm_event_synchronize(end));
+    assert_ok(gm_event_elapsed_ms(start, end, &ms));
+    assert_true(ms >= 0.0f);
+    gm_event_destroy(&start);
+    gm_event_destroy(&end);
+    gm_stream_destroy(&st);
+    gm_context_destroy(&ctx);
+}
+
 static void test_events(void **state)
 {
     gm_context *ctx = rt_fault_ctx(), *other = NULL;
@@ -1823,6 +1865,7 @@ int main(void)
         cmocka_unit_test_setup(test_auto_synchronize, test_setup),
         cmocka_unit_test_setup(test_sync_calls_in_callback, test_setup),
         cmocka_unit_test_setup(test_events, test_setup),
+        cmocka_unit_test_setup(test_event_states, test_setup),
         cmocka_unit_test_setup(test_wait_event_on_default_stream, test_setup),
         cmocka_unit_test_setup(test_callback_releases, test_setup),
         cmocka_unit_test_setup(test_callbacks_not_queued, test_setup),
