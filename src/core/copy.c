@@ -1018,28 +1018,57 @@ gm_status gm__copy_general(const char *fn, gm_context *ctx, const gm_ndview *dst
 
 /* ---------------------------------------------------------------- fills */
 
-/* Fill through a host image: pattern it, then copy it in (few pieces by construction). */
+/*
+ * `bytes` (a multiple of itemsize) of dst patterned with the item `value`:
+ * one item, then copies of what is written, doubling (a memcpy per item cost
+ * ten times a C loop's fill).
+ */
+static void pattern_fill(unsigned char *dst, size_t bytes, const void *value, size_t itemsize)
+{
+    size_t done = itemsize < bytes ? itemsize : bytes;
+
+    memcpy(dst, value, done);
+    while (done < bytes) {
+        size_t n = done < bytes - done ? done : bytes - done;
+
+        memcpy(dst + done, dst, n);
+        done += n;
+    }
+}
+
+/*
+ * Fill a view that the backend's memset cannot: host-side memory straight
+ * from one item with the host engine (a broadcast source, every stride 0);
+ * device-side memory through a host image of its layout, patterned and then
+ * copied in (few pieces by construction). The job holds the item or the
+ * image until the stream has run the step.
+ */
 static gm_status fill_staged(gm_context *ctx, const char *fn, const gm_ndview *view,
                              const void *value, gm_backend_stream *bs)
 {
     size_t itemsize = (size_t)gm_ndview_itemsize(view);
-    int64_t size = gm_ndview_size(view);
+    bool host = side_of(view) == GM_COPY_HOST;
     copy_job *job = NULL;
     gm_ndview image;
-    gm_status status = mirror_layout(view, &image);
+    gm_status status = host ? GM_OK : mirror_layout(view, &image);
 
     if (status == GM_OK)
-        status = job_create(ctx, fn, bs, gm_ndview_nbytes(view), 0, &job);
+        status =
+            job_create(ctx, fn, bs, host ? (int64_t)itemsize : gm_ndview_nbytes(view), 0, &job);
     if (status != GM_OK)
         return status;
-    for (int64_t i = 0; i < size; i++)
-        memcpy(job->temp[0] + (size_t)i * itemsize, value, itemsize);
-    image.data = job->temp[0];
-    if (side_of(view) == GM_COPY_HOST) {
+    if (host) {
+        memcpy(job->temp[0], value, itemsize);
         job->host_dst = *view;
-        job->host_src = image;
+        job->host_src = *view;
+        job->host_src.data = job->temp[0];
+        job->host_src.offset = 0;
+        for (int i = 0; i < view->ndim; i++)
+            job->host_src.strides[i] = 0;
         status = job_host_step(ctx, job, bs, NULL);
     } else {
+        pattern_fill(job->temp[0], (size_t)gm_ndview_nbytes(view), value, itemsize);
+        image.data = job->temp[0];
         status = emit_views(ctx, job, view, &image, bs);
     }
     return job_finish(ctx, job, bs, status);

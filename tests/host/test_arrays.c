@@ -858,6 +858,75 @@ static void test_fill(void **state)
     gm_context_destroy(&ctx);
 }
 
+/*
+ * Strided fills (a[::2]) of every item size the engines special-case and two
+ * they do not, many counts (the device side's host image is patterned by
+ * doubling copies, which end on a partial copy unless the count is a power
+ * of 2; the host side fills from one broadcast item), device and pinned
+ * memory, with and without a stream: every element becomes the item, every
+ * other element keeps its bytes.
+ */
+static void test_fill_strided_sizes(void **state)
+{
+    const gm_dtype dtypes[] = {GM_UINT8,
+                               GM_INT16,
+                               GM_FLOAT32,
+                               GM_FLOAT64,
+                               GM_COMPLEX128,
+                               {GM_DTYPE_UINT, 8, 3},
+                               {GM_DTYPE_FLOAT, 64, 4}};
+    static const int64_t counts[] = {1, 2, 3, 5, 17, 64, 100};
+    gm_context *ctx = rt_fault_ctx();
+    gm_stream *st = NULL;
+    unsigned char item[32];
+
+    (void)state;
+    for (int b = 0; b < 32; b++)
+        item[b] = (unsigned char)(b + 1);
+    assert_ok(gm_stream_create(ctx, 0, &st));
+    for (size_t d = 0; d < sizeof dtypes / sizeof dtypes[0]; d++) {
+        int64_t k = (int64_t)gm_dtype_itemsize(dtypes[d]);
+
+        for (size_t c = 0; c < sizeof counts / sizeof counts[0]; c++) {
+            for (int kind = 0; kind < 4; kind++) { /* device / pinned, no stream / stream */
+                int64_t n = counts[c], wide = 2 * n;
+                gm_array *a = NULL, *v = NULL, *h = NULL;
+                gm_ndview sv;
+                const unsigned char *bytes = NULL;
+
+                assert_ok(kind < 2 ? gm_device_array(ctx, 1, &wide, dtypes[d], GM_ORDER_C, &a)
+                                   : gm_pinned_array(ctx, 1, &wide, dtypes[d], GM_ORDER_C, &a));
+                assert_ok(gm_array_memset(a, 0xee, NULL));
+                sv = *gm_array_view(a);
+                sv.shape[0] = n;
+                sv.strides[0] = 2 * k;
+                assert_ok(gm_array_derive(a, &sv, &v));
+                assert_ok(gm_array_fill(v, item, kind % 2 == 1 ? st : NULL));
+                assert_ok(gm_stream_synchronize(st));
+                assert_ok(gm_array_copy_to_host_new(a, NULL, &h));
+                bytes = gm_array_view(h)->data;
+                for (int64_t i = 0; i < wide; i++) {
+                    for (int64_t b = 0; b < k; b++) {
+                        unsigned char want = i % 2 == 0 ? item[b] : 0xee;
+
+                        if (bytes[i * k + b] != want)
+                            fail_msg("itemsize %lld, count %lld, %s%s: element %lld byte %lld "
+                                     "is 0x%02x, expected 0x%02x",
+                                     (long long)k, (long long)n, kind < 2 ? "device" : "pinned",
+                                     kind % 2 == 1 ? " on a stream" : "", (long long)i,
+                                     (long long)b, bytes[i * k + b], want);
+                    }
+                }
+                gm_array_release(&h);
+                gm_array_release(&v);
+                gm_array_release(&a);
+            }
+        }
+    }
+    gm_stream_destroy(&st);
+    gm_context_destroy(&ctx);
+}
+
 static void test_memset(void **state)
 {
     int64_t shape[2] = {3, 4};
@@ -1349,6 +1418,7 @@ int main(void)
         cmocka_unit_test_setup(test_host_to_host, test_setup),
         cmocka_unit_test_setup(test_staged_failure_paths, test_setup),
         cmocka_unit_test_setup(test_fill, test_setup),
+        cmocka_unit_test_setup(test_fill_strided_sizes, test_setup),
         cmocka_unit_test_setup(test_memset, test_setup),
         cmocka_unit_test_setup(test_derive, test_setup),
         cmocka_unit_test_setup(test_array_views_have_reserved_zero, test_setup),
