@@ -1113,6 +1113,49 @@ static void test_event_states(void **state)
     gm_context_destroy(&ctx);
 }
 
+/*
+ * The simulator completes an event recorded while nothing is queued on any
+ * stream at the record itself (its marker would complete as soon as its
+ * worker woke; the round trip cost a synchronous pinned fill 12-70 us), with
+ * the record's time; with work queued anywhere the marker goes through its
+ * stream, and one on the legacy stream waits for a blocking stream's work.
+ */
+static void test_event_on_idle_context(void **state)
+{
+    gm_context *ctx = rt_fault_ctx();
+    gm_stream *a = NULL, *b = NULL;
+    gm_event *start = NULL, *end = NULL;
+    gate g;
+    float ms = -1.0f;
+
+    (void)state;
+    memset(&g, 0, sizeof(g));
+    atomic_init(&g.release, 0);
+    atomic_init(&g.ran, 0);
+    assert_ok(gm_stream_create(ctx, 0, &a));
+    assert_ok(gm_stream_create(ctx, 0, &b));
+    assert_ok(gm_event_create(ctx, true, &start));
+    assert_ok(gm_event_create(ctx, true, &end));
+    assert_ok(gm_event_record(start, a));
+    assert_ok(gm_event_query(start)); /* complete at once, no synchronize */
+    sleep_ms(20);
+    assert_ok(gm_event_record(end, NULL));
+    assert_ok(gm_event_query(end));
+    assert_ok(gm_event_elapsed_ms(start, end, &ms));
+    assert_true(ms >= 20.0f);
+    assert_ok(gm_stream_add_callback(b, gate_callback, &g)); /* b holds work now */
+    assert_ok(gm_event_record(end, NULL));
+    assert_status(gm_event_query(end), GM_ERR_NOT_READY); /* the legacy stream waits for b */
+    atomic_store(&g.release, 1);
+    assert_ok(gm_event_synchronize(end));
+    assert_int_equal(atomic_load(&g.ran), 1);
+    gm_event_destroy(&start);
+    gm_event_destroy(&end);
+    gm_stream_destroy(&a);
+    gm_stream_destroy(&b);
+    gm_context_destroy(&ctx);
+}
+
 static void test_events(void **state)
 {
     gm_context *ctx = rt_fault_ctx(), *other = NULL;
@@ -1865,6 +1908,7 @@ int main(void)
         cmocka_unit_test_setup(test_auto_synchronize, test_setup),
         cmocka_unit_test_setup(test_sync_calls_in_callback, test_setup),
         cmocka_unit_test_setup(test_events, test_setup),
+        cmocka_unit_test_setup(test_event_on_idle_context, test_setup),
         cmocka_unit_test_setup(test_event_states, test_setup),
         cmocka_unit_test_setup(test_wait_event_on_default_stream, test_setup),
         cmocka_unit_test_setup(test_callback_releases, test_setup),
