@@ -117,17 +117,18 @@ GM_API void gm_context_options_default(gm_context_options *options);
 GM_API gm_status gm_context_create(const gm_context_options *options, gm_context **ctx_p);
 
 /**
- * @brief Destroy a context: ends the host registration scopes still open
- *        (warn), synchronizes its streams, logs (warn) the arrays still alive
- *        with their count and bytes, destroys the events and streams still
- *        alive, flushes the deallocation queue (ignoring defer_cleanup;
+ * @brief Destroy a context: synchronizes its streams, ends the host
+ *        registration scopes still open (warn), logs (warn) the arrays still
+ *        alive with their count and bytes, destroys the events and streams
+ *        still alive, flushes the deallocation queue (ignoring defer_cleanup;
  *        failing deallocations are logged at error level and dropped), and
  *        shuts the backend down. Arrays, streams, events and scopes still
  *        alive are freed with the context: their handles become invalid and
- *        must not be used afterwards, not even released. DLPack exports
- *        still alive are detached first (warn; their arrays count among the
- *        live arrays): their deleters stay safe to call, but their data
- *        pointers dangle (gpumem/dlpack.h). From its start, stream work
+ *        must not be used afterwards, not even released; so are those that
+ *        the callbacks it waits for make. DLPack exports still alive after
+ *        that wait are detached before the arrays are freed (warn; their
+ *        arrays count among the live arrays): their deleters stay safe to
+ *        call, but their data pointers dangle (gpumem/dlpack.h). From its start, stream work
  *        queued by a callback still running (a callback adding another) is
  *        refused with GM_ERR_STATE: only work queued before the call is
  *        waited for. When that wait fails (a failed context), it waits while

@@ -543,7 +543,7 @@ static void detach_live_exports(gm_context *ctx)
 }
 
 /*
- * Teardown order: DLPack exports, registrations, stream work, arrays, events,
+ * Teardown order: stream work, DLPack exports, registrations, arrays, events,
  * streams, queue, the memory manager's reset, backend, plugin.
  */
 void gm_context_destroy(gm_context **ctx_p)
@@ -563,8 +563,6 @@ void gm_context_destroy(gm_context **ctx_p)
     /* From here a callback still running cannot queue more stream work (a callback it
      * adds would run during, or after, the teardown below): GM_ERR_STATE. */
     atomic_store(&ctx->closing, true);
-    detach_live_exports(ctx);
-    gm__scopes_teardown(ctx);
     /* Wait for every stream's work: listed streams, streams destroyed but still queued, and
      * those a callback destroys meanwhile (a walk of ctx->streams raced such a callback and
      * spun on a stream it unlinked), before modules still loaded are unloaded (directly,
@@ -574,6 +572,11 @@ void gm_context_destroy(gm_context **ctx_p)
                 gm_last_error_message());
         gm__streams_wait_callbacks(ctx); /* they may release what the teardown frees */
     }
+    /* After that wait: the callbacks it waited for may have exported arrays or opened
+     * registration scopes (detached and ended before it, those were missed: an export's
+     * deleter then released an array the teardown had freed). */
+    detach_live_exports(ctx);
+    gm__scopes_teardown(ctx);
     gm__streams_report_errors(ctx);
     gm__kernels_context_teardown(ctx);
     release_live_arrays(ctx);

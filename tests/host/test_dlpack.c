@@ -12,6 +12,7 @@
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "rt_helpers.h"
 
@@ -672,6 +673,53 @@ static void test_export_deleter_races_teardown(void **state)
     assert_ok(gm_test_use_cmocka_allocator(NULL));
 }
 
+/* A callback that exports an array once gm_context_destroy, which waits for it, has begun. */
+typedef struct late_export {
+    gm_array *array;
+    DLManagedTensorVersioned *tensor;
+    gm_status status;
+} late_export;
+
+static void export_late(gm_stream *stream, gm_status status, void *user)
+{
+    late_export *job = user;
+    struct timespec pause = {0, 100 * 1000 * 1000}; /* the teardown has begun meanwhile */
+
+    (void)stream;
+    (void)status;
+    nanosleep(&pause, NULL);
+    job->status = gm_array_to_dlpack(job->array, &job->tensor);
+}
+
+/*
+ * An export made by a callback that the teardown waits for is detached too
+ * (the teardown detached exports before waiting for the streams: this one
+ * stayed attached, and its deleter, called afterwards, released an array
+ * freed with the context: ASan saw a heap-use-after-free).
+ */
+static void test_export_made_by_callback_during_teardown(void **state)
+{
+    int64_t shape[1] = {8};
+    gm_context *ctx = NULL;
+    gm_stream *st = NULL;
+    late_export job = {NULL, NULL, GM_ERR_INTERNAL};
+
+    (void)state;
+    assert_ok(gm_set_host_allocator(NULL)); /* the callback allocates on a worker thread */
+    ctx = ctx_as(GM_BACKEND_HOST);
+    assert_ok(gm_device_array(ctx, 1, shape, GM_FLOAT32, GM_ORDER_C, &job.array));
+    assert_ok(gm_stream_create(ctx, 0, &st));
+    assert_ok(gm_stream_add_callback(st, export_late, &job));
+    rt_log_capture(GM_LOG_WARN);
+    gm_context_destroy(&ctx);
+    rt_log_stop();
+    assert_ok(job.status);
+    assert_non_null(job.tensor);
+    assert_true(rt_log_contains(GM_LOG_WARN, "1 DLPack exports still alive"));
+    job.tensor->deleter(job.tensor); /* detached: frees only the tensor */
+    assert_ok(gm_test_use_cmocka_allocator(NULL));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -688,6 +736,7 @@ int main(void)
         cmocka_unit_test_setup(test_export_outlives_context, test_setup),
         cmocka_unit_test_setup(test_export_imported_at_teardown, test_setup),
         cmocka_unit_test_setup(test_export_deleter_races_teardown, test_setup),
+        cmocka_unit_test_setup(test_export_made_by_callback_during_teardown, test_setup),
     };
     return cmocka_run_group_tests(tests, group_setup, gm_test_restore_allocator);
 }

@@ -657,6 +657,57 @@ static void test_scope_end_waits_for_work(void **state)
     gm_context_destroy(&ctx);
 }
 
+/* A callback that pins a buffer once gm_context_destroy, which waits for it, has begun. */
+typedef struct late_pin {
+    gm_context *ctx;
+    gm_ndview host;
+    gm_host_scope *scope;
+    gm_status status;
+} late_pin;
+
+static void pin_late(gm_stream *stream, gm_status status, void *user)
+{
+    late_pin *job = user;
+    struct timespec pause = {0, 100 * 1000 * 1000}; /* the teardown has begun meanwhile */
+
+    (void)stream;
+    (void)status;
+    nanosleep(&pause, NULL);
+    job->status = gm_pin(job->ctx, 1, &job->host, &job->scope);
+}
+
+/*
+ * A scope opened by a callback that the teardown waits for is ended with the
+ * context (the teardown ended the open scopes before waiting for the
+ * streams: this one stayed registered and its bookkeeping leaked).
+ */
+static void test_scope_opened_by_callback_during_teardown(void **state)
+{
+    double buf[16];
+    int64_t n = 16;
+    gm_context *ctx = NULL;
+    gm_stream *stream = NULL;
+    late_pin job;
+
+    (void)state;
+    memset(&job, 0, sizeof(job));
+    job.status = GM_ERR_INTERNAL;
+    assert_ok(gm_set_host_allocator(NULL)); /* the callback allocates on a worker thread */
+    assert_ok(rt_fault_context(NULL, &ctx));
+    job.ctx = ctx; /* the callback's copy: the destroy below sets ctx to NULL at once */
+    assert_ok(gm_ndview_init(buf, GM_FLOAT64, 1, &n, NULL, GM_ORDER_C, &job.host));
+    assert_ok(gm_stream_create(ctx, 0, &stream));
+    assert_ok(gm_stream_add_callback(stream, pin_late, &job));
+    rt_log_capture(GM_LOG_WARN);
+    gm_context_destroy(&ctx);
+    rt_log_stop();
+    assert_ok(job.status);
+    assert_true(rt_log_contains(GM_LOG_WARN, "a host registration scope (1 ranges) was not ended"));
+    assert_int_equal(rt_fault_calls(RT_HOST_REGISTER), 1);
+    assert_int_equal(rt_fault_calls(RT_HOST_UNREGISTER), 1);
+    assert_ok(gm_test_use_cmocka_allocator(NULL));
+}
+
 /* Failures while registering undo what was done; ending reports the first failure. */
 static void test_scope_failures(void **state)
 {
@@ -777,6 +828,7 @@ int main(void)
         cmocka_unit_test_setup(test_map, test_setup),
         cmocka_unit_test_setup(test_map_views_reserved_zero, test_setup),
         cmocka_unit_test_setup(test_scope_end_waits_for_work, test_setup),
+        cmocka_unit_test_setup(test_scope_opened_by_callback_during_teardown, test_setup),
         cmocka_unit_test_setup(test_scope_failures, test_setup),
         cmocka_unit_test_setup(test_scope_arguments, test_setup),
         cmocka_unit_test_setup(test_injected_alloc_failures, test_setup),
