@@ -128,14 +128,15 @@ GM_API gm_status gm_context_create(const gm_context_options *options, gm_context
  *        the callbacks it waits for make. DLPack exports still alive after
  *        that wait are detached before the arrays are freed (warn; their
  *        arrays count among the live arrays): their deleters stay safe to
- *        call, but their data pointers dangle (gpumem/dlpack.h). From its start, stream work
- *        queued by a callback still running (a callback adding another) is
- *        refused with GM_ERR_STATE: only work queued before the call is
- *        waited for. When that wait fails (a failed context), it waits while
- *        stream callbacks still run or start, then goes on (logged): a
- *        callback stuck behind work that never starts, or starting only
- *        later, is not called. NULL
- *        and *ctx_p == NULL are accepted. Inside a stream callback it does
+ *        call, but their data pointers dangle (gpumem/dlpack.h). From its
+ *        start, stream work queued by a callback still running (a callback
+ *        adding another) is refused with GM_ERR_STATE: only work queued
+ *        before the call is waited for, and work that such a callback was
+ *        queuing as the call began (accepted: GM_OK). When that wait fails
+ *        (a failed context), it waits while stream callbacks still run or
+ *        start, then goes on (logged): a callback stuck behind work that
+ *        never starts, or starting only later, is not called. NULL and
+ *        *ctx_p == NULL are accepted. Inside a stream callback it does
  *        nothing but record GM_ERR_STATE (gm_last_error()) and log it at
  *        error level: the context stays alive and *ctx_p unchanged.
  */

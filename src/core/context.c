@@ -566,8 +566,13 @@ void gm_context_destroy(gm_context **ctx_p)
     /* Wait for every stream's work: listed streams, streams destroyed but still queued, and
      * those a callback destroys meanwhile (a walk of ctx->streams raced such a callback and
      * spun on a stream it unlinked), before modules still loaded are unloaded (directly,
-     * below); then log the errors the listed streams still hold. */
-    if (ctx->ops->device_synchronize(ctx->bctx) != GM_OK) {
+     * below); then log the errors the listed streams still hold. Twice: a callback running
+     * as `closing` was set may have passed its check of it just before, and queue work after
+     * the first wait took its mark; that work starts after the callback it came from, so it
+     * sees `closing` and queues nothing more, and the second wait covers it (it ran during
+     * the teardown, on what the teardown had freed). */
+    if (ctx->ops->device_synchronize(ctx->bctx) != GM_OK ||
+        ctx->ops->device_synchronize(ctx->bctx) != GM_OK) {
         gm__log(GM_LOG_WARN, "gm_context_destroy: waiting for queued device work failed: %s",
                 gm_last_error_message());
         gm__streams_wait_callbacks(ctx); /* they may release what the teardown frees */

@@ -1531,6 +1531,95 @@ static void test_no_chaining_during_teardown(void **state)
     assert_int_equal(atomic_load(&chain_status), GM_ERR_STATE);
 }
 
+/*
+ * A bookkeeping allocator whose first call after arming stalls: it holds a
+ * callback inside gm_stream_add_callback, past its check of the context's
+ * closing, while the main thread starts gm_context_destroy.
+ */
+static atomic_int stall_armed, stall_entered;
+
+static void *stalling_malloc(size_t size)
+{
+    if (atomic_exchange(&stall_armed, 0) != 0) {
+        atomic_store(&stall_entered, 1);
+        sleep_ms(100); /* the context's destruction begins meanwhile */
+    }
+    return malloc(size);
+}
+
+static void *plain_calloc(size_t count, size_t size)
+{
+    return calloc(count, size);
+}
+
+static void *plain_realloc(void *ptr, size_t size)
+{
+    return realloc(ptr, size);
+}
+
+/* What the callback chained as the teardown began did. */
+typedef struct late_chain {
+    gm_context *ctx;
+    gm_event *event;
+    atomic_int chain_status;
+    atomic_int ran;
+} late_chain;
+
+static void chained_late(gm_stream *stream, gm_status status, void *user)
+{
+    late_chain *job = user;
+
+    (void)stream;
+    (void)status;
+    sleep_ms(50);
+    (void)gm_event_create(job->ctx, false, &job->event); /* freed with the context */
+    atomic_store(&job->ran, 1);
+}
+
+static void chain_as_teardown_begins(gm_stream *stream, gm_status status, void *user)
+{
+    late_chain *job = user;
+
+    (void)status;
+    atomic_store(&stall_armed, 1);
+    atomic_store(&job->chain_status, (int)gm_stream_add_callback(stream, chained_late, job));
+}
+
+/*
+ * A callback that chains another one just as the context's destruction
+ * begins (its check of the context passed before): the chained callback is
+ * accepted and waited for like the work queued before the destroy, so what
+ * it makes is freed with the context (the teardown waited only for the first
+ * callback; the chained one ran during the teardown, after the events were
+ * freed, and its event leaked).
+ */
+static void test_chaining_as_teardown_begins(void **state)
+{
+    gm_host_allocator stalling = {stalling_malloc, plain_calloc, plain_realloc, free};
+    gm_context *ctx = NULL;
+    gm_stream *st = NULL;
+    late_chain job;
+
+    (void)state;
+    memset(&job, 0, sizeof(job));
+    atomic_store(&job.chain_status, 1);
+    atomic_store(&stall_entered, 0);
+    assert_ok(gm_set_host_allocator(&stalling)); /* workers allocate */
+    assert_ok(gm_context_create(NULL, &ctx));
+    job.ctx = ctx;
+    assert_ok(gm_stream_create(ctx, 0, &st));
+    assert_ok(gm_stream_add_callback(st, chain_as_teardown_begins, &job));
+    while (atomic_load(&stall_entered) == 0)
+        sleep_ms(1);
+    rt_log_capture(GM_LOG_INFO);
+    gm_context_destroy(&ctx);
+    rt_log_stop();
+    assert_int_equal(atomic_load(&job.chain_status), GM_OK);
+    assert_int_equal(atomic_load(&job.ran), 1);
+    assert_true(rt_log_contains(GM_LOG_INFO, "destroying 1 events still alive"));
+    assert_ok(gm_test_use_cmocka_allocator(NULL));
+}
+
 /* A gated callback that queries the stream it is given once released. */
 typedef struct query_probe {
     atomic_int release;
@@ -1897,6 +1986,7 @@ int main(void)
         cmocka_unit_test_setup(test_default_stream_is_legacy, test_setup),
         cmocka_unit_test_setup(test_context_synchronize, test_setup),
         cmocka_unit_test_setup(test_no_chaining_during_teardown, test_setup),
+        cmocka_unit_test_setup(test_chaining_as_teardown_begins, test_setup),
         cmocka_unit_test_setup(test_wrapped_stream_outlives_its_callbacks, test_setup),
         cmocka_unit_test_setup(test_wrapper_destroyed_in_callback_before_its_target, test_setup),
         cmocka_unit_test_setup(test_wrapper_outlives_chained_callbacks, test_setup),
