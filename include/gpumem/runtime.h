@@ -606,10 +606,10 @@ GM_API gm_status gm_stream_query(gm_stream *stream);
  *        callback, an event record), queries, allocation; synchronous
  *        host-to-host copies and fills and releases work everywhere. On
  *        the host and HSA backends stream-ordered work queued there (another
- *        callback, on any stream) runs after the callback returns; on HSA,
- *        where such work may need AQL packets, a full queue there returns
- *        GM_ERR_STATE instead of waiting (the packets ahead may wait for the
- *        callback itself).
+ *        callback, on any stream of its context) runs after the callback
+ *        returns; on HSA, where such work may need AQL packets, a full queue
+ *        there returns GM_ERR_STATE instead of waiting (the packets ahead
+ *        may wait for the callback itself).
  */
 typedef void (*gm_stream_callback)(gm_stream *stream, gm_status status, void *user);
 GM_API gm_status gm_stream_add_callback(gm_stream *stream, gm_stream_callback fn, void *user);

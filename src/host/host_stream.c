@@ -214,10 +214,37 @@ static bool work_ready(const host_ctx *c, const host_stream *s, const host_work 
     return true;
 }
 
+/*
+ * Work that the item running on another stream of this context (a stream
+ * callback) queues on s starts only once that item has returned, as
+ * runtime.h promises (HSA's one handler thread runs callbacks in turn; here
+ * each stream's worker would start it at once, while the callback still
+ * runs): it waits for the running item's completion fence, made for it if it
+ * has none (a dependency on a smaller ticket: no cycle). Without memory for
+ * that fence the work is left unordered (logged). Lock held.
+ */
+static void after_running_locked(host_ctx *c, const host_stream *s, host_work *w)
+{
+    host_work *running = tls_worker != NULL ? tls_worker->head : NULL;
+
+    if (running == NULL || tls_worker == s || tls_worker->ctx != c || w->wait != NULL)
+        return;
+    if (running->signal == NULL)
+        running->signal = fence_new();
+    if (running->signal == NULL) {
+        gm__log(GM_LOG_WARN, "stream work queued by a stream callback: out of memory for its "
+                             "ordering; it may start before the callback returns");
+        return;
+    }
+    running->signal->refs++;
+    w->wait = running->signal;
+}
+
 /* Append w to s and wake its worker (context lock held). */
 static void submit_locked(host_ctx *c, host_stream *s, host_work *w)
 {
     reap_locked(c);
+    after_running_locked(c, s, w);
     w->ticket = ++c->next_ticket;
     w->next = NULL;
     if (s->tail != NULL)

@@ -1620,6 +1620,67 @@ static void test_chaining_as_teardown_begins(void **state)
     assert_ok(gm_test_use_cmocka_allocator(NULL));
 }
 
+/* A callback that queues another one on a second stream, then goes on a while. */
+typedef struct cross_chain {
+    gm_stream *other;
+    atomic_int returned; /* the first callback has (nearly) returned */
+    atomic_int seen;     /* what the second one saw of it: 1 returned, 0 still running */
+    atomic_int ran;
+    gm_status chain_status;
+} cross_chain;
+
+static void cross_second(gm_stream *stream, gm_status status, void *user)
+{
+    cross_chain *job = user;
+
+    (void)stream;
+    (void)status;
+    atomic_store(&job->seen, atomic_load(&job->returned));
+    atomic_store(&job->ran, 1);
+}
+
+static void cross_first(gm_stream *stream, gm_status status, void *user)
+{
+    cross_chain *job = user;
+
+    (void)stream;
+    (void)status;
+    job->chain_status = gm_stream_add_callback(job->other, cross_second, job);
+    sleep_ms(50); /* the other stream's worker is idle: it would start the second one now */
+    atomic_store(&job->returned, 1);
+}
+
+/*
+ * Work a callback queues on another stream of its context runs after the
+ * callback returns (runtime.h, as on HSA, whose one handler thread runs the
+ * callbacks in turn): the other stream's worker started it at once, while
+ * the first callback still ran.
+ */
+static void test_callback_work_on_other_stream_waits_for_it(void **state)
+{
+    gm_context *ctx = NULL;
+    gm_stream *s = NULL;
+    cross_chain job;
+
+    (void)state;
+    memset(&job, 0, sizeof(job));
+    job.chain_status = GM_ERR_INTERNAL;
+    assert_ok(gm_set_host_allocator(NULL)); /* the callback allocates on a worker thread */
+    assert_ok(gm_context_create(NULL, &ctx));
+    assert_ok(gm_stream_create(ctx, 0, &s));
+    assert_ok(gm_stream_create(ctx, GM_STREAM_NON_BLOCKING, &job.other));
+    assert_ok(gm_stream_add_callback(s, cross_first, &job));
+    assert_ok(gm_stream_synchronize(s));
+    assert_ok(gm_stream_synchronize(job.other)); /* the second callback was queued by now */
+    assert_ok(job.chain_status);
+    assert_int_equal(atomic_load(&job.ran), 1);
+    assert_int_equal(atomic_load(&job.seen), 1);
+    gm_stream_destroy(&job.other);
+    gm_stream_destroy(&s);
+    gm_context_destroy(&ctx);
+    assert_ok(gm_test_use_cmocka_allocator(NULL));
+}
+
 /* A gated callback that queries the stream it is given once released. */
 typedef struct query_probe {
     atomic_int release;
@@ -1987,6 +2048,7 @@ int main(void)
         cmocka_unit_test_setup(test_context_synchronize, test_setup),
         cmocka_unit_test_setup(test_no_chaining_during_teardown, test_setup),
         cmocka_unit_test_setup(test_chaining_as_teardown_begins, test_setup),
+        cmocka_unit_test_setup(test_callback_work_on_other_stream_waits_for_it, test_setup),
         cmocka_unit_test_setup(test_wrapped_stream_outlives_its_callbacks, test_setup),
         cmocka_unit_test_setup(test_wrapper_destroyed_in_callback_before_its_target, test_setup),
         cmocka_unit_test_setup(test_wrapper_outlives_chained_callbacks, test_setup),
