@@ -35,13 +35,22 @@ static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
 static gm_log_fn log_hook = NULL;
 static void *log_user = NULL;
 /*
- * Calls of the hook still running, by the parity of the hook's generation
- * (log_generation counts gm_set_log_hook calls): the setter waits for the
- * calls of the hook it replaced (under log_lock; log_drained is broadcast as
- * they end), so that the caller may free the old hook's user data.
+ * Calls of the hook still running, each listed (on its own stack) with the
+ * generation of its hook (log_generation counts gm_set_log_hook calls): the
+ * setter waits until no call of the hook it replaced is listed (under
+ * log_lock; log_drained is broadcast as calls of a replaced hook end), so
+ * that the caller may free the old hook's user data. (Counted by the parity
+ * of the generation, the calls of the hook installed two setters later
+ * shared the replaced hook's count: under steady logging a setter waited for
+ * them too, as long as the logging went on.)
  */
+typedef struct log_call {
+    uint64_t generation;
+    struct log_call *prev;
+    struct log_call *next;
+} log_call;
 static uint64_t log_generation = 0;
-static long log_in_flight[2] = {0, 0};
+static log_call log_calls = {0, &log_calls, &log_calls};
 static pthread_cond_t log_drained = PTHREAD_COND_INITIALIZER;
 /* Set while this thread runs the hook: what gpumem would log meanwhile is dropped. */
 static _Thread_local bool tls_in_hook = false;
@@ -221,17 +230,26 @@ static int current_log_level(void)
     return level;
 }
 
+/* Whether a call of the hook of `generation` is running (log_lock held). */
+static bool calls_running(uint64_t generation)
+{
+    for (const log_call *c = log_calls.next; c != &log_calls; c = c->next) {
+        if (c->generation == generation)
+            return true;
+    }
+    return false;
+}
+
 void gm_set_log_hook(gm_log_fn hook, void *user)
 {
-    int replaced = 0;
+    uint64_t replaced = 0;
 
     pthread_mutex_lock(&log_lock);
-    replaced = (int)(log_generation & 1u);
-    log_generation++;
+    replaced = log_generation++;
     log_hook = hook;
     log_user = user;
     /* A hook that replaces itself cannot wait for its own call. */
-    while (!tls_in_hook && log_in_flight[replaced] > 0)
+    while (!tls_in_hook && calls_running(replaced))
         pthread_cond_wait(&log_drained, &log_lock);
     pthread_mutex_unlock(&log_lock);
 }
@@ -261,7 +279,7 @@ void gm__log(gm_log_level level, const char *fmt, ...)
     char message[GM__LOG_MESSAGE_MAX];
     gm_log_fn hook = NULL;
     void *user = NULL;
-    int generation = 0;
+    log_call call = {0, NULL, NULL};
     va_list ap;
 
     if (tls_in_hook || !gm__log_enabled(level)) /* a hook calling gpumem: not again */
@@ -269,9 +287,13 @@ void gm__log(gm_log_level level, const char *fmt, ...)
     pthread_mutex_lock(&log_lock);
     hook = log_hook;
     user = log_user;
-    generation = (int)(log_generation & 1u);
-    if (hook != NULL)
-        log_in_flight[generation]++;
+    if (hook != NULL) {
+        call.generation = log_generation;
+        call.prev = log_calls.prev;
+        call.next = &log_calls;
+        log_calls.prev->next = &call;
+        log_calls.prev = &call;
+    }
     pthread_mutex_unlock(&log_lock);
     if (hook == NULL)
         return;
@@ -289,7 +311,9 @@ void gm__log(gm_log_level level, const char *fmt, ...)
     hook(level, message, user);
     tls_in_hook = false;
     pthread_mutex_lock(&log_lock);
-    if (--log_in_flight[generation] == 0)
+    call.prev->next = call.next;
+    call.next->prev = call.prev;
+    if (call.generation != log_generation) /* its hook was replaced: a setter may wait */
         pthread_cond_broadcast(&log_drained);
     pthread_mutex_unlock(&log_lock);
 }

@@ -258,6 +258,93 @@ static void test_set_log_hook_waits_for_running_calls(void **state)
     free(w);
 }
 
+/*
+ * Three hooks in turn: h0 (its first call holds until released), h1
+ * (counts), h2 (its first call holds until released).
+ */
+static atomic_int h0_calls, h0_release, h1_calls, h2_calls, h2_release, h1_installed;
+
+static void hold_first_call(atomic_int *calls, atomic_int *release)
+{
+    if (atomic_fetch_add(calls, 1) == 0) {
+        while (atomic_load(release) == 0)
+            nanosleep(&(struct timespec){0, 1000 * 1000}, NULL);
+    }
+}
+
+static void hook_h0(gm_log_level level, const char *message, void *user)
+{
+    (void)level;
+    (void)message;
+    (void)user;
+    hold_first_call(&h0_calls, &h0_release);
+}
+
+static void hook_h1(gm_log_level level, const char *message, void *user)
+{
+    (void)level;
+    (void)message;
+    (void)user;
+    atomic_fetch_add(&h1_calls, 1);
+}
+
+static void hook_h2(gm_log_level level, const char *message, void *user)
+{
+    (void)level;
+    (void)message;
+    (void)user;
+    hold_first_call(&h2_calls, &h2_release);
+}
+
+static void *log_one(void *arg)
+{
+    (void)arg;
+    gm__log(GM_LOG_WARN, "one");
+    return NULL;
+}
+
+static void *install_h1(void *arg)
+{
+    (void)arg;
+    gm_set_log_hook(hook_h1, NULL); /* waits for h0's call */
+    atomic_store(&h1_installed, 1);
+    return NULL;
+}
+
+/*
+ * gm_set_log_hook waits for the calls of the hook it replaced, not for those
+ * of a hook installed after it (the in-flight calls were counted by the
+ * parity of the hook's generation: h2's call, two setters on, counted as
+ * h0's, and h1's setter waited for it too).
+ */
+static void test_set_log_hook_waits_only_for_the_replaced_hook(void **state)
+{
+    pthread_t a, b, c;
+
+    (void)state;
+    gm_set_log_level(GM_LOG_WARN);
+    gm_set_log_hook(hook_h0, NULL);
+    assert_int_equal(pthread_create(&a, NULL, log_one, NULL), 0);
+    while (atomic_load(&h0_calls) == 0) /* a is inside h0 */
+        nanosleep(&(struct timespec){0, 1000 * 1000}, NULL);
+    assert_int_equal(pthread_create(&b, NULL, install_h1, NULL), 0);
+    while (atomic_load(&h1_calls) == 0) /* h1 is installed (b now waits for a's call) */
+        gm__log(GM_LOG_WARN, "probe");
+    gm_set_log_hook(hook_h2, NULL); /* no call of h1 runs: at once */
+    assert_int_equal(pthread_create(&c, NULL, log_one, NULL), 0);
+    while (atomic_load(&h2_calls) == 0) /* c is inside h2 */
+        nanosleep(&(struct timespec){0, 1000 * 1000}, NULL);
+    atomic_store(&h0_release, 1);
+    pthread_join(a, NULL);
+    for (int i = 0; i < 2000 && atomic_load(&h1_installed) == 0; i++)
+        nanosleep(&(struct timespec){0, 1000 * 1000}, NULL);
+    assert_int_equal(atomic_load(&h1_installed), 1); /* while h2's call still runs */
+    atomic_store(&h2_release, 1);
+    pthread_join(b, NULL);
+    pthread_join(c, NULL);
+    gm_set_log_hook(NULL, NULL);
+}
+
 /* GM_LOG_LEVEL accepts names (any case) and digits; junk falls back to warn. */
 static void test_log_level_parsing(void **state)
 {
@@ -348,6 +435,7 @@ int main(void)
         cmocka_unit_test(test_log_hook_and_threshold),
         cmocka_unit_test(test_log_hook_calling_gpumem),
         cmocka_unit_test(test_set_log_hook_waits_for_running_calls),
+        cmocka_unit_test(test_set_log_hook_waits_only_for_the_replaced_hook),
         cmocka_unit_test(test_log_level_parsing),
         cmocka_unit_test(test_version_matches_header),
         cmocka_unit_test(test_allocator_rejects_partial_table),
