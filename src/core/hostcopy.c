@@ -107,6 +107,8 @@ static GM__ALWAYS_INLINE void line_copy(char *dst, const char *src, const kernel
 
     if (ds == (int64_t)k && ss == -(int64_t)k) /* a[::-1]: constant strides, so it vectorises */
         line_run(dst, src, n, (int64_t)k, -(int64_t)k, k);
+    else if (ds == (int64_t)k && ss == 0) /* a fill (a broadcast item): the same */
+        line_run(dst, src, n, (int64_t)k, 0, k);
     else if (ds == (int64_t)k)
         line_run(dst, src, n, (int64_t)k, ss, k);
     else if (ss == (int64_t)k)
