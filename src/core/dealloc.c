@@ -88,6 +88,7 @@ gm_status gm__dealloc_queue_init(gm__dealloc_queue *queue, int64_t max_count,
     memset(queue, 0, sizeof(*queue));
     atomic_init(&queue->defer_depth, 0);
     gm__lock_init(&queue->lock);
+    gm__lock_init(&queue->host_keep.lock);
     if (pthread_mutex_init(&queue->flush_lock, NULL) != 0)
         return gm__error(GM_ERR_NO_MEMORY, "gm_context_create: cannot create the flush lock");
     queue->max_count = max_count;
@@ -212,6 +213,110 @@ static bool push(gm__dealloc_queue *q, gm__dealloc_entry *entry)
     return due;
 }
 
+/* ----------------------------------------------------- kept host memory */
+
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define GM__KEEP_ASAN 1
+#endif
+#endif
+#if defined(__SANITIZE_ADDRESS__) && !defined(GM__KEEP_ASAN)
+#define GM__KEEP_ASAN 1
+#endif
+#if defined(GM__KEEP_ASAN)
+#include <sanitizer/asan_interface.h>
+/* A kept block is poisoned, so that a use after its array's release still shows. */
+#define KEEP_POISON(p, n)   ASAN_POISON_MEMORY_REGION((p), (n))
+#define KEEP_UNPOISON(p, n) ASAN_UNPOISON_MEMORY_REGION((p), (n))
+#else
+#define KEEP_POISON(p, n)   ((void)(p), (void)(n))
+#define KEEP_UNPOISON(p, n) ((void)(p), (void)(n))
+#endif
+
+/* Remove kept block i (lock held). */
+static void *keep_remove_locked(gm__host_keep *keep, int i)
+{
+    void *ptr = keep->ptr[i];
+
+    keep->bytes -= (int64_t)keep->size[i];
+    keep->count--;
+    memmove(&keep->ptr[i], &keep->ptr[i + 1], (size_t)(keep->count - i) * sizeof keep->ptr[0]);
+    memmove(&keep->size[i], &keep->size[i + 1], (size_t)(keep->count - i) * sizeof keep->size[0]);
+    return ptr;
+}
+
+/*
+ * Keep a freed host block of `bytes` for reuse, the oldest going to make
+ * room; false when it is not kept (too small or too large, the context
+ * going): the caller frees it.
+ */
+static bool host_keep_put(gm__host_keep *keep, void *ptr, size_t bytes)
+{
+    void *evicted[GM__HOST_KEEP_BLOCKS];
+    size_t evicted_size[GM__HOST_KEEP_BLOCKS];
+    int n = 0;
+
+    if (ptr == NULL || bytes < GM__HOST_KEEP_MIN || (int64_t)bytes > GM__HOST_KEEP_BYTES)
+        return false;
+    gm__lock_take(&keep->lock);
+    if (keep->closed) {
+        gm__lock_give(&keep->lock);
+        return false;
+    }
+    while (keep->count == GM__HOST_KEEP_BLOCKS ||
+           keep->bytes + (int64_t)bytes > GM__HOST_KEEP_BYTES) {
+        evicted_size[n] = keep->size[0];
+        evicted[n++] = keep_remove_locked(keep, 0);
+    }
+    keep->ptr[keep->count] = ptr;
+    keep->size[keep->count++] = bytes;
+    keep->bytes += (int64_t)bytes;
+    KEEP_POISON(ptr, bytes);
+    gm__lock_give(&keep->lock);
+    for (int i = 0; i < n; i++) {
+        KEEP_UNPOISON(evicted[i], evicted_size[i]);
+        gm__free(evicted[i]);
+    }
+    return true;
+}
+
+void *gm__host_keep_take(gm__host_keep *keep, size_t bytes)
+{
+    void *ptr = NULL;
+
+    if (bytes < GM__HOST_KEEP_MIN)
+        return NULL;
+    gm__lock_take(&keep->lock);
+    for (int i = keep->count - 1; i >= 0 && ptr == NULL; i--) { /* the newest, warmest first */
+        if (keep->size[i] == bytes)
+            ptr = keep_remove_locked(keep, i);
+    }
+    gm__lock_give(&keep->lock);
+    if (ptr != NULL)
+        KEEP_UNPOISON(ptr, bytes);
+    return ptr;
+}
+
+void gm__host_keep_purge(gm__host_keep *keep, bool close)
+{
+    void *ptr[GM__HOST_KEEP_BLOCKS];
+    size_t size[GM__HOST_KEEP_BLOCKS];
+    int n = 0;
+
+    gm__lock_take(&keep->lock);
+    keep->closed = keep->closed || close;
+    n = keep->count;
+    memcpy(ptr, keep->ptr, (size_t)n * sizeof ptr[0]);
+    memcpy(size, keep->size, (size_t)n * sizeof size[0]);
+    keep->count = 0;
+    keep->bytes = 0;
+    gm__lock_give(&keep->lock);
+    for (int i = 0; i < n; i++) {
+        KEEP_UNPOISON(ptr[i], size[i]);
+        gm__free(ptr[i]);
+    }
+}
+
 /* Release the resource an entry describes (memory through the memory manager). */
 static gm_status release(gm_context *ctx, const gm__dealloc_entry *entry)
 {
@@ -240,7 +345,8 @@ static gm_status release(gm_context *ctx, const gm__dealloc_entry *entry)
     case GM__DEALLOC_MODULE:
         return entry->unload != NULL ? entry->unload(ctx, entry->handle) : GM_OK;
     case GM__DEALLOC_HOST_COPY:
-        gm__free(entry->handle);
+        if (!host_keep_put(&ctx->queue.host_keep, entry->handle, (size_t)entry->bytes))
+            gm__free(entry->handle);
         return GM_OK;
     case GM__DEALLOC_WRAPPER:
         ops->stream_unwrap(ctx->bctx, entry->handle);
@@ -643,6 +749,7 @@ void gm__dealloc_queue_teardown(gm_context *ctx)
     pthread_mutex_lock(&q->flush_lock);
     (void)drain(ctx, "gm_context_destroy", DRAIN_TEARDOWN);
     pthread_mutex_unlock(&q->flush_lock);
+    gm__host_keep_purge(&q->host_keep, true); /* what the drain kept, and nothing more */
     pool_free(q);
     pthread_mutex_destroy(&q->flush_lock);
 }

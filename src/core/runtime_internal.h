@@ -116,8 +116,35 @@ typedef struct gm__dealloc_entry {
     bool pooled;                      /* heads a block that goes back to the pool */
 } gm__dealloc_entry;
 
+/*
+ * gpumem-owned host memory (host arrays: copy_to_host's new arrays) that the
+ * queue has freed, kept for the next host array of the same size (dealloc.c):
+ * the queue frees in batches, after which the C library returns large blocks
+ * to the system, and every new array paid a page fault per page (a 4 MiB
+ * copy_to_host cost 17x its memcpy). Blocks from GM__HOST_KEEP_MIN bytes, at
+ * most GM__HOST_KEEP_BLOCKS of them and GM__HOST_KEEP_BYTES in all (the
+ * oldest go first); freed with the context, and all at once when a host
+ * allocation fails.
+ */
+#define GM__HOST_KEEP_BLOCKS 16
+#define GM__HOST_KEEP_BYTES  ((int64_t)128 << 20)
+#define GM__HOST_KEEP_MIN    ((size_t)64 << 10)
+typedef struct gm__host_keep {
+    gm__lock lock;
+    bool closed;   /* the context is going: keep nothing */
+    int count;     /* blocks kept, oldest first */
+    int64_t bytes; /* their sizes summed */
+    void *ptr[GM__HOST_KEEP_BLOCKS];
+    size_t size[GM__HOST_KEEP_BLOCKS];
+} gm__host_keep;
+
+/* A kept block of exactly `bytes` bytes, or NULL. */
+void *gm__host_keep_take(gm__host_keep *keep, size_t bytes);
+/* Free every kept block; `close`: keep none from now on. */
+void gm__host_keep_purge(gm__host_keep *keep, bool close);
+
 typedef struct gm__dealloc_queue {
-    gm__lock lock;              /* everything below (never held across a call out) */
+    gm__lock lock;              /* everything below but host_keep (never held across a call out) */
     pthread_mutex_t flush_lock; /* held by the one thread flushing */
     gm__dealloc_entry *head;
     gm__dealloc_entry *tail;
@@ -133,6 +160,7 @@ typedef struct gm__dealloc_queue {
     _Atomic int64_t defer_depth; /* changed under lock; a drain also reads it without */
     gm__dealloc_entry *pool;     /* spare pooled blocks, linked through entry->next */
     int64_t pool_count;
+    gm__host_keep host_keep; /* freed host-array memory for reuse (its own lock) */
 } gm__dealloc_queue;
 
 /* Initialize a queue with its bounds. */

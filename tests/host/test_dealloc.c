@@ -905,6 +905,180 @@ static void test_flush_rechecks_bounds(void **state)
     assert_ok(gm_test_use_cmocka_allocator(NULL));
 }
 
+/* ------------------------------------------------- kept host-array memory */
+
+/* An allocator that watches the blocks of one size: which were made, how many freed. */
+static size_t watch_size;
+static void *watched[64];
+static int watched_made, watched_freed;
+static bool fail_next_of_size;
+static size_t fail_size;
+
+static void *watch_malloc(size_t size)
+{
+    void *p = NULL;
+
+    if (fail_next_of_size && size == fail_size) {
+        fail_next_of_size = false;
+        return NULL;
+    }
+    p = test_malloc(size);
+    if (p != NULL && size == watch_size && watched_made < 64)
+        watched[watched_made++] = p;
+    return p;
+}
+
+static void *watch_calloc(size_t count, size_t size)
+{
+    return test_calloc(count, size);
+}
+
+static void *watch_realloc(void *ptr, size_t size)
+{
+    return test_realloc(ptr, size);
+}
+
+static void watch_free(void *ptr)
+{
+    for (int i = 0; ptr != NULL && i < watched_made; i++) {
+        if (watched[i] == ptr) {
+            watched[i] = NULL;
+            watched_freed++;
+        }
+    }
+    test_free(ptr);
+}
+
+static void watch_blocks_of(size_t size)
+{
+    static const gm_host_allocator watch = {watch_malloc, watch_calloc, watch_realloc, watch_free};
+
+    watch_size = size;
+    watched_made = watched_freed = 0;
+    fail_next_of_size = false;
+    assert_ok(gm_set_host_allocator(&watch));
+}
+
+/* n new host arrays copied from dev (copy_to_host_new), their data pointers in data[]. */
+static void host_copies(gm_array *dev, int n, gm_array **out, void **data)
+{
+    for (int i = 0; i < n; i++) {
+        assert_ok(gm_array_copy_to_host_new(dev, NULL, &out[i]));
+        data[i] = gm_array_view(out[i])->data;
+    }
+}
+
+/*
+ * Host arrays the queue frees are kept for the next ones of their size (the
+ * newest 16): new arrays take them without a malloc and are whole copies;
+ * the rest are freed, and the kept ones with the context.
+ */
+static void test_host_arrays_kept_for_reuse(void **state)
+{
+    gm_context_options o = rt_options(100, 10.0, BIG);
+    gm_context *ctx = NULL;
+    int64_t n = 256 << 10;
+    gm_array *dev = NULL, *h[20];
+    void *data[20], *again[16];
+
+    (void)state;
+    watch_blocks_of((size_t)n);
+    assert_ok(gm_context_create(&o, &ctx));
+    assert_ok(gm_device_array(ctx, 1, &n, GM_UINT8, GM_ORDER_C, &dev));
+    assert_ok(gm_array_memset(dev, 0x5a, NULL));
+    host_copies(dev, 20, h, data);
+    assert_int_equal(watched_made, 20);
+    for (int i = 0; i < 20; i++)
+        gm_array_release(&h[i]);
+    assert_int_equal(watched_freed, 0); /* pending: the queue frees them */
+    assert_ok(gm_deallocations_flush(ctx));
+    assert_int_equal(watched_freed, 4); /* the 4 oldest; 16 kept */
+    assert_ok(gm_array_memset(dev, 0xa5, NULL));
+    host_copies(dev, 16, h, again);
+    assert_int_equal(watched_made, 20); /* no new block */
+    for (int i = 0; i < 16; i++) {
+        bool kept = false;
+
+        for (int j = 4; j < 20; j++)
+            kept = kept || again[i] == data[j];
+        assert_true(kept);
+        for (int64_t b = 0; b < n; b++)
+            assert_int_equal(((unsigned char *)again[i])[b], 0xa5);
+    }
+    for (int i = 0; i < 16; i++)
+        gm_array_release(&h[i]);
+    gm_array_release(&dev);
+    gm_context_destroy(&ctx);
+    assert_int_equal(watched_freed, 20); /* the kept ones went with the context */
+    assert_ok(gm_test_use_cmocka_allocator(NULL));
+}
+
+/* At most 128 MiB are kept (the oldest go), and blocks under 64 KiB are not kept at all. */
+static void test_host_keep_bounds(void **state)
+{
+    gm_context_options o = rt_options(100, 10.0, BIG);
+    gm_context *ctx = NULL;
+    int64_t big = 16 << 20, small = 60 << 10;
+    gm_array *dev = NULL, *h[9];
+    void *data[9];
+
+    (void)state;
+    watch_blocks_of((size_t)big);
+    assert_ok(gm_context_create(&o, &ctx));
+    assert_ok(gm_device_array(ctx, 1, &big, GM_UINT8, GM_ORDER_C, &dev));
+    host_copies(dev, 9, h, data);
+    for (int i = 0; i < 9; i++)
+        gm_array_release(&h[i]);
+    assert_ok(gm_deallocations_flush(ctx));
+    assert_int_equal(watched_freed, 1); /* 8 x 16 MiB kept */
+    gm_array_release(&dev);
+    gm_context_destroy(&ctx);
+    assert_int_equal(watched_freed, 9);
+
+    watch_blocks_of((size_t)small);
+    assert_ok(gm_context_create(&o, &ctx));
+    assert_ok(gm_device_array(ctx, 1, &small, GM_UINT8, GM_ORDER_C, &dev));
+    host_copies(dev, 3, h, data);
+    for (int i = 0; i < 3; i++)
+        gm_array_release(&h[i]);
+    assert_ok(gm_deallocations_flush(ctx));
+    assert_int_equal(watched_freed, 3); /* too small to keep */
+    gm_array_release(&dev);
+    gm_context_destroy(&ctx);
+    assert_ok(gm_test_use_cmocka_allocator(NULL));
+}
+
+/* A host allocation that fails frees the kept blocks and tries again. */
+static void test_host_keep_freed_when_memory_is_short(void **state)
+{
+    gm_context_options o = rt_options(100, 10.0, BIG);
+    gm_context *ctx = NULL;
+    int64_t n = 256 << 10, other = 512 << 10;
+    gm_array *dev = NULL, *dev2 = NULL, *h[3], *x = NULL;
+    void *data[3];
+
+    (void)state;
+    watch_blocks_of((size_t)n);
+    assert_ok(gm_context_create(&o, &ctx));
+    assert_ok(gm_device_array(ctx, 1, &n, GM_UINT8, GM_ORDER_C, &dev));
+    assert_ok(gm_device_array(ctx, 1, &other, GM_UINT8, GM_ORDER_C, &dev2));
+    host_copies(dev, 3, h, data);
+    for (int i = 0; i < 3; i++)
+        gm_array_release(&h[i]);
+    assert_ok(gm_deallocations_flush(ctx));
+    assert_int_equal(watched_freed, 0); /* all 3 kept */
+    fail_size = (size_t)other;
+    fail_next_of_size = true;
+    assert_ok(gm_array_copy_to_host_new(dev2, NULL, &x)); /* failed once, then succeeded */
+    assert_false(fail_next_of_size);
+    assert_int_equal(watched_freed, 3); /* the kept blocks went first */
+    gm_array_release(&x);
+    gm_array_release(&dev2);
+    gm_array_release(&dev);
+    gm_context_destroy(&ctx);
+    assert_ok(gm_test_use_cmocka_allocator(NULL));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -932,6 +1106,9 @@ int main(void)
         cmocka_unit_test_setup(test_host_copy_freed_after_its_copy, test_setup),
         cmocka_unit_test_setup(test_teardown_waits_for_destroyed_stream, test_setup),
         cmocka_unit_test_setup(test_defer_end_in_callback_does_not_flush, test_setup),
+        cmocka_unit_test_setup(test_host_arrays_kept_for_reuse, test_setup),
+        cmocka_unit_test_setup(test_host_keep_bounds, test_setup),
+        cmocka_unit_test_setup(test_host_keep_freed_when_memory_is_short, test_setup),
     };
     return cmocka_run_group_tests(tests, group_setup, gm_test_restore_allocator);
 }
