@@ -204,7 +204,15 @@ static int api_row(gm_context *ctx, void *pageable, size_t n)
  * device ones). Always on the host backend, whose device memory memcpy can
  * reach (bench_transfer measures the build's backend).
  */
-static int bench_api(size_t max)
+/* One row of a table of API transfers: n bytes moved; 0 on success. */
+typedef int (*api_row_fn)(gm_context *ctx, void *pageable, size_t n);
+
+/*
+ * A table of API transfers on a host-backend context: `header`, then row(ctx, pageable, n) for n =
+ * 4 KiB .. max bytes in powers of 4 over a page-aligned pageable buffer of `host_bytes`, skipping
+ * sizes above a quarter of the simulated device memory (said so).
+ */
+static int api_table(size_t max, size_t host_bytes, const char *header, api_row_fn row)
 {
     gm_context_options options;
     gm_context *ctx = NULL;
@@ -218,25 +226,34 @@ static int bench_api(size_t max)
         fprintf(stderr, "bench_copy: %s\n", gm_last_error_message());
         return 1;
     }
-    host = aligned_alloc(4096, max);
+    host = aligned_alloc(4096, host_bytes);
     if (host == NULL) {
         gm_context_destroy(&ctx);
         return 1;
     }
-    memset(host, 4, max);
-    printf("\n1b. transfers through the API (%s backend; GB/s, then x memcpy of the same buffers)\n"
-           "                   H2D page H2D pin  D2H page D2H pin    H2D pg H2D pn D2H pg D2H pn\n",
-           gm_backend_name(gm_context_backend(ctx)));
+    memset(host, 4, host_bytes);
+    fputs(header, stdout);
     for (size_t n = 4 * KIB; n <= max && failed == 0; n *= 4) {
         if ((int64_t)n > info.total_memory / 4) {
             printf("   %8zu KiB   skipped: above a quarter of the device memory\n", n / KIB);
             continue;
         }
-        failed = api_row(ctx, host, n);
+        failed = row(ctx, host, n);
     }
     free(host);
     gm_context_destroy(&ctx);
     return failed;
+}
+
+static int bench_api(size_t max)
+{
+    return api_table(
+        max, max,
+        "\n1b. transfers through the API (host backend; GB/s, then x memcpy of the same "
+        "buffers)\n"
+        "                   H2D page H2D pin  D2H page D2H pin    H2D pg H2D pn D2H pg "
+        "D2H pn\n",
+        api_row);
 }
 
 /* Every other float32 of src into dst (the C reference). */
@@ -318,7 +335,7 @@ static double time_loop(float *dev, float *host, size_t n, int h2d, int iters)
  * each against the C loop that gathers or scatters the same elements between
  * the same buffers, timed alternately with it; 0 on success.
  */
-static int strided_row(gm_context *ctx, float *pageable, size_t n)
+static int strided_row(gm_context *ctx, void *pageable, size_t n)
 {
     int64_t count = (int64_t)(n / sizeof(float)), step = 2 * (int64_t)sizeof(float);
     int iters = n >= BATCH_BYTES / 4 ? 1 : (int)(BATCH_BYTES / 4 / n);
@@ -370,45 +387,20 @@ static int strided_row(gm_context *ctx, float *pageable, size_t n)
 static int bench_strided_api(void)
 {
     size_t max = GIB;
-    gm_context_options options;
-    gm_context *ctx = NULL;
-    gm_device_info info;
-    float *host = NULL;
-    int failed = 0;
 
     if (available_bytes() < 6 * GIB) {
         max = 256 * MIB;
         printf("(2b: 1 GiB skipped: %zu MiB available)\n", available_bytes() / MIB);
     }
-    gm_context_options_default(&options);
-    options.backend = GM_BACKEND_HOST;
-    if (gm_context_create(&options, &ctx) != GM_OK || gm_context_device_info(ctx, &info) != GM_OK) {
-        fprintf(stderr, "bench_copy: %s\n", gm_last_error_message());
-        return 1;
-    }
-    host = aligned_alloc(4096, 2 * max);
-    if (host == NULL) {
-        gm_context_destroy(&ctx);
-        return 1;
-    }
-    memset(host, 0, 2 * max);
-    printf("\n2b. strided transfers through the API (%s backend): float32, the host side every\n"
-           "    other element (a[::2]) of pageable or pinned memory, the device side contiguous;\n"
-           "    GB/s of elements moved, then x the C loop that gathers / scatters the same\n"
-           "    elements between the same buffers, then memcpy of the same bytes for scale\n"
-           "                   H2D page H2D pin  D2H page D2H pin    H2D pg H2D pn D2H pg D2H pn"
-           "    memcpy\n",
-           gm_backend_name(gm_context_backend(ctx)));
-    for (size_t n = 4 * KIB; n <= max && failed == 0; n *= 4) {
-        if ((int64_t)n > info.total_memory / 4) {
-            printf("   %8zu KiB   skipped: above a quarter of the device memory\n", n / KIB);
-            continue;
-        }
-        failed = strided_row(ctx, host, n);
-    }
-    free(host);
-    gm_context_destroy(&ctx);
-    return failed;
+    return api_table(
+        max, 2 * max,
+        "\n2b. strided transfers through the API (host backend): float32, the host side every\n"
+        "    other element (a[::2]) of pageable or pinned memory, the device side contiguous;\n"
+        "    GB/s of elements moved, then x the C loop that gathers / scatters the same\n"
+        "    elements between the same buffers, then memcpy of the same bytes for scale\n"
+        "                   H2D page H2D pin  D2H page D2H pin    H2D pg H2D pn D2H pg D2H pn"
+        "    memcpy\n",
+        strided_row);
 }
 
 /*
