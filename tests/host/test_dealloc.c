@@ -913,6 +913,8 @@ static void *watched[64];
 static int watched_made, watched_freed;
 static bool fail_next_of_size;
 static size_t fail_size;
+static bool fail_next_large; /* fail the next malloc of at least fail_large bytes */
+static size_t fail_large;
 
 static void *watch_malloc(size_t size)
 {
@@ -920,6 +922,10 @@ static void *watch_malloc(size_t size)
 
     if (fail_next_of_size && size == fail_size) {
         fail_next_of_size = false;
+        return NULL;
+    }
+    if (fail_next_large && size >= fail_large) {
+        fail_next_large = false;
         return NULL;
     }
     p = test_malloc(size);
@@ -956,6 +962,7 @@ static void watch_blocks_of(size_t size)
     watch_size = size;
     watched_made = watched_freed = 0;
     fail_next_of_size = false;
+    fail_next_large = false;
     assert_ok(gm_set_host_allocator(&watch));
 }
 
@@ -1079,6 +1086,44 @@ static void test_host_keep_freed_when_memory_is_short(void **state)
     assert_ok(gm_test_use_cmocka_allocator(NULL));
 }
 
+/*
+ * A staging buffer that cannot be had frees the kept blocks and tries again,
+ * as a host array's allocation does: a fill of complex128 items (no backend
+ * memset) patterns a host image of the whole array, and that allocation
+ * failed with GM_ERR_NO_MEMORY while the kept blocks (up to 128 MiB) stayed
+ * held, memory the queue's flush used to give back.
+ */
+static void test_host_keep_freed_when_staging_is_short(void **state)
+{
+    gm_context_options o = rt_options(100, 10.0, BIG);
+    gm_context *ctx = NULL;
+    int64_t n = 256 << 10, items = 1 << 16; /* 1 MiB of complex128 */
+    gm_array *dev = NULL, *big = NULL, *h[3];
+    void *data[3];
+    unsigned char value[16];
+
+    (void)state;
+    memset(value, 0x3c, sizeof value);
+    watch_blocks_of((size_t)n);
+    assert_ok(gm_context_create(&o, &ctx));
+    assert_ok(gm_device_array(ctx, 1, &n, GM_UINT8, GM_ORDER_C, &dev));
+    assert_ok(gm_device_array(ctx, 1, &items, GM_COMPLEX128, GM_ORDER_C, &big));
+    host_copies(dev, 3, h, data);
+    for (int i = 0; i < 3; i++)
+        gm_array_release(&h[i]);
+    assert_ok(gm_deallocations_flush(ctx));
+    assert_int_equal(watched_freed, 0); /* all 3 kept */
+    fail_large = (size_t)items * 16;
+    fail_next_large = true;
+    assert_ok(gm_array_fill(big, value, NULL)); /* its image failed once, then succeeded */
+    assert_false(fail_next_large);
+    assert_int_equal(watched_freed, 3); /* the kept blocks went first */
+    gm_array_release(&big);
+    gm_array_release(&dev);
+    gm_context_destroy(&ctx);
+    assert_ok(gm_test_use_cmocka_allocator(NULL));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1109,6 +1154,7 @@ int main(void)
         cmocka_unit_test_setup(test_host_arrays_kept_for_reuse, test_setup),
         cmocka_unit_test_setup(test_host_keep_bounds, test_setup),
         cmocka_unit_test_setup(test_host_keep_freed_when_memory_is_short, test_setup),
+        cmocka_unit_test_setup(test_host_keep_freed_when_staging_is_short, test_setup),
     };
     return cmocka_run_group_tests(tests, group_setup, gm_test_restore_allocator);
 }
