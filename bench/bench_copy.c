@@ -354,7 +354,7 @@ static int strided_row(gm_context *ctx, void *pageable, size_t n)
     }
     dd = gm_array_view(dev)->data;
     pd = gm_array_view(pinned)->data;
-    memset(pd, 0, 2 * n);
+    memset(pd, 0, 2 * n - sizeof(float)); /* its extent: the last element ends the buffer */
     for (int r = 0; r < 2 * REPS; r++) {
         for (int k = 0; k < 2; k++) {
             if ((k == 0) == (r % 2 == 0)) {
