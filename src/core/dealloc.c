@@ -825,6 +825,9 @@ static gm_status retry_after(gm_context *ctx, gm_status status, uint64_t mark,
         return oom_in_defer(ctx, status);
     if (gm__dealloc_flush(ctx, "out-of-memory flush") != GM_OK)
         gm__log(GM_LOG_WARN, "out-of-memory flush stopped: %s", gm_last_error_message());
+    /* The host blocks kept for reuse go too, those the flush just kept included: page-locked
+     * and mapped memory comes from the same system memory. */
+    gm__host_keep_purge(&ctx->queue.host_keep, false);
     status = attempt(ctx, args);
     if (status == GM_OK)
         gm__error_back_to(mark);

@@ -1124,6 +1124,35 @@ static void test_host_keep_freed_when_staging_is_short(void **state)
     assert_ok(gm_test_use_cmocka_allocator(NULL));
 }
 
+/* An allocation's out-of-memory retry frees the kept host blocks too (pinned memory is host
+ * memory): a pinned array that does not fit the simulated budget, retried. */
+static void test_host_keep_freed_by_oom_retry(void **state)
+{
+    gm_context_options o = rt_options(100, 10.0, BIG);
+    gm_context *ctx = NULL;
+    int64_t n = 256 << 10, too_big = 32 * MIB; /* the group's pinned budget is 16M */
+    gm_array *dev = NULL, *h[3], *p = NULL;
+    void *data[3];
+    gm_status s = GM_OK;
+
+    (void)state;
+    watch_blocks_of((size_t)n);
+    assert_ok(gm_context_create(&o, &ctx));
+    assert_ok(gm_device_array(ctx, 1, &n, GM_UINT8, GM_ORDER_C, &dev));
+    host_copies(dev, 3, h, data);
+    for (int i = 0; i < 3; i++)
+        gm_array_release(&h[i]);
+    assert_ok(gm_deallocations_flush(ctx));
+    assert_int_equal(watched_freed, 0); /* all 3 kept */
+    s = gm_pinned_array(ctx, 1, &too_big, GM_UINT8, GM_ORDER_C, &p);
+    assert_true(s == GM_ERR_NO_MEMORY || s == GM_ERR_OUT_OF_DEVICE_MEMORY);
+    assert_null(p);
+    assert_int_equal(watched_freed, 3); /* the retry let them go */
+    gm_array_release(&dev);
+    gm_context_destroy(&ctx);
+    assert_ok(gm_test_use_cmocka_allocator(NULL));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1154,6 +1183,7 @@ int main(void)
         cmocka_unit_test_setup(test_host_arrays_kept_for_reuse, test_setup),
         cmocka_unit_test_setup(test_host_keep_bounds, test_setup),
         cmocka_unit_test_setup(test_host_keep_freed_when_memory_is_short, test_setup),
+        cmocka_unit_test_setup(test_host_keep_freed_by_oom_retry, test_setup),
         cmocka_unit_test_setup(test_host_keep_freed_when_staging_is_short, test_setup),
     };
     return cmocka_run_group_tests(tests, group_setup, gm_test_restore_allocator);
