@@ -124,7 +124,7 @@ typedef struct gm__dealloc_entry {
  * copy_to_host cost 17x its memcpy). Blocks from GM__HOST_KEEP_MIN bytes, at
  * most GM__HOST_KEEP_BLOCKS of them and GM__HOST_KEEP_BYTES in all (the
  * oldest go first); freed with the context, and all at once when a host
- * allocation fails.
+ * allocation fails or an allocation's out-of-memory retry flushes.
  */
 #define GM__HOST_KEEP_BLOCKS 16
 #define GM__HOST_KEEP_BYTES  ((int64_t)128 << 20)
