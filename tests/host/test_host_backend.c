@@ -207,6 +207,47 @@ static void test_ops_table(void **state)
         assert_memory_not_equal(slots[i], zero, sizeof zero);
 }
 
+/* The model name of /proc/cpuinfo's first "model name" line, or "CPU". */
+static void cpuinfo_model(char *buf, size_t size)
+{
+    char line[256];
+    FILE *f = fopen("/proc/cpuinfo", "r");
+
+    snprintf(buf, size, "CPU");
+    while (f != NULL && fgets(line, sizeof line, f) != NULL) {
+        char *colon = strchr(line, ':');
+
+        if (strncmp(line, "model name", 10) != 0 || colon == NULL)
+            continue;
+        colon += strspn(colon + 1, " \t") + 1;
+        colon[strcspn(colon, "\n")] = '\0';
+        if (colon[0] != '\0')
+            snprintf(buf, size, "%s", colon);
+        break;
+    }
+    if (f != NULL)
+        fclose(f);
+}
+
+/* Every context names the CPU of /proc/cpuinfo (which the backend reads once per process). */
+static void test_device_name_every_context(void **state)
+{
+    char model[128], expected[300];
+    gm_device_info info;
+
+    (void)state;
+    cpuinfo_model(model, sizeof model);
+    snprintf(expected, sizeof expected, "gpumem host simulator (%s)", model);
+    for (int i = 0; i < 3; i++) {
+        gm_backend_ctx *c = ctx_new();
+
+        memset(&info, 0, sizeof info);
+        assert_ok(OPS->device_info(c, &info));
+        assert_string_equal(info.name, expected);
+        OPS->fini(c);
+    }
+}
+
 /* Properties for warp 32 (CUDA-like) and 64 (HSA-like); bad arguments. */
 static void test_init_and_device_info(void **state)
 {
@@ -1885,6 +1926,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_ops_table),
         cmocka_unit_test(test_init_and_device_info),
+        cmocka_unit_test(test_device_name_every_context),
         cmocka_unit_test(test_capacity_env),
         cmocka_unit_test(test_alloc_free_oom),
         cmocka_unit_test(test_device_cache_reuse),
