@@ -190,6 +190,7 @@ typedef struct host_ctx {
     pthread_cond_t progress;
     uint64_t next_ticket;   /* enqueue order across every stream */
     _Atomic int64_t queued; /* items submitted and not yet completed, on every stream */
+    int64_t busy_blocking;  /* blocking streams (not the legacy one) with queued items */
     host_stream *streams;   /* every stream with a worker */
     host_stream *ended;     /* retired streams whose workers ended: joined, freed later */
     host_stream *wrappers;  /* every stream_wrap wrapper */

@@ -195,6 +195,10 @@ static bool clear_before(const host_stream *s, uint64_t ticket)
 static bool streams_clear(const host_ctx *c, uint64_t ticket, const host_stream *skip,
                           bool only_blocking)
 {
+    /* no blocking stream holds an item: nothing to walk for each legacy-stream item (300 idle
+     * streams made each one cost 1.3 us instead of 61 ns) */
+    if (only_blocking && c->busy_blocking == 0)
+        return true;
     for (const host_stream *s = c->streams; s != NULL; s = s->next) {
         if (s != skip && (!only_blocking || is_blocking(c, s)) && !clear_before(s, ticket))
             return false;
@@ -247,10 +251,13 @@ static void submit_locked(host_ctx *c, host_stream *s, host_work *w)
     after_running_locked(c, s, w);
     w->ticket = ++c->next_ticket;
     w->next = NULL;
-    if (s->tail != NULL)
+    if (s->tail != NULL) {
         s->tail->next = w;
-    else
+    } else {
         s->head = w;
+        if (is_blocking(c, s))
+            c->busy_blocking++;
+    }
     s->tail = w;
     s->enqueued++;
     if (tls_worker == s) /* queued by the stream's own work (a callback) */
@@ -359,8 +366,11 @@ static void complete_work(host_stream *s, host_work *w, gm_status status, const 
     host_ctx *c = s->ctx;
 
     s->head = w->next;
-    if (s->head == NULL)
+    if (s->head == NULL) {
         s->tail = NULL;
+        if (is_blocking(c, s))
+            c->busy_blocking--;
+    }
     s->completed++;
     if (w->signal != NULL) {
         w->signal->time_ns = now_ns();

@@ -857,6 +857,62 @@ static void test_default_stream_is_legacy(void **state)
     gm_context_destroy(&ctx);
 }
 
+/*
+ * Legacy-stream work still waits for a busy blocking stream once other
+ * streams, blocking or not, have gone busy and idle again meanwhile (the
+ * simulator counts the blocking streams holding work, so that an idle context
+ * does not walk its streams for each legacy item), and runs at once when the
+ * only busy stream is non-blocking.
+ */
+static void test_legacy_waits_after_other_streams_idle(void **state)
+{
+    gm_context *ctx = rt_fault_ctx();
+    gm_stream *a = NULL, *b = NULL, *n = NULL, *def = gm_default_stream(ctx);
+    gate g[2], gn;
+    atomic_int count;
+
+    (void)state;
+    memset(g, 0, sizeof(g));
+    memset(&gn, 0, sizeof(gn));
+    atomic_init(&count, 0);
+    assert_ok(gm_stream_create(ctx, 0, &a));
+    assert_ok(gm_stream_create(ctx, 0, &b));
+    assert_ok(gm_stream_create(ctx, GM_STREAM_NON_BLOCKING, &n));
+    for (int round = 0; round < 2; round++) {
+        order_probe p = {&g[round], -1, NULL};
+
+        assert_ok(gm_stream_add_callback(a, gate_callback, &g[round]));
+        /* while a holds its gate, n and b go busy and idle once each */
+        assert_ok(gm_stream_add_callback(n, count_callback, &count));
+        assert_ok(gm_stream_synchronize(n));
+        assert_ok(gm_stream_add_callback(b, count_callback, &count));
+        assert_ok(gm_stream_synchronize(b));
+        assert_ok(gm_stream_add_callback(def, probe_callback, &p));
+        sleep_ms(50);
+        assert_status(gm_stream_query(def), GM_ERR_NOT_READY); /* waits for a's gate */
+        atomic_store(&g[round].release, 1);
+        assert_ok(gm_stream_synchronize(def));
+        assert_int_equal(p.saw_gate_ran, 1);
+        /* every stream busy and idle again, in turn and together */
+        assert_ok(gm_stream_add_callback(b, count_callback, &count));
+        assert_ok(gm_stream_add_callback(n, count_callback, &count));
+        assert_ok(gm_stream_add_callback(def, count_callback, &count));
+        assert_ok(gm_context_synchronize(ctx));
+    }
+    /* only a non-blocking stream busy: the legacy stream does not wait for it */
+    assert_ok(gm_stream_add_callback(n, gate_callback, &gn));
+    assert_ok(gm_stream_add_callback(def, count_callback, &count));
+    assert_ok(gm_stream_synchronize(def));
+    assert_int_equal(atomic_load(&gn.ran), 0);
+    atomic_store(&gn.release, 1);
+    assert_ok(gm_stream_synchronize(n));
+    assert_int_equal(atomic_load(&count), 11);
+    gm_stream_destroy(&a);
+    gm_stream_destroy(&b);
+    gm_stream_destroy(&n);
+    gm_context_destroy(&ctx);
+}
+
 /* A callback that takes a while, then sets a flag. */
 static void slow_callback(gm_stream *stream, gm_status status, void *user)
 {
@@ -2045,6 +2101,7 @@ int main(void)
                                         c_allocator_teardown),
         cmocka_unit_test_setup(test_synchronize_query_callback, test_setup),
         cmocka_unit_test_setup(test_default_stream_is_legacy, test_setup),
+        cmocka_unit_test_setup(test_legacy_waits_after_other_streams_idle, test_setup),
         cmocka_unit_test_setup(test_context_synchronize, test_setup),
         cmocka_unit_test_setup(test_no_chaining_during_teardown, test_setup),
         cmocka_unit_test_setup(test_chaining_as_teardown_begins, test_setup),
