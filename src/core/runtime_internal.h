@@ -308,11 +308,13 @@ struct gm_context {
      * none is, a pointer the host backend calls host memory is in no array's buffer of
      * another kind, and gm_pointer_kind skips the walk of the list (foreign.c) */
     int64_t unnamed_arrays;
-    pthread_mutex_t lock; /* the lists below */
-    gm__link streams;     /* gm_stream.link: created, built-in and wrapped */
-    gm__link dying;       /* gm_stream.link: created streams whose destroy is queued */
-    gm__link events;      /* gm_event.link */
-    gm__link scopes;      /* gm_host_scope.link */
+    pthread_mutex_t lock;       /* the lists below */
+    gm__link streams;           /* gm_stream.link: created, built-in and wrapped */
+    gm_stream *builtin_last[3]; /* per gm_builtin_stream: the wrapper builtin_locked gave last
+                                 * (stream.c; ctx->lock), or NULL */
+    gm__link dying;             /* gm_stream.link: created streams whose destroy is queued */
+    gm__link events;            /* gm_event.link */
+    gm__link scopes;            /* gm_host_scope.link */
     gm__link exports;     /* live DLPack exports (dlpack.c); guarded by dlpack.c's global lock */
     void *done_callbacks; /* finished stream-callback trampolines (stream.c); queue.lock */
     gm__link pending_callbacks; /* queued user callbacks not yet run (stream.c); queue.lock */

@@ -164,6 +164,49 @@ static void test_builtin_streams(void **state)
 }
 
 /*
+ * Each built-in handle stays itself, distinct from the others, however they are
+ * asked for in turn and whatever streams come and go around them (the context
+ * keeps the wrapper each kind gave last instead of walking its streams).
+ */
+static void test_builtin_streams_among_many(void **state)
+{
+    gm_context *ctx = rt_fault_ctx();
+    gm_stream *created[40] = {NULL}, *first[3] = {NULL}, *got[3] = {NULL};
+
+    (void)state;
+    for (int i = 0; i < 20; i++)
+        assert_ok(gm_stream_create(ctx, i % 2 ? GM_STREAM_NON_BLOCKING : 0, &created[i]));
+    first[2] = gm_per_thread_default_stream(ctx);
+    first[1] = gm_legacy_default_stream(ctx);
+    first[0] = gm_default_stream(ctx);
+    for (int round = 0; round < 4; round++) {
+        for (int i = 0; i < 3; i++) {
+            int which = (i + round) % 3;
+
+            got[which] = which == 0   ? gm_default_stream(ctx)
+                         : which == 1 ? gm_legacy_default_stream(ctx)
+                                      : gm_per_thread_default_stream(ctx);
+        }
+        for (int i = 0; i < 3; i++) {
+            assert_non_null(got[i]);
+            assert_ptr_equal(got[i], first[i]);
+        }
+        assert_ptr_not_equal(got[2], got[0]);
+        assert_ptr_not_equal(got[2], got[1]);
+        for (int i = 0; i < 10; i++) /* streams come and go */
+            gm_stream_destroy(&created[(round * 10 + i) % 40]);
+        for (int i = 0; i < 10; i++)
+            assert_ok(gm_stream_create(ctx, 0, &created[(round * 10 + i + 20) % 40]));
+    }
+    assert_ok(gm_stream_synchronize(first[0]));
+    assert_ok(gm_stream_synchronize(first[1]));
+    assert_ok(gm_stream_synchronize(first[2]));
+    for (int i = 0; i < 40; i++)
+        gm_stream_destroy(&created[i]);
+    gm_context_destroy(&ctx);
+}
+
+/*
  * A context on the C library's allocator (a second thread allocates), its
  * per-thread handle, and `body` run once on another thread with that handle
  * and `g` (job.status is what it got).
@@ -2086,6 +2129,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup(test_create_destroy, test_setup),
         cmocka_unit_test_setup(test_builtin_streams, test_setup),
+        cmocka_unit_test_setup(test_builtin_streams_among_many, test_setup),
         cmocka_unit_test_setup(test_per_thread_handle_resolves, test_setup),
         cmocka_unit_test_setup(test_per_thread_scopes, test_setup),
         cmocka_unit_test_setup(test_per_thread_scope_left_open, test_setup),
