@@ -185,65 +185,41 @@ static void block_init(gm_context *ctx, array_block *block)
     block->array.in_block = true;
 }
 
-/* Whether an array of `buffer` counts in ctx->unnamed_arrays. */
-static bool buffer_unnamed(const gm__buffer *buffer)
-{
-    return buffer->memory != GM_MEMORY_HOST && !buffer->backend_named;
-}
-
-/* List an array in ctx->arrays, counting it (queue lock held). */
-static void array_list_locked(gm_context *ctx, gm_array *array)
-{
-    gm__list_push(&ctx->arrays, &array->link);
-    if (buffer_unnamed(array->buffer))
-        ctx->unnamed_arrays++;
-}
-
-/* Unlist an array, uncounting it (queue lock held). */
-static void array_unlist_locked(gm_context *ctx, gm_array *array)
-{
-    gm__list_unlink(&array->link);
-    if (buffer_unnamed(array->buffer))
-        ctx->unnamed_arrays--;
-}
-
 /*
  * Set a (new or reused) block's buffer over `bytes` (0: none) at `base` and
- * list its array (queue lock held). `named`: device memory from the backend's
- * mem_alloc (gm__buffer.backend_named).
+ * list its array (queue lock held).
  */
 static void block_list_at(gm_context *ctx, array_block *block, gm_memory_kind memory,
-                          uintptr_t base, int64_t bytes, bool named)
+                          uintptr_t base, int64_t bytes)
 {
     gm__buffer *buffer = &block->buffer;
 
     buffer->memory = memory;
-    buffer->backend_named = named;
     buffer->base = base;
     buffer->bytes = bytes;
     atomic_init(&buffer->refcount, 1);
     atomic_init(&buffer->device, 0);
     buffer->entry = bytes > 0 ? &block->entry : NULL;
     atomic_init(&block->array.refcount, 1);
-    array_list_locked(ctx, &block->array);
+    gm__list_push(&ctx->arrays, &block->array.link);
 }
 
 /* The same for the memory a filled entry describes. */
 static void block_list(gm_context *ctx, array_block *block, gm_memory_kind memory,
-                       const gm__dealloc_entry *mem, bool named)
+                       const gm__dealloc_entry *mem)
 {
     block_list_at(ctx, block, memory,
-                  mem->handle != NULL ? (uintptr_t)mem->handle : (uintptr_t)mem->device, mem->bytes,
-                  named);
+                  mem->handle != NULL ? (uintptr_t)mem->handle : (uintptr_t)mem->device,
+                  mem->bytes);
 }
 
 /*
  * The block of an array whose memory is allocated (`mem`, bytes 0: none):
  * taken from the pool and listed under one queue lock, else a new one. When
- * no block can be had, the memory is freed again. `named` as block_list_at's.
+ * no block can be had, the memory is freed again.
  */
 static gm_status block_publish(gm_context *ctx, const char *fn, gm_memory_kind memory,
-                               const gm__dealloc_entry *mem, bool named, array_block **block_p)
+                               const gm__dealloc_entry *mem, array_block **block_p)
 {
     gm__dealloc_entry *spare = NULL;
     array_block *block = NULL;
@@ -252,7 +228,7 @@ static gm_status block_publish(gm_context *ctx, const char *fn, gm_memory_kind m
     spare = gm__dealloc_pool_take_locked(&ctx->queue);
     if (spare != NULL) {
         block = GM__CONTAINER_OF(spare, array_block, entry);
-        block_list(ctx, block, memory, mem, named);
+        block_list(ctx, block, memory, mem);
     }
     gm__lock_give(&ctx->queue.lock);
     if (block == NULL) {
@@ -268,7 +244,7 @@ static gm_status block_publish(gm_context *ctx, const char *fn, gm_memory_kind m
     }
     if (spare == NULL) {
         gm__lock_take(&ctx->queue.lock);
-        block_list(ctx, block, memory, mem, named);
+        block_list(ctx, block, memory, mem);
         gm__lock_give(&ctx->queue.lock);
     }
     block->entry = *mem; /* private until the buffer's last reference goes */
@@ -292,7 +268,7 @@ static gm_status block_create(gm_context *ctx, const char *fn, gm_memory_kind me
     if (bytes > 0)
         status = allocate_memory(ctx, fn, memory, host_flags, (size_t)bytes, &mem);
     if (status == GM_OK)
-        status = block_publish(ctx, fn, memory, &mem, false, block_p);
+        status = block_publish(ctx, fn, memory, &mem, block_p);
     return status;
 }
 
@@ -362,7 +338,7 @@ static void array_drop(gm_array *array)
     bool in_block = array->in_block, alone = buffer->block == NULL, last = false, due = false;
 
     gm__lock_take(&ctx->queue.lock);
-    array_unlist_locked(ctx, array); /* the array is relisted or freed next */
+    gm__list_unlink(&array->link); /* the array is relisted or freed next */
     last = ref_drop_last(&buffer->refcount);
     if (last && queue)
         due = gm__dealloc_push_locked(&ctx->queue, entry);
@@ -391,7 +367,7 @@ static gm_status array_wrap(gm_context *ctx, const char *fn, gm__buffer *buffer,
     array->view.reserved = 0; /* ndview.h: gpumem writes zero there */
     atomic_init(&array->refcount, 1);
     gm__lock_take(&ctx->queue.lock);
-    array_list_locked(ctx, array);
+    gm__list_push(&ctx->arrays, &array->link);
     gm__lock_give(&ctx->queue.lock);
     *array_p = array;
     return GM_OK;
@@ -478,7 +454,7 @@ static gm_status device_block_direct(gm_context *ctx, const char *fn, int64_t nb
     spare = gm__dealloc_pool_take_locked(&ctx->queue);
     if (spare != NULL) {
         block = GM__CONTAINER_OF(spare, array_block, entry);
-        block_list_at(ctx, block, GM_MEMORY_DEVICE, (uintptr_t)ptr, nbytes, true);
+        block_list_at(ctx, block, GM_MEMORY_DEVICE, (uintptr_t)ptr, nbytes);
     }
     gm__lock_give(&ctx->queue.lock);
     if (block == NULL) {
@@ -490,7 +466,7 @@ static gm_status device_block_direct(gm_context *ctx, const char *fn, int64_t nb
         mem.bytes = nbytes;
         mem.owner = owner;
         mem.immediate = !ctx->mm.defer_device;
-        return block_publish(ctx, fn, GM_MEMORY_DEVICE, &mem, true, block_p);
+        return block_publish(ctx, fn, GM_MEMORY_DEVICE, &mem, block_p);
     }
     device_entry(&block->entry, ptr, nbytes, owner, !ctx->mm.defer_device);
     *block_p = block;
@@ -577,8 +553,7 @@ void gm__arrays_teardown(gm_context *ctx, int64_t *arrays_p, int64_t *buffers_p,
         gm_array *array = GM__CONTAINER_OF(ctx->arrays.next, gm_array, link);
         gm__buffer *buffer = array->buffer;
 
-        array_unlist_locked(ctx, array);
-        gm__list_init(&array->link);
+        gm__list_remove(&array->link);
         arrays++;
         if (atomic_load(&buffer->refcount) == 1) {
             buffers++;

@@ -187,37 +187,16 @@ gm_status gm_array_from_foreign(gm_context *ctx, const gm_ndview *view,
 }
 
 /*
- * Whether the backend's answer "host memory" for a pointer is final: the
- * host simulator's own pointer_kind and mem_alloc, whose registry holds every
- * live allocation of mem_alloc (the backend_named buffers), so while no
- * listed array has another buffer than those and host memory
- * (ctx->unnamed_arrays == 0, queue lock held) no array's buffer of another
- * kind contains the pointer. Walking the list for it cost O(live arrays) per
- * host pointer: 78 us with 10,000 live device arrays, against 17 ns for a
- * device pointer.
- */
-static bool host_answer_final(const gm_context *ctx)
-{
-    return ctx->ops->pointer_kind == gm__host_backend.pointer_kind &&
-           ctx->ops->mem_alloc == gm__host_backend.mem_alloc && ctx->unnamed_arrays == 0;
-}
-
-/*
  * The kind of the array memory of this context containing ptr; GM_MEMORY_HOST
  * if none. Mapped memory is found by its host address or by the device
  * address its device view got (on CUDA another one for write-combined memory).
- * `backend_host`: the backend answered GM_MEMORY_HOST for ptr.
  */
-static gm_memory_kind registry_kind(gm_context *ctx, const void *ptr, bool backend_host)
+static gm_memory_kind registry_kind(gm_context *ctx, const void *ptr)
 {
     uintptr_t p = (uintptr_t)ptr;
     gm_memory_kind kind = GM_MEMORY_HOST;
 
     gm__lock_take(&ctx->queue.lock);
-    if (backend_host && host_answer_final(ctx)) {
-        gm__lock_give(&ctx->queue.lock);
-        return kind;
-    }
     for (gm__link *l = ctx->arrays.next; l != &ctx->arrays; l = l->next) {
         gm__buffer *b = GM__CONTAINER_OF(l, gm_array, link)->buffer;
         uintptr_t device = b->memory == GM_MEMORY_MAPPED ? atomic_load(&b->device) : 0;
@@ -287,10 +266,9 @@ static gm_status pointer_kind(const char *fn, gm_context *ctx, const void *ptr,
     if (status != GM_OK && status != GM_ERR_UNSUPPORTED)
         return gm__error_within(fn, status);
     if (ptr != NULL && (status == GM_ERR_UNSUPPORTED || kind == GM_MEMORY_HOST)) {
-        /* page-locked memory is named by its array here */
-        kind = registry_kind(ctx, ptr, status == GM_OK);
+        kind = registry_kind(ctx, ptr); /* page-locked memory is named by its array here */
     } else if (ptr != NULL && (kind == GM_MEMORY_PINNED || kind == GM_MEMORY_MAPPED)) {
-        gm_memory_kind own = registry_kind(ctx, ptr, false);
+        gm_memory_kind own = registry_kind(ctx, ptr);
 
         if (own != GM_MEMORY_PINNED && own != GM_MEMORY_MAPPED)
             own = scope_kind(ctx, ptr);

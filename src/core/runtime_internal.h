@@ -303,11 +303,7 @@ struct gm_context {
     gm_context_options options;
     gm__mm mm;
     gm__dealloc_queue queue;
-    gm__link arrays; /* gm_array.link; guarded by queue.lock */
-    /* listed arrays whose buffer is neither host memory nor backend_named (queue.lock): while
-     * none is, a pointer the host backend calls host memory is in no array's buffer of
-     * another kind, and gm_pointer_kind skips the walk of the list (foreign.c) */
-    int64_t unnamed_arrays;
+    gm__link arrays;            /* gm_array.link; guarded by queue.lock */
     pthread_mutex_t lock;       /* the lists below */
     gm__link streams;           /* gm_stream.link: created, built-in and wrapped */
     gm_stream *builtin_last[3]; /* per gm_builtin_stream: the wrapper builtin_locked gave last
@@ -369,13 +365,10 @@ typedef struct gm__buffer {
      * gm_array_device_view gives one; 0 when the backend has none. On CUDA write-combined
      * memory's is not its host address (cuda.h, "Disjoint Addressing") */
     _Atomic uintptr_t device;
-    /* device memory the backend's mem_alloc gave (the built-in manager's direct path), which
-     * the backend's pointer_kind names itself: fixed before the buffer is listed */
-    bool backend_named;
 } gm__buffer;
 
 struct gm_array {
-    gm__link link; /* in ctx->arrays (array.c's array_list_locked / array_unlist_locked) */
+    gm__link link; /* in ctx->arrays */
     gm_context *ctx;
     gm__buffer *buffer;
     _Atomic int64_t refcount;

@@ -317,64 +317,6 @@ static void test_pointer_kind(void **state)
     gm_context_destroy(&ctx);
 }
 
-/*
- * The simulator's "host memory" answer for a pointer is taken as final only
- * while every live array's buffer is host memory or device memory the
- * simulator's mem_alloc gave: a foreign array declaring another kind is found
- * through the arrays as long as any view of it lives, whatever arrays and
- * views of the simulator's memory come and go meanwhile.
- */
-static void test_pointer_kind_foreign_views(void **state)
-{
-    int64_t n = 64, n2[2] = {8, 8}, s2[2] = {8, 1};
-    char *buf = malloc(64);
-    gm_context *ctx = NULL;
-    gm_context_options options;
-    gm_array *d[4] = {NULL}, *dv = NULL, *f = NULL, *fv = NULL, *p = NULL;
-    gm_index_item half = GM_IDX_SLICE(0, 32, 1);
-    gm_memory_kind kind = GM_MEMORY_DEVICE;
-    gm_ndview v;
-
-    (void)state;
-    assert_non_null(buf);
-    gm_context_options_default(&options);
-    options.backend = GM_BACKEND_HOST; /* the simulator's own table (not the fault table) */
-    assert_ok(gm_context_create(&options, &ctx));
-    for (int i = 0; i < 4; i++)
-        assert_ok(gm_device_array(ctx, 1, &n, GM_UINT8, GM_ORDER_C, &d[i]));
-    assert_ok(gm_array_getitem(d[0], 1, &half, &dv));
-    assert_ok(gm_pointer_kind(ctx, buf, &kind));
-    assert_int_equal(kind, GM_MEMORY_HOST);
-    assert_ok(gm_ndview_init(buf, GM_UINT8, 1, &n, NULL, GM_ORDER_C, &v));
-    v.memory = GM_MEMORY_DEVICE;
-    assert_ok(gm_array_from_foreign(ctx, &v, NULL, NULL, NULL, &f));
-    assert_ok(gm_array_getitem(f, 1, &half, &fv));
-    gm_array_release(&f); /* its view keeps the buffer */
-    gm_array_release(&dv);
-    assert_ok(gm_pointer_kind(ctx, buf + 3, &kind));
-    assert_int_equal(kind, GM_MEMORY_DEVICE);
-    gm_array_release(&d[1]);
-    assert_ok(gm_device_array_strided(ctx, 2, n2, s2, GM_UINT8, &d[1]));
-    assert_ok(gm_pinned_array(ctx, 1, &n, GM_UINT8, GM_ORDER_C, &p));
-    gm_array_release(&p);
-    assert_ok(gm_deallocations_flush(ctx));
-    assert_ok(gm_device_array(ctx, 1, &n, GM_UINT8, GM_ORDER_C, &p)); /* a reused block */
-    assert_ok(gm_array_getitem(p, 1, &half, &dv));
-    gm_array_release(&dv);
-    assert_ok(gm_pointer_kind(ctx, buf + 3, &kind));
-    assert_int_equal(kind, GM_MEMORY_DEVICE);
-    gm_array_release(&fv);
-    assert_ok(gm_pointer_kind(ctx, buf + 3, &kind));
-    assert_int_equal(kind, GM_MEMORY_HOST);
-    assert_ok(gm_pointer_kind(ctx, gm_array_view(p)->data, &kind));
-    assert_int_equal(kind, GM_MEMORY_DEVICE);
-    gm_array_release(&p);
-    for (int i = 0; i < 4; i++)
-        gm_array_release(&d[i]);
-    gm_context_destroy(&ctx);
-    free(buf);
-}
-
 /* A pointer_kind op that fails like a driver would. */
 static gm_status failing_pointer_kind(gm_backend_ctx *bctx, const void *ptr, int *kind_p)
 {
@@ -448,7 +390,6 @@ int main(void)
         cmocka_unit_test_setup(test_allocation_failures, test_setup),
         cmocka_unit_test_setup(test_pointer_kind, test_setup),
         cmocka_unit_test_setup(test_pointer_kind_fallback, test_setup),
-        cmocka_unit_test_setup(test_pointer_kind_foreign_views, test_setup),
     };
     return cmocka_run_group_tests(tests, group_setup, gm_test_restore_allocator);
 }
