@@ -66,11 +66,7 @@ static gm_status allocate_memory(gm_context *ctx, const char *fn, gm_memory_kind
     case GM_MEMORY_HOST:
         entry->handle = gm__host_keep_take(&ctx->queue.host_keep, bytes);
         if (entry->handle == NULL)
-            entry->handle = gm__malloc(bytes);
-        if (entry->handle == NULL) { /* the kept blocks first, then the queue's retry */
-            gm__host_keep_purge(&ctx->queue.host_keep, false);
-            entry->handle = gm__malloc(bytes);
-        }
+            entry->handle = gm__host_keep_malloc(&ctx->queue.host_keep, bytes);
         if (entry->handle == NULL)
             status = gm__error(GM_ERR_NO_MEMORY, "%s: out of host memory for %zu bytes", fn, bytes);
         return status;

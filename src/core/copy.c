@@ -364,11 +364,7 @@ static gm_status job_create(gm_context *ctx, const char *fn, gm_backend_stream *
     if (__builtin_add_overflow(head, size0, &total) ||
         __builtin_add_overflow(total, (size_t)bytes1, &total))
         return gm__error(GM_ERR_OVERFLOW, "%s: staging buffers too large", fn);
-    job = gm__malloc(total);
-    if (job == NULL) { /* the queue's kept host-array blocks first, as a host array does */
-        gm__host_keep_purge(&ctx->queue.host_keep, false);
-        job = gm__malloc(total);
-    }
+    job = gm__host_keep_malloc(&ctx->queue.host_keep, total);
     if (job == NULL)
         return gm__error(GM_ERR_NO_MEMORY,
                          "%s: out of host memory for %" PRId64 " bytes of staging buffers", fn,

@@ -317,6 +317,17 @@ void gm__host_keep_purge(gm__host_keep *keep, bool close)
     }
 }
 
+void *gm__host_keep_malloc(gm__host_keep *keep, size_t bytes)
+{
+    void *ptr = gm__malloc(bytes);
+
+    if (ptr == NULL) { /* the kept blocks first, then the queue's retry */
+        gm__host_keep_purge(keep, false);
+        ptr = gm__malloc(bytes);
+    }
+    return ptr;
+}
+
 /* Release the resource an entry describes (memory through the memory manager). */
 static gm_status release(gm_context *ctx, const gm__dealloc_entry *entry)
 {

@@ -142,6 +142,8 @@ typedef struct gm__host_keep {
 void *gm__host_keep_take(gm__host_keep *keep, size_t bytes);
 /* Free every kept block; `close`: keep none from now on. */
 void gm__host_keep_purge(gm__host_keep *keep, bool close);
+/* gm__malloc(bytes), tried once more after the kept blocks are freed if it fails. */
+void *gm__host_keep_malloc(gm__host_keep *keep, size_t bytes);
 
 typedef struct gm__dealloc_queue {
     gm__lock lock;              /* everything below but host_keep (never held across a call out) */
