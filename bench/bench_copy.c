@@ -149,6 +149,18 @@ static double time_api(gm_array *dev, const gm_ndview *host, int h2d, int iters)
     return (now_s() - t0) / iters;
 }
 
+/* The four ways of time_api (to the device and back, from pageable `pv` and from
+ * `pinned`), each kept in t[] if faster than before: H2D pageable, H2D pinned, D2H
+ * pageable, D2H pinned. */
+static void time_api_ways(gm_array *dev, const gm_ndview *pv, gm_array *pinned, int iters,
+                          double t[4])
+{
+    t[0] = best_of(t[0], time_api(dev, pv, 1, iters));
+    t[1] = best_of(t[1], time_api(dev, gm_array_view(pinned), 1, iters));
+    t[2] = best_of(t[2], time_api(dev, pv, 0, iters));
+    t[3] = best_of(t[3], time_api(dev, gm_array_view(pinned), 0, iters));
+}
+
 /*
  * One size's transfers through the API, pageable and pinned, each way, each
  * against a memcpy between the same two buffers in the same direction, timed
@@ -178,10 +190,7 @@ static int api_row(gm_context *ctx, void *pageable, size_t n)
     for (int r = 0; r < 2 * REPS; r++) {
         for (int k = 0; k < 2; k++) {
             if ((k == 0) == (r % 2 == 0)) {
-                t[0] = best_of(t[0], time_api(dev, &pv, 1, iters));
-                t[1] = best_of(t[1], time_api(dev, gm_array_view(pinned), 1, iters));
-                t[2] = best_of(t[2], time_api(dev, &pv, 0, iters));
-                t[3] = best_of(t[3], time_api(dev, gm_array_view(pinned), 0, iters));
+                time_api_ways(dev, &pv, pinned, iters, t);
             } else {
                 m[0] = best_of(m[0], time_memcpy(dd, pageable, n, iters));
                 m[1] = best_of(m[1], time_memcpy(dd, pd, n, iters));
@@ -358,10 +367,7 @@ static int strided_row(gm_context *ctx, void *pageable, size_t n)
     for (int r = 0; r < 2 * REPS; r++) {
         for (int k = 0; k < 2; k++) {
             if ((k == 0) == (r % 2 == 0)) {
-                t[0] = best_of(t[0], time_api(dev, &pv, 1, iters));
-                t[1] = best_of(t[1], time_api(dev, gm_array_view(pinned), 1, iters));
-                t[2] = best_of(t[2], time_api(dev, &pv, 0, iters));
-                t[3] = best_of(t[3], time_api(dev, gm_array_view(pinned), 0, iters));
+                time_api_ways(dev, &pv, pinned, iters, t);
             } else {
                 c[0] = best_of(c[0], time_loop(dd, pageable, (size_t)count, 1, iters));
                 c[1] = best_of(c[1], time_loop(dd, pd, (size_t)count, 1, iters));
