@@ -2,7 +2,9 @@
  * Runtime benchmark on the current backend (prints figures, never fails):
  *   - an allocate/release pair of a device array through the deallocation
  *     queue, against malloc/free of the same size (target: <= 2x);
- *   - the same through defer_cleanup (nothing freed until the scope ends).
+ *   - the same through defer_cleanup (nothing freed until the scope ends);
+ *   - gm_pointer_kind (Numba's is_cuda_array) of a host and a device pointer
+ *     among many live device arrays.
  * Run: meson test --benchmark --suite gpumem runtime -v, or ./build/bench/bench_runtime
  */
 #include <stdio.h>
@@ -68,6 +70,49 @@ static double min2(double a, double b)
     return a < b ? a : b;
 }
 
+/* ns per gm_pointer_kind of `ptr`, best of 5 rounds. */
+static double time_pointer_kind(gm_context *ctx, const void *ptr)
+{
+    double best = 1e30;
+
+    for (int round = 0; round < 5; round++) {
+        double t0 = now_ns();
+        gm_memory_kind kind = GM_MEMORY_HOST;
+
+        for (int i = 0; i < 2000; i++)
+            CHECK(gm_pointer_kind(ctx, ptr, &kind));
+        best = min2(best, (now_ns() - t0) / 2000);
+    }
+    return best;
+}
+
+/* gm_pointer_kind among `live` live device arrays (and 10 pinned ones). */
+static void pointer_kind_table(gm_context *ctx)
+{
+    static const int lives[] = {10, 1000, 10000};
+    static gm_array *arrays[10000], *pinned[10];
+    int64_t n = 256;
+    char host[64];
+
+    printf("\ngm_pointer_kind, %s backend (ns per call, best of 5 rounds of 2000)\n",
+           gm_backend_name(gm_context_backend(ctx)));
+    printf("  %12s %14s %14s %14s\n", "live arrays", "host pointer", "device pointer",
+           "pinned pointer");
+    for (int i = 0; i < 10; i++)
+        CHECK(gm_pinned_array(ctx, 1, &n, GM_UINT8, GM_ORDER_C, &pinned[i]));
+    for (size_t k = 0, made = 0; k < sizeof(lives) / sizeof(lives[0]); k++) {
+        for (; made < (size_t)lives[k]; made++)
+            CHECK(gm_device_array(ctx, 1, &n, GM_UINT8, GM_ORDER_C, &arrays[made]));
+        printf("  %12d %14.1f %14.1f %14.1f\n", lives[k], time_pointer_kind(ctx, host),
+               time_pointer_kind(ctx, gm_array_view(arrays[0])->data),
+               time_pointer_kind(ctx, gm_array_view(pinned[0])->data));
+    }
+    for (int i = 0; i < 10000; i++)
+        gm_array_release(&arrays[i]);
+    for (int i = 0; i < 10; i++)
+        gm_array_release(&pinned[i]);
+}
+
 int main(void)
 {
     static const size_t sizes[] = {64, 4096, 65536, 1 << 20};
@@ -97,6 +142,7 @@ int main(void)
     CHECK(gm_deallocations_stats(ctx, &stats));
     printf("  queue: %lld flushes, %lld freed, peak %lld bytes pending\n", (long long)stats.flushes,
            (long long)stats.freed_count, (long long)stats.peak_pending_bytes);
+    pointer_kind_table(ctx);
     gm_context_destroy(&ctx);
     return 0;
 }

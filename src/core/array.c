@@ -183,30 +183,38 @@ static void block_init(gm_context *ctx, array_block *block)
 
 /*
  * Set a (new or reused) block's buffer over `bytes` (0: none) at `base` and
- * list its array (queue lock held).
+ * list its array, on ctx->arrays_named when `named` (queue lock held).
  */
 static void block_list_at(gm_context *ctx, array_block *block, gm_memory_kind memory,
-                          uintptr_t base, int64_t bytes)
+                          uintptr_t base, int64_t bytes, bool named)
 {
     gm__buffer *buffer = &block->buffer;
 
     buffer->memory = memory;
+    buffer->named = named;
     buffer->base = base;
     buffer->bytes = bytes;
     atomic_init(&buffer->refcount, 1);
     atomic_init(&buffer->device, 0);
     buffer->entry = bytes > 0 ? &block->entry : NULL;
     atomic_init(&block->array.refcount, 1);
-    gm__list_push(&ctx->arrays, &block->array.link);
+    gm__list_push(named ? &ctx->arrays_named : &ctx->arrays, &block->array.link);
 }
 
-/* The same for the memory a filled entry describes. */
+/*
+ * The same for the memory a filled entry describes: named unless the
+ * backend's pointer_kind names it by itself (host memory, the built-in
+ * manager's device memory, none).
+ */
 static void block_list(gm_context *ctx, array_block *block, gm_memory_kind memory,
                        const gm__dealloc_entry *mem)
 {
+    bool named = mem->bytes > 0 && memory != GM_MEMORY_HOST &&
+                 !(memory == GM_MEMORY_DEVICE && ctx->mm.direct_device);
+
     block_list_at(ctx, block, memory,
-                  mem->handle != NULL ? (uintptr_t)mem->handle : (uintptr_t)mem->device,
-                  mem->bytes);
+                  mem->handle != NULL ? (uintptr_t)mem->handle : (uintptr_t)mem->device, mem->bytes,
+                  named);
 }
 
 /*
@@ -363,7 +371,7 @@ static gm_status array_wrap(gm_context *ctx, const char *fn, gm__buffer *buffer,
     array->view.reserved = 0; /* ndview.h: gpumem writes zero there */
     atomic_init(&array->refcount, 1);
     gm__lock_take(&ctx->queue.lock);
-    gm__list_push(&ctx->arrays, &array->link);
+    gm__list_push(buffer->named ? &ctx->arrays_named : &ctx->arrays, &array->link);
     gm__lock_give(&ctx->queue.lock);
     *array_p = array;
     return GM_OK;
@@ -450,7 +458,7 @@ static gm_status device_block_direct(gm_context *ctx, const char *fn, int64_t nb
     spare = gm__dealloc_pool_take_locked(&ctx->queue);
     if (spare != NULL) {
         block = GM__CONTAINER_OF(spare, array_block, entry);
-        block_list_at(ctx, block, GM_MEMORY_DEVICE, (uintptr_t)ptr, nbytes);
+        block_list_at(ctx, block, GM_MEMORY_DEVICE, (uintptr_t)ptr, nbytes, false);
     }
     gm__lock_give(&ctx->queue.lock);
     if (block == NULL) {
@@ -518,6 +526,7 @@ gm_status gm__array_wrap_foreign(gm_context *ctx, const char *fn, const gm_ndvie
         return gm__error(GM_ERR_NO_MEMORY, "%s: out of host memory", fn);
     buffer->ctx = ctx;
     buffer->memory = (gm_memory_kind)view->memory;
+    buffer->named = true; /* the backend may not know foreign memory */
     buffer->base = (uintptr_t)view->data + (uintptr_t)lo;
     buffer->bytes = hi - lo;
     buffer->entry = entry;
@@ -545,8 +554,10 @@ void gm__arrays_teardown(gm_context *ctx, int64_t *arrays_p, int64_t *buffers_p,
 {
     int64_t arrays = 0, buffers = 0, bytes = 0;
 
-    while (!gm__list_empty(&ctx->arrays)) {
-        gm_array *array = GM__CONTAINER_OF(ctx->arrays.next, gm_array, link);
+    /* both lists: the plain one first */
+    while (!gm__list_empty(&ctx->arrays) || !gm__list_empty(&ctx->arrays_named)) {
+        gm__link *list = !gm__list_empty(&ctx->arrays) ? &ctx->arrays : &ctx->arrays_named;
+        gm_array *array = GM__CONTAINER_OF(list->next, gm_array, link);
         gm__buffer *buffer = array->buffer;
 
         gm__list_remove(&array->link);

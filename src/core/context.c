@@ -412,6 +412,7 @@ static gm_status context_alloc(const gm_backend_ops *ops, const gm_context_optio
     ctx->options.backend = ops->kind;
     ctx->device_id = options->device_id;
     gm__list_init(&ctx->arrays);
+    gm__list_init(&ctx->arrays_named);
     gm__list_init(&ctx->streams);
     gm__list_init(&ctx->dying);
     gm__list_init(&ctx->events);

@@ -186,27 +186,37 @@ gm_status gm_array_from_foreign(gm_context *ctx, const gm_ndview *view,
                                   array_p);
 }
 
+/* The kind of the memory of an array on `list` containing ptr; GM_MEMORY_HOST if none. */
+static gm_memory_kind list_kind(const gm__link *list, uintptr_t p)
+{
+    for (const gm__link *l = list->next; l != list; l = l->next) {
+        const gm__buffer *b = GM__CONTAINER_OF(l, gm_array, link)->buffer;
+        uintptr_t device = b->memory == GM_MEMORY_MAPPED ? atomic_load(&b->device) : 0;
+
+        if ((p >= b->base && p - b->base < (uintptr_t)b->bytes) ||
+            (device != 0 && p >= device && p - device < (uintptr_t)b->bytes))
+            return b->memory;
+    }
+    return GM_MEMORY_HOST;
+}
+
 /*
  * The kind of the array memory of this context containing ptr; GM_MEMORY_HOST
  * if none. Mapped memory is found by its host address or by the device
  * address its device view got (on CUDA another one for write-combined memory).
+ * Only the named arrays are looked through (runtime_internal.h, ctx->arrays)
+ * unless `all`: the others' memory the backend names by itself, so a host
+ * pointer costs a walk of the pinned, mapped and foreign arrays, not of every
+ * device array.
  */
-static gm_memory_kind registry_kind(gm_context *ctx, const void *ptr)
+static gm_memory_kind registry_kind(gm_context *ctx, const void *ptr, bool all)
 {
-    uintptr_t p = (uintptr_t)ptr;
     gm_memory_kind kind = GM_MEMORY_HOST;
 
     gm__lock_take(&ctx->queue.lock);
-    for (gm__link *l = ctx->arrays.next; l != &ctx->arrays; l = l->next) {
-        gm__buffer *b = GM__CONTAINER_OF(l, gm_array, link)->buffer;
-        uintptr_t device = b->memory == GM_MEMORY_MAPPED ? atomic_load(&b->device) : 0;
-
-        if ((p >= b->base && p - b->base < (uintptr_t)b->bytes) ||
-            (device != 0 && p >= device && p - device < (uintptr_t)b->bytes)) {
-            kind = b->memory;
-            break;
-        }
-    }
+    kind = list_kind(&ctx->arrays_named, (uintptr_t)ptr);
+    if (kind == GM_MEMORY_HOST && all)
+        kind = list_kind(&ctx->arrays, (uintptr_t)ptr);
     gm__lock_give(&ctx->queue.lock);
     return kind;
 }
@@ -266,9 +276,10 @@ static gm_status pointer_kind(const char *fn, gm_context *ctx, const void *ptr,
     if (status != GM_OK && status != GM_ERR_UNSUPPORTED)
         return gm__error_within(fn, status);
     if (ptr != NULL && (status == GM_ERR_UNSUPPORTED || kind == GM_MEMORY_HOST)) {
-        kind = registry_kind(ctx, ptr); /* page-locked memory is named by its array here */
+        /* page-locked memory is named by its array here */
+        kind = registry_kind(ctx, ptr, status == GM_ERR_UNSUPPORTED);
     } else if (ptr != NULL && (kind == GM_MEMORY_PINNED || kind == GM_MEMORY_MAPPED)) {
-        gm_memory_kind own = registry_kind(ctx, ptr);
+        gm_memory_kind own = registry_kind(ctx, ptr, false);
 
         if (own != GM_MEMORY_PINNED && own != GM_MEMORY_MAPPED)
             own = scope_kind(ctx, ptr);

@@ -305,7 +305,12 @@ struct gm_context {
     gm_context_options options;
     gm__mm mm;
     gm__dealloc_queue queue;
-    gm__link arrays;            /* gm_array.link; guarded by queue.lock */
+    /* gm_array.link, guarded by queue.lock: arrays whose memory the backend's pointer_kind
+     * names by itself (device memory of the built-in manager, host memory, none) in `arrays`,
+     * the rest (pinned, mapped, managed, a memory manager's, foreign) in `arrays_named`, the
+     * only ones gm_pointer_kind must look through (gm__buffer.named) */
+    gm__link arrays;
+    gm__link arrays_named;
     pthread_mutex_t lock;       /* the lists below */
     gm__link streams;           /* gm_stream.link: created, built-in and wrapped */
     gm_stream *builtin_last[3]; /* per gm_builtin_stream: the wrapper builtin_locked gave last
@@ -358,6 +363,7 @@ int64_t gm__dlpack_detach_exports(gm_context *ctx);
 typedef struct gm__buffer {
     gm_context *ctx;
     gm_memory_kind memory;    /* memory kind of the views */
+    bool named;               /* its arrays are on ctx->arrays_named, not ctx->arrays */
     uintptr_t base;           /* address the views use (device or host), 0 if no memory */
     int64_t bytes;            /* 0: no memory (size-0 arrays) */
     _Atomic int64_t refcount; /* one per gm_array */
@@ -370,7 +376,7 @@ typedef struct gm__buffer {
 } gm__buffer;
 
 struct gm_array {
-    gm__link link; /* in ctx->arrays */
+    gm__link link; /* in ctx->arrays or ctx->arrays_named (buffer->named) */
     gm_context *ctx;
     gm__buffer *buffer;
     _Atomic int64_t refcount;

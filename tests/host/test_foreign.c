@@ -378,6 +378,110 @@ static void test_pointer_kind_fallback(void **state)
     free(buf);
 }
 
+/* A memory manager whose device memory is plain malloc memory: the backend knows none of it. */
+static gm_status malloc_memalloc(const gm_memory_manager_base *base, void *user, size_t bytes,
+                                 uint64_t *ptr_p, void **owner_p)
+{
+    void *p = malloc(bytes);
+
+    (void)base;
+    (void)user;
+    *owner_p = NULL;
+    *ptr_p = (uint64_t)(uintptr_t)p;
+    return p != NULL ? GM_OK : GM_ERR_OUT_OF_DEVICE_MEMORY;
+}
+
+static gm_status malloc_memfree(const gm_memory_manager_base *base, void *user, uint64_t ptr,
+                                size_t bytes, void *owner)
+{
+    (void)base;
+    (void)user;
+    (void)bytes;
+    (void)owner;
+    free((void *)(uintptr_t)ptr);
+    return GM_OK;
+}
+
+static gm_status malloc_memory_info(const gm_memory_manager_base *base, void *user, int64_t *free_p,
+                                    int64_t *total_p)
+{
+    (void)user;
+    return base->get_memory_info(base, free_p, total_p);
+}
+
+/* The backend's pointer_kind as CUDA answers: all page-locked memory is "pinned". */
+static gm_status pinned_for_mapped_pointer_kind(gm_backend_ctx *bctx, const void *ptr, int *kind_p)
+{
+    gm_status status = gm__host_backend.pointer_kind(bctx, ptr, kind_p);
+
+    if (status == GM_OK && *kind_p == GM_MEMORY_MAPPED)
+        *kind_p = GM_MEMORY_PINNED;
+    return status;
+}
+
+/*
+ * gm_pointer_kind looks only through the arrays whose memory the backend
+ * cannot name by itself (runtime_internal.h, ctx->arrays_named): a memory
+ * manager's device memory, and views that outlive the array they came from
+ * (listed where that array was), are still found among many device arrays.
+ */
+static void test_pointer_kind_named_arrays(void **state)
+{
+    static const gm_memory_manager mallocs = {
+        .interface_version = GM_MEMORY_MANAGER_INTERFACE_VERSION,
+        .size = (uint32_t)sizeof(gm_memory_manager),
+        .name = "malloc",
+        .memalloc = malloc_memalloc,
+        .memfree = malloc_memfree,
+        .get_memory_info = malloc_memory_info,
+    };
+    int64_t n = 64, half = 32;
+    gm_context_options o;
+    gm_context *ctx = NULL;
+    gm_array *plain[8] = {NULL}, *d = NULL, *m = NULL, *view = NULL, *mview = NULL;
+    gm_memory_kind kind = GM_MEMORY_HOST;
+    gm_ndview v;
+    char *data = NULL;
+
+    (void)state;
+    /* device memory the manager took from malloc: the simulator calls it host memory */
+    gm_context_options_default(&o);
+    o.memory_manager = &mallocs;
+    assert_ok(gm_context_create(&o, &ctx));
+    assert_ok(gm_device_array(ctx, 1, &n, GM_UINT8, GM_ORDER_C, &d));
+    data = gm_array_view(d)->data;
+    assert_ok(gm_pointer_kind(ctx, data + 63, &kind));
+    assert_int_equal(kind, GM_MEMORY_DEVICE);
+    v = *gm_array_view(d); /* its second half */
+    v.shape[0] = half;
+    v.offset += half;
+    assert_ok(gm_array_derive(d, &v, &view));
+    gm_array_release(&d);
+    assert_ok(gm_pointer_kind(ctx, data + 40, &kind)); /* the view holds the memory */
+    assert_int_equal(kind, GM_MEMORY_DEVICE);
+    gm_array_release(&view);
+    assert_ok(gm_deallocations_flush(ctx));
+    gm_context_destroy(&ctx);
+
+    /* a view of mapped memory outliving its array, where the backend says only "pinned" */
+    rt_fault_ops()->pointer_kind = pinned_for_mapped_pointer_kind;
+    ctx = rt_fault_ctx();
+    for (int i = 0; i < 8; i++)
+        assert_ok(gm_device_array(ctx, 1, &n, GM_UINT8, GM_ORDER_C, &plain[i]));
+    assert_ok(gm_mapped_array(ctx, 1, &n, GM_UINT8, GM_ORDER_C, 0, &m));
+    data = gm_array_view(m)->data;
+    assert_ok(gm_array_derive(m, gm_array_view(m), &mview));
+    gm_array_release(&m);
+    assert_ok(gm_pointer_kind(ctx, data + 1, &kind));
+    assert_int_equal(kind, GM_MEMORY_MAPPED);
+    assert_ok(gm_pointer_kind(ctx, gm_array_view(plain[3])->data, &kind));
+    assert_int_equal(kind, GM_MEMORY_DEVICE);
+    gm_array_release(&mview);
+    for (int i = 0; i < 8; i++)
+        gm_array_release(&plain[i]);
+    gm_context_destroy(&ctx);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -390,6 +494,7 @@ int main(void)
         cmocka_unit_test_setup(test_allocation_failures, test_setup),
         cmocka_unit_test_setup(test_pointer_kind, test_setup),
         cmocka_unit_test_setup(test_pointer_kind_fallback, test_setup),
+        cmocka_unit_test_setup(test_pointer_kind_named_arrays, test_setup),
     };
     return cmocka_run_group_tests(tests, group_setup, gm_test_restore_allocator);
 }
