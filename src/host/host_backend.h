@@ -193,8 +193,10 @@ typedef struct host_ctx {
     int64_t busy_blocking;  /* blocking streams (not the legacy one) with queued items */
     host_stream *streams;   /* every stream with a worker */
     host_stream *ended;     /* retired streams whose workers ended: joined, freed later */
-    host_stream *wrappers;  /* every stream_wrap wrapper */
-    host_event *events;     /* every event */
+    host_stream *idle;      /* destroyed streams whose workers wait to serve a new one */
+    int nidle;
+    host_stream *wrappers; /* every stream_wrap wrapper */
+    host_event *events;    /* every event */
     host_stream *legacy_stream;
     host_thread_stream *thread_streams; /* of the live threads that used theirs */
     size_t nthread_streams;

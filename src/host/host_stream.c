@@ -46,6 +46,16 @@
  * worker and frees the stream, so no worker of the context outlives it. So a
  * program that starts threads without end does not collect idle workers.
  * A retired stream's unreported error is logged when it goes.
+ *
+ * Workers are reused: stream_destroy of an unwrapped stream leaves its
+ * worker waiting, idle, on the context's idle list (at most IDLE_MAX; past
+ * that it is stopped and joined), and the next stream made takes an idle
+ * one instead of starting a thread. A thread's start and exit (an 8 MiB
+ * stack mapped, faulted in and unmapped once more than glibc's stack cache
+ * is in use, as when the deallocation queue destroys streams in batches)
+ * cost a create/destroy pair tens of microseconds; a reused worker costs
+ * none of that. An idle stream is on no list but the idle one, so nothing
+ * orders against it or finds it by its handle; fini joins it.
  */
 #include <stdatomic.h>
 #include <stdio.h>
@@ -56,6 +66,7 @@
 
 #define STICKY_MESSAGE_MAX 512
 #define BUILTIN_NONE       (-1)
+#define IDLE_MAX           16 /* idle workers a context keeps (a queue flush destroys 11) */
 
 /* Completion of one event record. Reference counted under the context lock. */
 struct host_fence {
@@ -496,13 +507,31 @@ static void *worker_main(void *arg)
 
 /* ------------------------------------------------------------ streams */
 
-/* Create a stream and start its worker (context lock held). */
+/*
+ * Create a stream (context lock held): an idle worker's, reset, or a new
+ * one with a worker started for it.
+ */
 static gm_status stream_new_locked(host_ctx *c, unsigned flags, int builtin, host_stream **s_p)
 {
     gm_status status = GM_ERR_NO_MEMORY;
-    host_stream *s = gm__calloc(1, sizeof *s);
+    host_stream *s = c->idle;
     int rc = 0;
 
+    if (s != NULL) { /* its worker waits in next_work: head NULL, not stopping nor retired */
+        c->idle = s->next;
+        c->nidle--;
+        s->flags = flags;
+        s->builtin = builtin;
+        s->enqueued = 0;
+        s->completed = 0;
+        s->own_enqueued = 0;
+        s->destroyed = false;
+        s->next = c->streams;
+        c->streams = s;
+        *s_p = s;
+        return GM_OK;
+    }
+    s = gm__calloc(1, sizeof *s);
     if (s == NULL)
         goto fail;
     s->ctx = c;
@@ -709,14 +738,19 @@ gm_status gm__host_stream_destroy(gm_backend_ctx *bctx, gm_backend_stream *strea
         pthread_mutex_unlock(&c->lock);
         return GM_OK;
     }
+    unlink_stream_locked(c, s);
+    reap_locked(c);
+    if (c->nidle < IDLE_MAX && s->head == NULL) { /* its worker waits for the next stream */
+        s->next = c->idle;
+        c->idle = s;
+        c->nidle++;
+        pthread_mutex_unlock(&c->lock);
+        return GM_OK;
+    }
     s->stopping = true;
     pthread_cond_signal(&s->wake);
     pthread_mutex_unlock(&c->lock);
     pthread_join(s->thread, NULL);
-    pthread_mutex_lock(&c->lock);
-    unlink_stream_locked(c, s);
-    reap_locked(c);
-    pthread_mutex_unlock(&c->lock);
     pthread_cond_destroy(&s->wake);
     gm__free(s);
     return GM_OK;
@@ -1120,10 +1154,18 @@ gm_status gm__host_streams_init(host_ctx *c)
     return GM_OK;
 }
 
-/* Stop every worker once its queue is empty and join it. */
+/* Stop every worker (the idle ones relisted first) once its queue is empty and join it. */
 static void join_workers(host_ctx *c)
 {
     pthread_mutex_lock(&c->lock);
+    while (c->idle != NULL) {
+        host_stream *s = c->idle;
+
+        c->idle = s->next;
+        s->next = c->streams;
+        c->streams = s;
+    }
+    c->nidle = 0;
     for (host_stream *s = c->streams; s != NULL; s = s->next) {
         s->stopping = true;
         pthread_cond_signal(&s->wake);

@@ -10,7 +10,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "../common/gm_threads.h"
 #include "../common/gm_test_producer.h"
@@ -897,6 +899,71 @@ static void test_default_stream_is_legacy(void **state)
     gm_event_destroy(&start);
     gm_event_destroy(&end);
     gm_stream_destroy(&s);
+    gm_context_destroy(&ctx);
+}
+
+/* Records the thread a stream's callback runs on: its kernel id (a pthread_t is reused). */
+static void thread_callback(gm_stream *stream, gm_status status, void *user)
+{
+    (void)stream;
+    (void)status;
+    *(long *)user = (long)syscall(SYS_gettid);
+}
+
+/*
+ * A destroyed stream's worker serves the next stream made (host_stream.c):
+ * the new stream gets none of the old one's state (its unreported error, its
+ * non-blocking flag), and more streams than the context keeps idle workers
+ * for are destroyed and made again without harm; the context joins the idle
+ * workers when it goes (TSan and LSan would report them otherwise).
+ */
+static void test_destroyed_stream_worker_reused(void **state)
+{
+    gm_context *ctx = rt_fault_ctx();
+    gm_stream *s = NULL, *many[24] = {NULL}, *def = gm_default_stream(ctx);
+    gm_backend_stream *bs = NULL;
+    long first = 0, second = -1, threads[24] = {0};
+    gate g;
+    order_probe p = {&g, -1, NULL};
+
+    (void)state;
+    memset(&g, 0, sizeof(g));
+    assert_ok(gm_stream_create(ctx, GM_STREAM_NON_BLOCKING, &s));
+    assert_ok(gm_stream_add_callback(s, thread_callback, &first));
+    assert_ok(gm__stream_backend("test", ctx, s, &bs));
+    assert_ok(rt_fault_ops()->stream_enqueue_host(ctx->bctx, bs, work_fails, NULL, NULL));
+    gm_stream_destroy(&s); /* its error unreported */
+    assert_ok(gm_deallocations_flush(ctx));
+    assert_ok(gm_stream_create(ctx, 0, &s));
+    assert_ok(gm_stream_add_callback(s, thread_callback, &second));
+    assert_ok(gm_stream_synchronize(s)); /* not the old stream's error */
+    assert_int_equal(first, second);     /* the same worker */
+    /* blocking, unlike the old stream: legacy work waits for it */
+    assert_ok(gm_stream_add_callback(s, gate_callback, &g));
+    assert_ok(gm_stream_add_callback(def, probe_callback, &p));
+    sleep_ms(20);
+    assert_status(gm_stream_query(def), GM_ERR_NOT_READY);
+    atomic_store(&g.release, 1);
+    assert_ok(gm_stream_synchronize(def));
+    assert_int_equal(p.saw_gate_ran, 1);
+    gm_stream_destroy(&s);
+    /* more than the idle workers kept, twice over; each stream runs its own work */
+    for (int round = 0; round < 2; round++) {
+        for (int i = 0; i < 24; i++) {
+            assert_ok(gm_stream_create(ctx, i % 2 == 0 ? 0 : GM_STREAM_NON_BLOCKING, &many[i]));
+            assert_ok(gm_stream_add_callback(many[i], thread_callback, &threads[i]));
+        }
+        for (int i = 0; i < 24; i++)
+            assert_ok(gm_stream_synchronize(many[i]));
+        for (int i = 0; i < 24; i++) {
+            for (int j = 0; j < i; j++)
+                assert_int_not_equal(threads[i], threads[j]); /* a worker each */
+        }
+        for (int i = 0; i < 24; i++)
+            gm_stream_destroy(&many[i]);
+        assert_ok(gm_deallocations_flush(ctx));
+    }
+    assert_ok(gm_stream_create(ctx, 0, &s)); /* live at teardown, with idle workers */
     gm_context_destroy(&ctx);
 }
 
@@ -2146,6 +2213,7 @@ int main(void)
         cmocka_unit_test_setup(test_synchronize_query_callback, test_setup),
         cmocka_unit_test_setup(test_default_stream_is_legacy, test_setup),
         cmocka_unit_test_setup(test_legacy_waits_after_other_streams_idle, test_setup),
+        cmocka_unit_test_setup(test_destroyed_stream_worker_reused, test_setup),
         cmocka_unit_test_setup(test_context_synchronize, test_setup),
         cmocka_unit_test_setup(test_no_chaining_during_teardown, test_setup),
         cmocka_unit_test_setup(test_chaining_as_teardown_begins, test_setup),
