@@ -137,6 +137,10 @@ GM_API gm_status gm_module_get_kernel(gm_module *module, const char *name, gm_ke
 
 /**
  * @brief Device address and size of a module's global (a GM_CONSTANT_ARRAY).
+ *        While the module is loaded the address is device memory of its
+ *        context on every backend, the simulator included (cuModuleGetGlobal's
+ *        address): a kernel argument, a device side of gm_copy, and
+ *        GM_MEMORY_DEVICE to gm_pointer_kind().
  * @return GM_OK; GM_ERR_NOT_FOUND.
  */
 GM_API gm_status gm_module_get_global(gm_module *module, const char *name, void **device_ptr_p,

@@ -1071,7 +1071,9 @@ static gm_status host_pointer_kind(gm_backend_ctx *bctx, const void *ptr, int *k
         return gm__error(GM_ERR_NULL_POINTER, "pointer_kind: kind_p is NULL");
     gm__lock_take(&c->mem_lock);
     r = region_find(c, (uintptr_t)ptr, 0);
-    *kind_p = r != NULL ? r->kind : GM_MEMORY_HOST;
+    *kind_p = r != NULL                                      ? r->kind
+              : gm__host_module_global(c, (uintptr_t)ptr, 0) ? GM_MEMORY_DEVICE
+                                                             : GM_MEMORY_HOST;
     gm__lock_give(&c->mem_lock);
     if (*kind_p == GM_MEMORY_HOST && ptr != NULL)
         *kind_p = gm__host_span_portable_kind(c, (uintptr_t)ptr, 0);
@@ -1089,7 +1091,7 @@ static gm_status check_device_range(host_ctx *c, uintptr_t addr, size_t bytes, c
     if (bytes == 0)
         return GM_OK;
     gm__lock_take(&c->mem_lock);
-    ok = region_find(c, addr, bytes) != NULL;
+    ok = region_find(c, addr, bytes) != NULL || gm__host_module_global(c, addr, bytes);
     gm__lock_give(&c->mem_lock);
     if (!ok) /* another context's portable memory */
         ok = gm__host_span_portable_kind(c, addr, bytes) != GM_MEMORY_HOST;

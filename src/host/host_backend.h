@@ -179,7 +179,8 @@ typedef struct host_ctx {
     char cpu_name[128];
 
     gm__lock mem_lock;
-    host_registry registry; /* allocations and registrations, non-overlapping */
+    host_registry registry;      /* allocations and registrations, non-overlapping */
+    struct host_module *modules; /* loaded host tables: their globals are device memory */
     int64_t device_total;
     int64_t device_used;
     int64_t pinned_total;

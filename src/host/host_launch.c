@@ -20,8 +20,23 @@
 
 #define JOB_ALIGN 16u
 
+/* A global's bytes, [base, base + bytes). */
+typedef struct host_global_range {
+    uintptr_t base;
+    size_t bytes;
+} host_global_range;
+
+/*
+ * A loaded table, on its context's list (under mem_lock) while loaded, with
+ * the ranges of its globals copied at load: the list is read for every copy
+ * that names memory outside the registry, and the table of a set that has
+ * been unregistered may be gone (gm_unregister_image_set).
+ */
 typedef struct host_module {
     const gm_host_table *table;
+    struct host_module *next;
+    int32_t nglobals;
+    host_global_range globals[];
 } host_module;
 
 /* A launch with its own copy of the argument values. */
@@ -97,10 +112,12 @@ static gm_status check_table(const gm_host_table *t)
 gm_status gm__host_module_load(gm_backend_ctx *bctx, gm_image_kind kind, const void *image,
                                size_t bytes, gm_backend_module **module_p)
 {
+    host_ctx *c = gm__host_ctx(bctx);
+    const gm_host_table *t = NULL;
     host_module *m = NULL;
+    int32_t nglobals = 0;
     gm_status status = GM_OK;
 
-    (void)bctx;
     if (image == NULL || module_p == NULL)
         return gm__error(GM_ERR_NULL_POINTER, "module_load: %s is NULL",
                          image == NULL ? "image" : "module_p");
@@ -114,19 +131,53 @@ gm_status gm__host_module_load(gm_backend_ctx *bctx, gm_image_kind kind, const v
     status = check_table(image);
     if (status != GM_OK)
         return status;
-    m = gm__calloc(1, sizeof(*m));
+    t = image;
+    for (int32_t i = 0; i < t->nglobals; i++)
+        nglobals += t->globals[i] != NULL && t->globals[i]->bytes > 0 ? 1 : 0;
+    m = gm__calloc(1, sizeof(*m) + (size_t)nglobals * sizeof(m->globals[0]));
     if (m == NULL)
         return gm__error(GM_ERR_NO_MEMORY, "module_load: out of memory");
-    m->table = image;
+    m->table = t;
+    for (int32_t i = 0; i < t->nglobals; i++) {
+        const gm_host_global *g = t->globals[i];
+
+        if (g != NULL && g->bytes > 0)
+            m->globals[m->nglobals++] = (host_global_range){(uintptr_t)g->address, g->bytes};
+    }
+    gm__lock_take(&c->mem_lock);
+    m->next = c->modules;
+    c->modules = m;
+    gm__lock_give(&c->mem_lock);
     *module_p = (gm_backend_module *)(void *)m;
     return GM_OK;
 }
 
 gm_status gm__host_module_unload(gm_backend_ctx *bctx, gm_backend_module *module)
 {
-    (void)bctx;
+    host_ctx *c = gm__host_ctx(bctx);
+    host_module **p = &c->modules;
+
+    gm__lock_take(&c->mem_lock);
+    while (*p != NULL && *p != (host_module *)(void *)module)
+        p = &(*p)->next;
+    if (*p != NULL)
+        *p = (*p)->next;
+    gm__lock_give(&c->mem_lock);
     gm__free(module);
     return GM_OK;
+}
+
+bool gm__host_module_global(const host_ctx *c, uintptr_t addr, size_t bytes)
+{
+    for (const host_module *m = c->modules; m != NULL; m = m->next) {
+        for (int32_t i = 0; i < m->nglobals; i++) {
+            const host_global_range *g = &m->globals[i];
+
+            if (addr - g->base < g->bytes && bytes <= g->bytes - (addr - g->base))
+                return true;
+        }
+    }
+    return false;
 }
 
 gm_status gm__host_module_get_kernel(gm_backend_ctx *bctx, gm_backend_module *module,

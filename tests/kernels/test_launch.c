@@ -426,6 +426,70 @@ static void test_modules(void **state)
     kt_destroy(&ctx);
 }
 
+/*
+ * The address gm_module_get_global gives is device memory of the context while the module
+ * is loaded, as cuModuleGetGlobal's is: gm_copy takes it as a device side (synchronous and
+ * on a stream), gm_pointer_kind calls it device memory, a launch reads what was copied in;
+ * once the module is unloaded (and the queue flushed) it is no longer the context's.
+ */
+static void test_global_is_device_memory(void **state)
+{
+    gm_context *ctx = kt_context(32);
+    gm_module *m = NULL;
+    gm_kernel *k = NULL;
+    gm_stream *stream = NULL;
+    void *addr = NULL;
+    size_t bytes = 0;
+    int64_t four = 4, two = 2;
+    const int32_t values[4] = {-5, 6, -7, 8};
+    int32_t back[4] = {0, 0, 0, 0}, out[8];
+    gm_array *dout = kt_device(ctx, GM_INT32, 8, NULL);
+    gm_memory_kind kind = GM_MEMORY_HOST;
+    gm_ndview global, host, part;
+
+    (void)state;
+    assert_ok(
+        gm_module_load_image(ctx, GM_IMAGE_FORMAT_HOST, &kt_test_table, sizeof kt_test_table, &m));
+    assert_ok(gm_module_get_kernel(m, "kt_read_const", &k));
+    assert_ok(gm_module_get_global(m, "kt_const", &addr, &bytes));
+    assert_int_equal(bytes, sizeof values);
+    assert_ok(gm_pointer_kind(ctx, addr, &kind));
+    assert_int_equal(kind, GM_MEMORY_DEVICE);
+    assert_ok(gm_ndview_init(addr, GM_INT32, 1, &four, NULL, GM_ORDER_C, &global));
+    global.memory = GM_MEMORY_DEVICE;
+    global.device_id = 0;
+    assert_ok(gm_ndview_init((void *)values, GM_INT32, 1, &four, NULL, GM_ORDER_C, &host));
+    assert_ok(gm_copy(ctx, &global, &host, NULL));
+    {
+        gm_arg args[] = {gm_arg_array(dout), gm_arg_i64(8)};
+
+        assert_ok(gm_launch(k, d1(1), d1(64), 0, NULL, 2, args));
+    }
+    kt_to_host(dout, GM_INT32, 8, out);
+    for (int i = 0; i < 8; i++)
+        assert_int_equal(out[i], values[i % 4]);
+    assert_ok(gm_stream_create(ctx, 0, &stream));
+    assert_ok(gm_ndview_init(back, GM_INT32, 1, &four, NULL, GM_ORDER_C, &host));
+    assert_ok(gm_copy(ctx, &host, &global, stream));
+    assert_ok(gm_stream_synchronize(stream));
+    assert_memory_equal(back, values, sizeof values);
+    /* a range that runs past the global is not inside it */
+    part = global;
+    part.offset = 3 * (int64_t)sizeof(int32_t);
+    part.shape[0] = two;
+    assert_ok(gm_ndview_init(back, GM_INT32, 1, &two, NULL, GM_ORDER_C, &host));
+    assert_status(gm_copy(ctx, &part, &host, NULL), GM_ERR_INVALID_ARG);
+    gm_stream_destroy(&stream);
+    gm_module_unload(&m);
+    assert_ok(gm_deallocations_flush(ctx));
+    assert_ok(gm_pointer_kind(ctx, addr, &kind));
+    assert_int_equal(kind, GM_MEMORY_HOST);
+    assert_ok(gm_ndview_init((void *)values, GM_INT32, 1, &four, NULL, GM_ORDER_C, &host));
+    assert_status(gm_copy(ctx, &global, &host, NULL), GM_ERR_INVALID_ARG);
+    gm_array_release(&dout);
+    kt_destroy(&ctx);
+}
+
 static void test_module_errors(void **state)
 {
     gm_context *ctx = kt_context(32);
@@ -1039,6 +1103,7 @@ int main(void)
         cmocka_unit_test(test_many_kernels_table),
         cmocka_unit_test(test_modules),
         cmocka_unit_test(test_module_errors),
+        cmocka_unit_test(test_global_is_device_memory),
         cmocka_unit_test(test_typedef_parameters),
         cmocka_unit_test(test_scalar_parameters),
         cmocka_unit_test(test_set_at_reused_address),
