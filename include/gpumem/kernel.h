@@ -68,6 +68,14 @@
  * gm_wavebarrier() waits for the threads of the calling warp that have not
  * returned.
  *
+ * On the simulator the threads of a block take turns on one OS thread and
+ * switch only at a barrier or when one returns: a thread that waits for
+ * another thread of its block to write something without a barrier in its
+ * loop (a spin on a shared or global flag set by a thread of another warp,
+ * which a GPU runs independently) never sees the write, and the launch never
+ * ends (it is not detected: no barrier is involved). Blocks run in parallel,
+ * but, as on a GPU, a block must not wait for another block of its launch.
+ *
  * A kernel that faults (a wild or NULL pointer) on the simulator faults the
  * process, as any C code does: there is no device to lose, so no
  * GM_ERR_CONTEXT_LOST as on CUDA and HSA. Run it under AddressSanitizer to
