@@ -4,7 +4,10 @@
  *     queue, against malloc/free of the same size (target: <= 2x);
  *   - the same through defer_cleanup (nothing freed until the scope ends);
  *   - gm_pointer_kind (Numba's is_cuda_array) of a host and a device pointer
- *     among many live device arrays.
+ *     among many live device arrays;
+ *   - a gm_pin / gm_host_scope_end pair of one buffer while 100, 1,000 and
+ *     10,000 other registered ranges stay alive (GM_HOST_MLOCK=0 unless set:
+ *     the cost of the bookkeeping, not of mlock).
  * Run: meson test --benchmark --suite gpumem runtime -v, or ./build/bench/bench_runtime
  */
 #include <stdio.h>
@@ -113,6 +116,69 @@ static void pointer_kind_table(gm_context *ctx)
         gm_array_release(&pinned[i]);
 }
 
+/* One round: ns per gm_pin / gm_host_scope_end pair of `one` (its scope ended at once). */
+static double time_pin(gm_context *ctx, const gm_ndview *one, int loops)
+{
+    double t0 = now_ns();
+
+    for (int i = 0; i < loops; i++) {
+        gm_host_scope *scope = NULL;
+
+        CHECK(gm_pin(ctx, 1, one, &scope));
+        CHECK(gm_host_scope_end(&scope));
+    }
+    return (now_ns() - t0) / loops;
+}
+
+/*
+ * gm_pin of one 4 KiB buffer with `alive` other ranges registered: one open
+ * scope of that many disjoint 64-byte arrays (128 bytes apart, so none merge).
+ */
+static void bench_pin(void)
+{
+    static const int64_t alive[] = {100, 1000, 10000};
+    int64_t one_bytes = 4096, range_bytes = 64;
+    gm_context *ctx = NULL;
+    unsigned char *one = malloc((size_t)one_bytes);
+    gm_ndview one_view;
+
+    if (one == NULL) {
+        fprintf(stderr, "bench_runtime: out of memory\n");
+        exit(1);
+    }
+    setenv("GM_HOST_MLOCK", "0", 0); /* the bookkeeping's cost, not mlock's */
+    CHECK(gm_context_create(NULL, &ctx));
+    CHECK(gm_ndview_init(one, GM_UINT8, 1, &one_bytes, NULL, GM_ORDER_C, &one_view));
+    printf("\npin + scope end of one 4 KiB buffer with N other ranges registered "
+           "(GM_HOST_MLOCK=%s;\nns per pair, best of 5 rounds)\n",
+           getenv("GM_HOST_MLOCK"));
+    printf("  %10s %12s\n", "N", "pin + end");
+    for (size_t i = 0; i < sizeof(alive) / sizeof(alive[0]); i++) {
+        int64_t n = alive[i];
+        unsigned char *buf = malloc((size_t)(n * 2 * range_bytes));
+        gm_ndview *views = calloc((size_t)n, sizeof(*views));
+        gm_host_scope *held = NULL;
+        double t = 1e30;
+
+        if (buf == NULL || views == NULL) {
+            fprintf(stderr, "bench_runtime: out of memory\n");
+            exit(1);
+        }
+        for (int64_t k = 0; k < n; k++)
+            CHECK(gm_ndview_init(buf + k * 2 * range_bytes, GM_UINT8, 1, &range_bytes, NULL,
+                                 GM_ORDER_C, &views[k]));
+        CHECK(gm_pin(ctx, (int)n, views, &held));
+        for (int round = 0; round < 5; round++)
+            t = min2(t, time_pin(ctx, &one_view, 2000));
+        printf("  %10lld %12.1f\n", (long long)n, t);
+        CHECK(gm_host_scope_end(&held));
+        free(views);
+        free(buf);
+    }
+    gm_context_destroy(&ctx);
+    free(one);
+}
+
 int main(void)
 {
     static const size_t sizes[] = {64, 4096, 65536, 1 << 20};
@@ -144,5 +210,6 @@ int main(void)
            (long long)stats.freed_count, (long long)stats.peak_pending_bytes);
     pointer_kind_table(ctx);
     gm_context_destroy(&ctx);
+    bench_pin();
     return 0;
 }
