@@ -33,7 +33,9 @@
  * may share a page (never a byte), and one context's spans are not checked
  * against each other here (its registry refuses overlapping registrations,
  * this record does not), so even a shared base is allowed: ties are
- * ordered by node address.
+ * ordered by node address. Released spans' nodes are kept for the next
+ * claims (a pin and its scope's end allocate nothing), as the array kept its
+ * room, and freed once no span is left.
  */
 #include <pthread.h>
 #include <stdbool.h>
@@ -63,6 +65,7 @@ typedef struct span_node {
 
 static pthread_mutex_t spans_lock = PTHREAD_MUTEX_INITIALIZER;
 static span_node *root;
+static span_node *spare;            /* released spans' nodes, through their left links */
 static uint32_t seed = 0x9e3779b9u; /* the priorities' (xorshift32) */
 
 /* Whether [base, base + bytes) meets span s's bytes. */
@@ -242,32 +245,38 @@ gm_status gm__host_span_claim(const host_ctx *owner, const host_region *r, size_
                               bool portable, const char *fn)
 {
     claim_query q = {owner, r->base, bytes};
-    span_node *n = gm__malloc(sizeof(*n));
+    span_node *n = NULL;
     gm_status status = GM_OK;
 
-    if (n == NULL)
-        return gm__error(GM_ERR_NO_MEMORY,
-                         "%s: out of memory for the process's record of page-locked memory", fn);
-    n->s = (host_span){owner,        r->base,       bytes,   r->bytes,
-                       r->lock_base, r->lock_bytes, r->kind, portable};
-    n->left = n->right = NULL;
-    update(n);
     pthread_mutex_lock(&spans_lock);
     if (find(root, r->base, r->base + bytes, claim_refuses, &q) != NULL) {
         status = gm__error(GM_ERR_STATE,
                            "%s: [%p, %p) overlaps memory another context registered or "
                            "allocated (page-locking is the process's, as in CUDA)",
                            fn, (void *)r->base, (void *)(r->base + bytes));
+    } else if (spare != NULL) {
+        n = spare;
+        spare = n->left;
     } else {
+        n = gm__malloc(sizeof(*n));
+        if (n == NULL)
+            status = gm__error(GM_ERR_NO_MEMORY,
+                               "%s: out of memory for the process's record of "
+                               "page-locked memory",
+                               fn);
+    }
+    if (n != NULL) {
+        n->s = (host_span){owner,        r->base,       bytes,   r->bytes,
+                           r->lock_base, r->lock_bytes, r->kind, portable};
+        n->left = n->right = NULL;
+        update(n);
         seed ^= seed << 13;
         seed ^= seed >> 17;
         seed ^= seed << 5;
         n->priority = seed;
         root = insert(root, n);
-        n = NULL;
     }
     pthread_mutex_unlock(&spans_lock);
-    gm__free(n); /* refused: not recorded */
     return status;
 }
 
@@ -311,7 +320,7 @@ void gm__host_span_unlocked(const host_ctx *owner, uintptr_t base)
 void gm__host_span_release(const host_ctx *owner, uintptr_t base, uintptr_t lo, uintptr_t hi)
 {
     size_t ps = (size_t)sysconf(_SC_PAGESIZE);
-    span_node *self = NULL;
+    span_node *self = NULL, *unused = NULL;
 
     pthread_mutex_lock(&spans_lock);
     self = span_at(root, owner, base);
@@ -321,10 +330,22 @@ void gm__host_span_release(const host_ctx *owner, uintptr_t base, uintptr_t lo, 
         hi -= ps;
     if (hi > lo)
         (void)munlock((void *)lo, hi - lo);
-    if (self != NULL)
+    if (self != NULL) {
         root = remove_node(root, self);
+        self->left = spare;
+        spare = self;
+    }
+    if (root == NULL) { /* nothing kept while no context has any */
+        unused = spare;
+        spare = NULL;
+    }
     pthread_mutex_unlock(&spans_lock);
-    gm__free(self); /* nothing kept while no context has any */
+    while (unused != NULL) {
+        span_node *next = unused->left;
+
+        gm__free(unused);
+        unused = next;
+    }
 }
 
 typedef struct portable_query {
