@@ -4,8 +4,9 @@
  * once, through the backend's ops table: registrations of two contexts laid
  * out side by side (adjacent, with gaps, a few many pages long), made and
  * undone in random order, each probed at its edges from both contexts after
- * every phase against a model of what is live; and the page locks of ranges
- * sharing pages, counted in VmLck after every registration and release.
+ * every phase against a model of what is live; the page locks of ranges
+ * sharing pages, counted in VmLck after every registration and release; and
+ * threads of four contexts racing for the same bytes.
  *
  * The record is one ordered structure searched by range: a lookup that
  * misses a span (the first or last byte of one, one starting pages before
@@ -13,6 +14,8 @@
  * does not come or a pointer kind that is wrong. The random order is fixed
  * (a seeded generator), so a failure repeats.
  */
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -429,11 +432,119 @@ static void test_shared_pages_locked_while_any_span(void **state)
     assert_int_equal(munmap(mem, PAGES * ps), 0);
 }
 
+/* A thread of its own context registering random ranges of a small shared mapping. */
+typedef struct racer {
+    gm_backend_ctx *ctx;
+    unsigned char *mem;
+    _Atomic unsigned char *holder; /* per byte of mem: 0, or the id of the racer holding it */
+    size_t size;
+    unsigned char id; /* 1 .. */
+    uint64_t seed;
+    long granted, refused;
+    char failure[200];
+} racer;
+
+static void *race(void *arg)
+{
+    racer *r = arg;
+
+    for (int round = 0; round < 2000 && r->failure[0] == '\0'; round++) {
+        size_t len = 0, off = 0;
+        gm_status s = GM_OK;
+
+        r->seed ^= r->seed >> 12; /* xorshift64*, the racer's own */
+        r->seed ^= r->seed << 25;
+        r->seed ^= r->seed >> 27;
+        len = 1 + (size_t)((r->seed * 0x2545f4914f6cdd1dull) >> 33) % 1500;
+        off = (size_t)((r->seed * 0x2545f4914f6cdd1dull) >> 11) % (r->size - len);
+        s = OPS->host_register(r->ctx, r->mem + off, len, 0);
+        if (s == GM_ERR_STATE) {
+            r->refused++;
+            continue;
+        }
+        if (s != GM_OK) {
+            snprintf(r->failure, sizeof r->failure, "racer %d: [%zu, +%zu): %s (%s)", r->id, off,
+                     len, gm_status_name(s), gm_last_error_message());
+            break;
+        }
+        r->granted++;
+        /* no other context may hold any of these bytes while this one does */
+        for (size_t b = off; b < off + len; b++) {
+            unsigned char none = 0;
+
+            if (!atomic_compare_exchange_strong(&r->holder[b], &none, r->id)) {
+                snprintf(r->failure, sizeof r->failure,
+                         "racer %d registered [%zu, +%zu), but byte %zu is racer %d's", r->id, off,
+                         len, b, none);
+                len = b - off;
+                break;
+            }
+        }
+        for (size_t b = off; b < off + len; b++)
+            atomic_store(&r->holder[b], 0);
+        s = OPS->host_unregister(r->ctx, r->mem + off);
+        if (s != GM_OK && r->failure[0] == '\0')
+            snprintf(r->failure, sizeof r->failure, "racer %d: unregistering [%zu, +%zu): %s",
+                     r->id, off, len, gm_status_name(s));
+    }
+    return NULL;
+}
+
+/*
+ * Four contexts' threads register and unregister random ranges of 16 KiB at
+ * once, the record's tree changing under each claim: a registration granted
+ * while another context holds a byte of it shows as two holders of one
+ * byte. (The library's own allocator for this test: cmocka's is not
+ * thread-safe.)
+ */
+static void test_racing_contexts(void **state)
+{
+    enum { RACERS = 4 };
+    size_t size = 16384;
+    unsigned char *mem =
+        mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    _Atomic unsigned char *holder = calloc(size, 1);
+    racer r[RACERS];
+    pthread_t t[RACERS];
+    long granted = 0, refused = 0;
+
+    (void)state;
+    assert_true(mem != MAP_FAILED);
+    assert_non_null(holder);
+    assert_ok(gm_set_host_allocator(NULL));
+    memset(r, 0, sizeof(r));
+    for (int k = 0; k < RACERS; k++) {
+        r[k].ctx = ctx_new(k == 0); /* one locks its pages, one at a time */
+        r[k].mem = mem;
+        r[k].holder = holder;
+        r[k].size = size;
+        r[k].id = (unsigned char)(k + 1);
+        r[k].seed = 0x9e3779b97f4a7c15ull * (uint64_t)(k + 1);
+    }
+    for (int k = 0; k < RACERS; k++)
+        assert_int_equal(pthread_create(&t[k], NULL, race, &r[k]), 0);
+    for (int k = 0; k < RACERS; k++)
+        assert_int_equal(pthread_join(t[k], NULL), 0);
+    for (int k = 0; k < RACERS; k++) {
+        if (r[k].failure[0] != '\0')
+            fail_msg("%s", r[k].failure);
+        granted += r[k].granted;
+        refused += r[k].refused;
+        OPS->fini(r[k].ctx);
+    }
+    assert_ok(gm_test_use_cmocka_allocator(NULL));
+    print_message("%ld registrations granted, %ld refused\n", granted, refused);
+    assert_true(granted > 0);
+    free((void *)holder);
+    assert_int_equal(munmap(mem, size), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_many_spans_random_order),
         cmocka_unit_test(test_shared_pages_locked_while_any_span),
+        cmocka_unit_test(test_racing_contexts),
     };
 
     unsetenv(GM_HOST_DEVICE_MEMORY_ENV);
