@@ -317,6 +317,22 @@ extern const gm_backend_ops gm__cuda_backend;
 #endif
 
 /*
+ * The simulator's synchronous copy (src/host/host_backend.c) of two views the
+ * core has checked for gm__copy (valid, alike in dtype and shape, nonempty,
+ * data present, disjoint extents, no broadcast destination), at least one
+ * side device-side, on a context of gm__host_backend itself: when every
+ * device-side view lies inside one live region of that context, it waits as
+ * ops->copy and ops->copy_strided do without a stream, copies with
+ * gm__host_copy_strided on the views themselves, puts its status in
+ * *status_p and returns true; the same checks, barrier and bytes as the
+ * pitched ops->copy pieces or the copy_strided call the core would otherwise
+ * plan and issue, without that planning. Otherwise it does nothing, records
+ * no error and returns false: the core's general path decides and explains.
+ */
+bool gm__host_copy_views(gm_backend_ctx *bctx, const gm_ndview *dst, const gm_ndview *src,
+                         gm_status *status_p);
+
+/*
  * The shared strided host copy engine (src/core/hostcopy.c): copy between two
  * host descriptors of equal shape and dtype, any strides, coalescing
  * contiguous inner axes into memcpy runs and blocking transposes for cache.

@@ -35,7 +35,9 @@
  * caller after waiting as legacy-stream work would (see host_stream.c). A
  * synchronous 1-D copy (what the core issues for dense arrays) takes a
  * shorter path with the same checks: both device sides looked up under one
- * mem_lock, then one memcpy.
+ * mem_lock, then one memcpy. A synchronous strided copy with a device side
+ * reaches the engine on its own views from the core (gm__host_copy_views)
+ * instead of through the pitched pieces the core would plan.
  * Overlapping source and destination give undefined results.
  */
 #include <errno.h>
@@ -50,6 +52,7 @@
 
 #include "host_backend.h"
 #include "host_launch.h"
+#include "ndview_internal.h"
 
 /* ------------------------------------------------------------ helpers */
 
@@ -1320,6 +1323,38 @@ static gm_status host_copy_strided(gm_backend_ctx *bctx, const gm_ndview *dst, c
     w->views[1] = *src;
     gm__host_submit(c, stream, w);
     return GM_OK;
+}
+
+/*
+ * Whether a device-side view of a copy (device or managed memory; a host-side one
+ * passes) lies inside one live region of this context (mem_lock held): what
+ * check_device_range accepts without looking at other contexts' portable memory.
+ */
+static bool view_in_region(host_ctx *c, const gm_ndview *v)
+{
+    int64_t lo = 0, hi = 0;
+
+    if (v->memory != GM_MEMORY_DEVICE && v->memory != GM_MEMORY_MANAGED)
+        return true;
+    return gm__extent_quick(v, gm__dtype_bytes(v->dtype), &lo, &hi) && hi > lo &&
+           region_find(c, (uintptr_t)v->data + (uintptr_t)lo, (size_t)(hi - lo)) != NULL;
+}
+
+/* A synchronous copy the core has checked, straight to the host engine (see backend.h). */
+bool gm__host_copy_views(gm_backend_ctx *bctx, const gm_ndview *dst, const gm_ndview *src,
+                         gm_status *status_p)
+{
+    host_ctx *c = gm__host_ctx(bctx);
+    bool inside = false;
+
+    gm__lock_take(&c->mem_lock);
+    inside = view_in_region(c, dst) && view_in_region(c, src);
+    gm__lock_give(&c->mem_lock);
+    if (!inside)
+        return false;
+    gm__host_sync_barrier(c);
+    *status_p = gm__host_copy_strided(dst, src);
+    return true;
 }
 
 /* Fill count elements of k bytes with a pattern, doubling the filled prefix. */
