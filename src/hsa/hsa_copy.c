@@ -327,8 +327,16 @@ static gm_status dma_copy(gm_backend_ctx *bctx, gm_backend_stream *stream, const
     gm_status status = GM_OK;
 
     make_plan(d, &plan);
-    status = gm__hsa_op_begin(bctx, stream, (hsa_signal_value_t)plan.count, false,
-                              "hsa_amd_memory_async_copy", &op);
+    /* Before the operation exists (the wait drops the lock); nothing else locks meanwhile. */
+    if (d->dst_side == GM_COPY_HOST)
+        status = gm__hsa_lock_wait_unsplit(bctx, (const void *)(uintptr_t)d->dst,
+                                           dst_offset(&plan, plan.count - 1) + plan.width, "copy");
+    if (status == GM_OK && d->src_side == GM_COPY_HOST)
+        status = gm__hsa_lock_wait_unsplit(bctx, (const void *)(uintptr_t)d->src,
+                                           src_offset(&plan, plan.count - 1) + plan.width, "copy");
+    if (status == GM_OK)
+        status = gm__hsa_op_begin(bctx, stream, (hsa_signal_value_t)plan.count, false,
+                                  "hsa_amd_memory_async_copy", &op);
     if (status != GM_OK)
         return status;
     status = dma_endpoint(bctx, d->dst_side, d->dst, dst_offset(&plan, plan.count - 1) + plan.width,

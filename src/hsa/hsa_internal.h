@@ -364,6 +364,19 @@ gm_status gm__hsa_host_for_dma(gm_backend_ctx *bctx, void *host, size_t extent, 
                                gm__hsa_lock **locked_p);
 /* Drop an operation's reference; the last one unlocks the memory. Lock held. */
 void gm__hsa_lock_release(gm_backend_ctx *bctx, gm__hsa_lock *lock);
+/*
+ * Wait until locking pageable [host, host + extent) would not add a second
+ * registration, of another size, at an address where one of the context's
+ * copy locks starts (libhsakmt could then unlock neither): until the copies
+ * using that lock are done and reaped. The lock is released while waiting
+ * (as gm__hsa_queue_wait_room does: call it before the operation exists);
+ * GM_ERR_STATE inside a stream callback, the context's error when it fails
+ * meanwhile. `what` names the caller. Lock held.
+ */
+gm_status gm__hsa_lock_wait_unsplit(gm_backend_ctx *bctx, const void *host, size_t extent,
+                                    const char *what);
+/* Sleep a little while waiting for the device: yield first, then 50 us naps. */
+void gm__hsa_back_off(unsigned *rounds);
 /* GM_OK when [addr, addr + bytes), the device side of an operation, lies inside one block
  * of memory the runtime knows (device, pool, registered, IPC); else GM_ERR_INVALID_ARG
  * naming fn, what ("destination"...) and the block. Any lock. */

@@ -489,39 +489,88 @@ static gm__hsa_lock *covering_lock(const gm_backend_ctx *bctx, const char *host,
     return NULL;
 }
 
-/* Lock [host, host + extent) for the context's GPU into a new or the same-address entry. */
-static gm_status lock_range(gm_backend_ctx *bctx, char *host, size_t extent, gm__hsa_lock **lock_p)
+/* The context's lock entry starting at host, or NULL. Lock held. */
+static gm__hsa_lock *lock_at(const gm_backend_ctx *bctx, const char *host)
 {
     gm__hsa_lock *l = bctx->locks;
-    void *agent = NULL;
-    bool fresh = false;
-    gm_status status = GM_OK;
 
     while (l != NULL && l->base != host)
         l = l->next;
-    if (l == NULL) {
-        l = gm__calloc(1, sizeof(*l));
-        if (l == NULL)
-            return gm__error(GM_ERR_NO_MEMORY, "copy: no memory to track locked host memory");
-        fresh = true;
-    }
+    return l;
+}
+
+/*
+ * Lock [host, host + extent) for the context's GPU into a new entry. Never a
+ * second registration at an entry's address: libhsakmt keys a userptr
+ * registration by address and size but finds it for hsa_amd_memory_unlock
+ * by address alone (ROCT fmm.c: vm_find_object(addr, 0) answers none when
+ * two registrations of different sizes start there) and ROCr's
+ * MemoryRegion::Unlock ignores the thunk's status, so neither would ever be
+ * unlocked. Callers wait for such an entry to go first
+ * (gm__hsa_lock_wait_unsplit).
+ */
+static gm_status lock_range(gm_backend_ctx *bctx, char *host, size_t extent, gm__hsa_lock **lock_p)
+{
+    gm__hsa_lock *l = NULL;
+    void *agent = NULL;
+    gm_status status = GM_OK;
+
+    if (lock_at(bctx, host) != NULL)
+        return gm__error(GM_ERR_STATE,
+                         "copy: [%p, +%zu) would be a second lock of another size at %p, which "
+                         "the runtime could not unlock (the copy did not wait for the first)",
+                         (void *)host, extent, (void *)host);
+    l = gm__calloc(1, sizeof(*l));
+    if (l == NULL)
+        return gm__error(GM_ERR_NO_MEMORY, "copy: no memory to track locked host memory");
     status = GM_HSA_CALL(&bctx->api, hsa_amd_memory_lock, (host, extent, &bctx->gpu, 1, &agent));
     if (status != GM_OK) {
-        if (fresh)
-            gm__free(l);
+        gm__free(l);
         return status;
     }
-    if (fresh) {
-        l->base = host;
-        l->next = bctx->locks;
-        bctx->locks = l;
-    }
-    if (extent > l->size) { /* new operations use the longest registration */
-        l->size = extent;
-        l->agent = agent;
-    }
-    l->nlocks++;
+    l->base = host;
+    l->size = extent;
+    l->agent = agent;
+    l->nlocks = 1;
+    l->next = bctx->locks;
+    bctx->locks = l;
     *lock_p = l;
+    return GM_OK;
+}
+
+/* Whether a copy of pageable [host, host + extent) would have to lock it at the address of
+ * one of the context's locks that does not hold it. Lock held. */
+static bool lock_split(const gm_backend_ctx *bctx, const char *host, size_t extent)
+{
+    return covering_lock(bctx, host, extent) == NULL && lock_at(bctx, host) != NULL &&
+           !registered_agent(host, extent, NULL);
+}
+
+gm_status gm__hsa_lock_wait_unsplit(gm_backend_ctx *bctx, const void *host, size_t extent,
+                                    const char *what)
+{
+    unsigned rounds = 0;
+
+    while (lock_split(bctx, host, extent)) {
+        /* Inside a stream callback the copies holding that lock may wait for the callback. */
+        if (gm__hsa_handler_stream != NULL)
+            return gm__error(GM_ERR_STATE,
+                             "%s: host memory at %p is locked for a pending copy of another "
+                             "length, and inside a stream callback waiting for that copy could "
+                             "wait for the callback itself; queue the work from another thread",
+                             what, host);
+        if (rounds % 256 == 255) /* about every 10 ms: work behind a failed op never ends */
+            gm__hsa_check_stuck(bctx);
+        if (atomic_load(&bctx->queue_failed) != 0)
+            return gm__error((gm_status)atomic_load(&bctx->queue_error),
+                             "%s: the context failed while waiting for a pending copy of the "
+                             "host memory at %p",
+                             what, host);
+        pthread_mutex_unlock(&bctx->lock);
+        gm__hsa_back_off(&rounds);
+        pthread_mutex_lock(&bctx->lock);
+        gm__hsa_reap_all(bctx); /* the last reaped user of the lock unlocks it */
+    }
     return GM_OK;
 }
 

@@ -30,7 +30,7 @@ static uint64_t slots_used(gm_backend_ctx *bctx, hsa_queue_t *queue)
 }
 
 /* Sleep a little while waiting for the packet processor: yield first, then 50 us naps. */
-static void back_off(unsigned *rounds)
+void gm__hsa_back_off(unsigned *rounds)
 {
     struct timespec nap = {0, 50000};
 
@@ -78,7 +78,7 @@ gm_status gm__hsa_queue_wait_room(gm_backend_ctx *bctx, hsa_queue_t *queue, size
             return gm__error((gm_status)atomic_load(&bctx->queue_error),
                              "%s: the queue failed while waiting for free packet slots", what);
         pthread_mutex_unlock(&bctx->lock);
-        back_off(&rounds);
+        gm__hsa_back_off(&rounds);
         pthread_mutex_lock(&bctx->lock);
     }
     return GM_OK;

@@ -1754,6 +1754,24 @@ static bool copy_touches(const dcopy *c, const dlock *l)
     return mapping_lost(src, n, l) || mapping_lost(dst, n, l);
 }
 
+/* How many different sizes the locks starting at host address p have (libhsakmt keys a
+ * userptr registration by address and size; same address and size is one, counted). Lock held. */
+static int sizes_at(const void *p)
+{
+    int n = 0;
+
+    for (const dlock *l = g.locks; l != NULL; l = l->next) {
+        bool seen = false;
+
+        if (l->base != (const char *)p)
+            continue;
+        for (const dlock *k = g.locks; k != l && !seen; k = k->next)
+            seen = k->base == l->base && k->size == l->size;
+        n += seen ? 0 : 1;
+    }
+    return n;
+}
+
 hsa_status_t hsa_amd_memory_unlock(void *host_ptr)
 {
     hsa_status_t st = enter("hsa_amd_memory_unlock");
@@ -1771,6 +1789,14 @@ hsa_status_t hsa_amd_memory_unlock(void *host_ptr)
     } else if (*link == NULL) {
         violation("hsa_amd_memory_unlock: %p was not locked", host_ptr);
         st = HSA_STATUS_ERROR_INVALID_ARGUMENT;
+    } else if (sizes_at(host_ptr) > 1) {
+        /* libhsakmt (ROCT 5.2 fmm.c) finds a userptr registration for unmapping and
+         * deregistering by its address alone, vm_find_object(addr, 0), which answers none when
+         * two registrations of different sizes start there; ROCr's MemoryRegion::Unlock ignores
+         * the thunk's status, so hsa_amd_memory_unlock returns success with both still locked. */
+        violation("hsa_amd_memory_unlock: %p starts registrations of different sizes; libhsakmt "
+                  "finds none of them by address, so nothing is unlocked (ROCr returns success)",
+                  host_ptr);
     } else {
         dlock *l = *link;
 
