@@ -201,6 +201,8 @@ static void *agent_address(const hsa_amd_pointer_info_t *info, const void *host)
 }
 
 static bool registered_agent(const char *host, size_t extent, void **agent_p);
+static gm_status wait_unsplit(gm_backend_ctx *bctx, const void *host, size_t extent,
+                              bool registering, const char *what);
 static bool registered_host(const char *agent, size_t extent);
 
 /*
@@ -309,11 +311,15 @@ gm_status gm__hsa_host_register(gm_backend_ctx *bctx, void *ptr, size_t bytes, u
     r = gm__calloc(1, sizeof(*r));
     if (r == NULL)
         return gm__error(GM_ERR_NO_MEMORY, "host_register: no memory to record the registration");
+    /* A pending copy's lock of another size at ptr goes first (libhsakmt could unlock
+     * neither); held from the wait to the lock so that no copy locks there meanwhile. */
+    pthread_mutex_lock(&bctx->lock);
+    status = wait_unsplit(bctx, ptr, bytes, true, "host_register");
     pthread_mutex_lock(&registry_lock);
-    other = registered_overlap(ptr, bytes);
+    other = status == GM_OK ? registered_overlap(ptr, bytes) : NULL;
     if (other != NULL)
         status = already_registered(bctx, ptr, bytes, other);
-    else
+    else if (status == GM_OK)
         status = GM_HSA_CALL(&bctx->api, hsa_amd_memory_lock,
                              (ptr, bytes, bctx->gpus, (int)bctx->ngpus, &agent_ptr));
     if (status == GM_OK) {
@@ -325,6 +331,7 @@ gm_status gm__hsa_host_register(gm_backend_ctx *bctx, void *ptr, size_t bytes, u
         registry = r;
     }
     pthread_mutex_unlock(&registry_lock);
+    pthread_mutex_unlock(&bctx->lock);
     if (status != GM_OK)
         gm__free(r);
     return status;
@@ -538,20 +545,31 @@ static gm_status lock_range(gm_backend_ctx *bctx, char *host, size_t extent, gm_
     return GM_OK;
 }
 
-/* Whether a copy of pageable [host, host + extent) would have to lock it at the address of
- * one of the context's locks that does not hold it. Lock held. */
-static bool lock_split(const gm_backend_ctx *bctx, const char *host, size_t extent)
+/*
+ * Whether locking [host, host + extent) would add a registration of another
+ * size at the address of one of the context's copy locks: a copy's when that
+ * lock does not hold the range (else the copy uses it), a registration's
+ * (`registering`) when the sizes differ. Lock held.
+ */
+static bool lock_split(const gm_backend_ctx *bctx, const char *host, size_t extent,
+                       bool registering)
 {
-    return covering_lock(bctx, host, extent) == NULL && lock_at(bctx, host) != NULL &&
-           !registered_agent(host, extent, NULL);
+    const gm__hsa_lock *l = lock_at(bctx, host);
+
+    if (l == NULL)
+        return false;
+    if (registering)
+        return l->size != extent;
+    return covering_lock(bctx, host, extent) == NULL && !registered_agent(host, extent, NULL);
 }
 
-gm_status gm__hsa_lock_wait_unsplit(gm_backend_ctx *bctx, const void *host, size_t extent,
-                                    const char *what)
+/* gm__hsa_lock_wait_unsplit, for a copy or (registering) a registration. Lock held. */
+static gm_status wait_unsplit(gm_backend_ctx *bctx, const void *host, size_t extent,
+                              bool registering, const char *what)
 {
     unsigned rounds = 0;
 
-    while (lock_split(bctx, host, extent)) {
+    while (lock_split(bctx, host, extent, registering)) {
         /* Inside a stream callback the copies holding that lock may wait for the callback. */
         if (gm__hsa_handler_stream != NULL)
             return gm__error(GM_ERR_STATE,
@@ -572,6 +590,12 @@ gm_status gm__hsa_lock_wait_unsplit(gm_backend_ctx *bctx, const void *host, size
         gm__hsa_reap_all(bctx); /* the last reaped user of the lock unlocks it */
     }
     return GM_OK;
+}
+
+gm_status gm__hsa_lock_wait_unsplit(gm_backend_ctx *bctx, const void *host, size_t extent,
+                                    const char *what)
+{
+    return wait_unsplit(bctx, host, extent, false, what);
 }
 
 /* Whether [p, p + extent) lies inside [base, base + bytes). */

@@ -522,6 +522,63 @@ static void test_register_over_pageable_copy(void **state)
     free(host);
 }
 
+/* Resume the paused DMA engine after 50 ms (the main thread is blocked by then or not). */
+static void *unpause_later(void *arg)
+{
+    (void)arg;
+    sleep_ms(50);
+    hsa_double_pause(0);
+    return NULL;
+}
+
+/*
+ * Registering half of the pageable memory a pending copy locked whole: a
+ * second registration at that address, of another size, could never be
+ * unlocked (libhsakmt finds the one to unlock by address alone and finds
+ * none of two; ROCr's hsa_amd_memory_unlock still returns success, and the
+ * double, like it, unlocks nothing and records it). So gm_register waits
+ * until the copy is done and its lock gone, then locks its own range.
+ */
+static void test_register_part_of_pageable_copy(void **state)
+{
+    gm_context *ctx = open_context(1.0, 100);
+    int64_t n = 1 << 16, half = 1 << 15;
+    unsigned char *host = aligned_alloc(4096, (size_t)n);
+    gm_host_scope *scope = NULL;
+    gm_array *dev = NULL;
+    gm_stream *s = NULL;
+    gm_ndview hv, part;
+    pthread_t thread;
+    long copy_locked = 0, after_register = 0;
+
+    (void)state;
+    assert_non_null(host);
+    memset(host, 0, (size_t)n);
+    assert_ok(gm_ndview_init(host, GM_UINT8, 1, &n, NULL, GM_ORDER_C, &hv));
+    assert_ok(gm_ndview_init(host, GM_UINT8, 1, &half, NULL, GM_ORDER_C, &part));
+    assert_ok(gm_device_array(ctx, 1, &n, GM_UINT8, GM_ORDER_C, &dev));
+    assert_ok(gm_array_memset(dev, 0x5a, NULL));
+    assert_ok(gm_stream_create(ctx, GM_STREAM_NON_BLOCKING, &s));
+    hsa_double_pause(1);
+    assert_ok(gm_array_copy_to_host(dev, &hv, s)); /* pageable: locked whole for the copy */
+    copy_locked = live_locks();
+    assert_int_equal(pthread_create(&thread, NULL, unpause_later, NULL), 0);
+    assert_ok(gm_register(ctx, 1, &part, &scope)); /* waits for the copy */
+    after_register = live_locks();
+    assert_int_equal(pthread_join(thread, NULL), 0);
+    assert_int_equal(copy_locked, 1);
+    assert_int_equal(after_register, 1); /* the copy's lock went first */
+    for (int64_t i = 0; i < n; i++)
+        assert_int_equal(host[i], 0x5a);
+    assert_ok(gm_stream_synchronize(s));
+    assert_ok(gm_deregister(&scope));
+    assert_int_equal(live_locks(), 0);
+    gm_array_release(&dev);
+    gm_stream_destroy(&s);
+    close_context(ctx);
+    free(host);
+}
+
 /*
  * gm_copy to and from a device view running 512 bytes past a 1 KiB device
  * array, synchronously and on a stream: GM_ERR_INVALID_ARG naming the range
@@ -1033,6 +1090,7 @@ int main(void)
         cmocka_unit_test(test_map_end_waits_for_pending_copy),
         cmocka_unit_test(test_register_twice_refused),
         cmocka_unit_test(test_register_over_pageable_copy),
+        cmocka_unit_test(test_register_part_of_pageable_copy),
         cmocka_unit_test(test_copy_past_allocation_refused),
         cmocka_unit_test(test_failed_staged_fill_keeps_its_job),
         cmocka_unit_test(test_destroy_with_callback_that_never_runs),
