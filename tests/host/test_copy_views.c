@@ -24,6 +24,7 @@
 #include <time.h>
 
 #include "rt_helpers.h"
+#include "rt_layout.h"
 
 #define MAXD    4
 #define N_CASES 2500
@@ -144,68 +145,17 @@ static uint64_t rng = 0x2545F4914F6CDD1Du;
 
 static int64_t pick(int64_t n)
 {
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return (int64_t)(rng % (uint64_t)n);
+    return rt_pick(&rng, n);
 }
 
-/* A layout of a shape for items of k bytes, and the bytes of buffer it needs. */
-typedef struct layout {
-    int64_t strides[MAXD];
-    int64_t offset;
-    int64_t bytes;
-} layout;
+typedef rt_layout layout;
+_Static_assert(MAXD == RT_LAYOUT_MAXD, "the layouts' axes");
 
-/*
- * Axes packed in a random order, some reversed, extent-1 axes with any
- * stride; with `gaps` some axes spaced out (a[::2] and wider), and with
- * `zeros` (a source) some broadcast.
- */
+/* rt_random_layout with this file's random state. */
 static void random_layout(int ndim, const int64_t *shape, int64_t k, bool gaps, bool zeros,
                           layout *l)
 {
-    int order[MAXD];
-    int64_t stride = k, lo = 0, hi = k;
-
-    for (int i = 0; i < ndim; i++)
-        order[i] = i;
-    for (int i = ndim - 1; i > 0; i--) {
-        int j = (int)pick(i + 1), t = order[i];
-
-        order[i] = order[j];
-        order[j] = t;
-    }
-    for (int j = 0; j < ndim; j++) { /* stride: the span of the axes placed so far */
-        int i = order[j];
-        int64_t n = shape[i], step = stride;
-
-        if (n == 1) { /* any stride: never stepped */
-            l->strides[i] = (pick(9) - 4) * (pick(2) == 0 ? k : 1);
-            continue;
-        }
-        if (zeros && pick(4) == 0) {
-            l->strides[i] = 0;
-            continue;
-        }
-        if (gaps && pick(2) == 0) /* the axis itself strided: a[::2], a[::3] */
-            step *= 2 + pick(2);
-        l->strides[i] = pick(3) == 0 ? -step : step;
-        stride = step * (n > 1 ? n : 1) * (gaps && pick(3) == 0 ? 2 : 1);
-    }
-    for (int i = 0; i < ndim; i++) {
-        if (shape[i] == 0) {
-            lo = 0;
-            hi = 0;
-            break;
-        }
-        if (l->strides[i] < 0)
-            lo += (shape[i] - 1) * l->strides[i];
-        else
-            hi += (shape[i] - 1) * l->strides[i];
-    }
-    l->offset = -lo + pick(3) * (pick(2) == 0 ? k : 1);
-    l->bytes = l->offset + hi + pick(5);
+    rt_random_layout(&rng, ndim, shape, k, gaps, zeros, l);
 }
 
 /* ---------------------------------------------------------- comparisons */
