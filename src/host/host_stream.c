@@ -738,9 +738,9 @@ gm_status gm__host_stream_destroy(gm_backend_ctx *bctx, gm_backend_stream *strea
         pthread_mutex_unlock(&c->lock);
         return GM_OK;
     }
-    unlink_stream_locked(c, s);
-    reap_locked(c);
     if (c->nidle < IDLE_MAX && s->head == NULL) { /* its worker waits for the next stream */
+        unlink_stream_locked(c, s);
+        reap_locked(c);
         s->next = c->idle;
         c->idle = s;
         c->nidle++;
@@ -751,6 +751,10 @@ gm_status gm__host_stream_destroy(gm_backend_ctx *bctx, gm_backend_stream *strea
     pthread_cond_signal(&s->wake);
     pthread_mutex_unlock(&c->lock);
     pthread_join(s->thread, NULL);
+    pthread_mutex_lock(&c->lock); /* listed until its worker is done: legacy work orders on it */
+    unlink_stream_locked(c, s);
+    reap_locked(c);
+    pthread_mutex_unlock(&c->lock);
     pthread_cond_destroy(&s->wake);
     gm__free(s);
     return GM_OK;
