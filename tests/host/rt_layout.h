@@ -1,13 +1,89 @@
 /*
- * Random strided layouts for the copy tests (test_copy_fast.c and
- * test_copy_views.c): any axis order, reversed axes, extent-1 axes with any
- * stride, gaps between and inside axes, broadcast axes for sources.
+ * Buffers and random strided layouts for the copy tests (test_copy_fast.c
+ * and test_copy_views.c): a region of each memory kind a copy can meet, a
+ * view in it, and layouts with any axis order, reversed axes, extent-1 axes
+ * with any stride, gaps between and inside axes, broadcast axes for sources.
  */
 #ifndef GPUMEM_TESTS_HOST_RT_LAYOUT_H
 #define GPUMEM_TESTS_HOST_RT_LAYOUT_H
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gm_test.h"
+
+/* The memory a region is: one of each kind a copy can meet. */
+typedef enum kind { PAGEABLE, PINNED, MAPPED, DEVICE, MANAGED, NKINDS } kind;
+
+/* A buffer views live in. */
+typedef struct region {
+    unsigned char *base;
+    size_t bytes;
+    gm_array *array; /* all but pageable memory */
+} region;
+
+/* A region of `bytes` bytes (at least 1) of memory kind kd. */
+static inline region region_new(gm_context *ctx, kind kd, int64_t bytes)
+{
+    region r = {NULL, (size_t)(bytes > 0 ? bytes : 1), NULL};
+    int64_t n = (int64_t)r.bytes;
+
+    switch (kd) {
+    case PAGEABLE:
+        r.base = malloc(r.bytes);
+        assert_non_null(r.base);
+        return r;
+    case PINNED:
+        assert_ok(gm_pinned_array(ctx, 1, &n, GM_UINT8, GM_ORDER_C, &r.array));
+        break;
+    case MAPPED:
+        assert_ok(gm_mapped_array(ctx, 1, &n, GM_UINT8, GM_ORDER_C, 0, &r.array));
+        break;
+    case DEVICE:
+        assert_ok(gm_device_array(ctx, 1, &n, GM_UINT8, GM_ORDER_C, &r.array));
+        break;
+    default:
+        assert_ok(gm_managed_array(ctx, 1, &n, GM_UINT8, GM_ORDER_C, &r.array));
+        break;
+    }
+    r.base = gm_array_view(r.array)->data;
+    return r;
+}
+
+static inline void region_free(region *r)
+{
+    if (r->array != NULL)
+        gm_array_release(&r->array);
+    else
+        free(r->base);
+    r->base = NULL;
+}
+
+/* A view of `r` with the given layout (memory kind and device from the region). */
+static inline gm_ndview view_in(const region *r, gm_dtype dtype, int ndim, const int64_t *shape,
+                                const int64_t *strides, int64_t offset)
+{
+    gm_ndview v;
+
+    memset(&v, 0, sizeof(v));
+    if (r->array != NULL) {
+        v = *gm_array_view(r->array);
+    } else {
+        v.memory = GM_MEMORY_HOST;
+        v.device_id = -1;
+    }
+    v.data = r->base;
+    v.dtype = dtype;
+    v.ndim = ndim;
+    v.offset = offset;
+    for (int i = 0; i < ndim; i++) {
+        v.shape[i] = shape[i];
+        v.strides[i] = strides[i];
+    }
+    return v;
+}
 
 #define RT_LAYOUT_MAXD 4
 

@@ -84,62 +84,6 @@ static uintptr_t lowest(const gm_ndview *v)
     return (uintptr_t)v->data + (uintptr_t)off;
 }
 
-/* A buffer a view lives in: host memory, or a device array (host-addressable here). */
-typedef struct region {
-    unsigned char *base;
-    size_t bytes;
-    gm_array *array; /* device: the allocation */
-} region;
-
-/* A region of `bytes` bytes (at least 1) on the device or the host. */
-static region region_new(gm_context *ctx, bool device, int64_t bytes)
-{
-    region r = {NULL, (size_t)(bytes > 0 ? bytes : 1), NULL};
-    int64_t n = (int64_t)r.bytes;
-
-    if (device) {
-        assert_ok(gm_device_array(ctx, 1, &n, GM_UINT8, GM_ORDER_C, &r.array));
-        r.base = gm_array_view(r.array)->data;
-    } else {
-        r.base = malloc(r.bytes);
-        assert_non_null(r.base);
-    }
-    return r;
-}
-
-static void region_free(region *r)
-{
-    if (r->array != NULL)
-        gm_array_release(&r->array);
-    else
-        free(r->base);
-    r->base = NULL;
-}
-
-/* A view of `r` with the given layout (memory kind and device from the region). */
-static gm_ndview view_in(const region *r, gm_dtype dtype, int ndim, const int64_t *shape,
-                         const int64_t *strides, int64_t offset)
-{
-    gm_ndview v;
-
-    memset(&v, 0, sizeof(v));
-    if (r->array != NULL) {
-        v = *gm_array_view(r->array);
-    } else {
-        v.memory = GM_MEMORY_HOST;
-        v.device_id = -1;
-    }
-    v.data = r->base;
-    v.dtype = dtype;
-    v.ndim = ndim;
-    v.offset = offset;
-    for (int i = 0; i < ndim; i++) {
-        v.shape[i] = shape[i];
-        v.strides[i] = strides[i];
-    }
-    return v;
-}
-
 /*
  * gm_copy(dst <- src) against an element-by-element copy: the source region
  * patterned, the destination region cleared, and afterwards every byte of
@@ -242,8 +186,8 @@ static void test_random_pairs(void **state)
             sl.offset = dl.offset + pick(3);
             sl.bytes = dl.bytes + pick(3) + (sl.offset - dl.offset);
         }
-        dr = region_new(ctx, dst_dev, dl.bytes);
-        sr = region_new(ctx, src_dev, sl.bytes);
+        dr = region_new(ctx, dst_dev ? DEVICE : PAGEABLE, dl.bytes);
+        sr = region_new(ctx, src_dev ? DEVICE : PAGEABLE, sl.bytes);
         dst = view_in(&dr, dtype, ndim, shape, dl.strides, dl.offset);
         src = view_in(&sr, dtype, ndim, shape, sl.strides, sl.offset);
         calls = run_case(ctx, &dst, &dr, &src, &sr, pick(4) == 0 ? st : NULL);
@@ -341,8 +285,8 @@ static void test_named_pairs(void **state)
 
         for (int dir = 0; dir < 8; dir++) {
             bool dst_dev = (dir & 1) != 0, src_dev = (dir & 2) != 0;
-            region dr = region_new(ctx, dst_dev, p->dst_bytes);
-            region sr = region_new(ctx, src_dev, p->src_bytes);
+            region dr = region_new(ctx, dst_dev ? DEVICE : PAGEABLE, p->dst_bytes);
+            region sr = region_new(ctx, src_dev ? DEVICE : PAGEABLE, p->src_bytes);
             gm_ndview dst =
                 view_in(&dr, p->dtype, p->ndim, p->shape, p->dst_strides, p->dst_offset);
             gm_ndview src =
@@ -381,7 +325,8 @@ static void test_broadcast_pairs(void **state)
     (void)state;
     assert_ok(gm_stream_create(ctx, 0, &stream));
     for (int src_dev = 0; src_dev < 2; src_dev++) {
-        region dr = region_new(ctx, true, 32), sr = region_new(ctx, src_dev != 0, 32);
+        region dr = region_new(ctx, true ? DEVICE : PAGEABLE, 32),
+               sr = region_new(ctx, src_dev != 0 ? DEVICE : PAGEABLE, 32);
         gm_ndview dst = view_in(&dr, GM_FLOAT64, 2, shape, strides, 0);
         gm_ndview src = view_in(&sr, GM_FLOAT64, 2, shape, strides, 0);
 
@@ -790,11 +735,11 @@ static void diff_case_new(gm_context *ctx, gm_context *other, diff_case *c)
         sbytes = sl.bytes - sl.offset;
     }
     c->shared = c->bend == BEND_OVERLAP;
-    c->dr =
-        region_new(c->bend == BEND_OTHER_CTX ? other : ctx, dst_dev || c->bend == BEND_OTHER_CTX,
-                   doff + dbytes + pick(3) + (c->shared ? k : 0));
+    c->dr = region_new(c->bend == BEND_OTHER_CTX ? other : ctx,
+                       dst_dev || c->bend == BEND_OTHER_CTX ? DEVICE : PAGEABLE,
+                       doff + dbytes + pick(3) + (c->shared ? k : 0));
     if (!c->shared)
-        c->sr = region_new(ctx, src_dev, soff + sbytes + pick(3));
+        c->sr = region_new(ctx, src_dev ? DEVICE : PAGEABLE, soff + sbytes + pick(3));
     c->dst = view_in(&c->dr, dtype, ndim, shape, ds, doff);
     c->src = c->shared ? c->dst : view_in(&c->sr, dtype, ndim, shape, ss, soff);
     if (c->shared && pick(2) == 0)
@@ -1056,7 +1001,7 @@ static void test_overlap(void **state)
     (void)state;
     assert_ok(gm_stream_create(ctx, 0, &st));
     for (int device = 0; device < 2; device++) {
-        region r = region_new(ctx, device == 1, 160);
+        region r = region_new(ctx, device == 1 ? DEVICE : PAGEABLE, 160);
         gm_ndview dst = view_in(&r, GM_INT32, 1, n9, s1, 4),
                   src = view_in(&r, GM_INT32, 1, n9, s1, 0);
 

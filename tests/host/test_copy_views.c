@@ -29,9 +29,6 @@
 #define MAXD    4
 #define N_CASES 2500
 
-/* The memory a region is: one of each kind a copy can meet. */
-typedef enum kind { PAGEABLE, PINNED, MAPPED, DEVICE, MANAGED, NKINDS } kind;
-
 static int group_setup(void **state)
 {
     setenv("GM_HOST_DEVICE_MEMORY", "256M", 1);
@@ -69,74 +66,6 @@ static unsigned char *elem(const gm_ndview *v, int64_t e)
         e /= v->shape[i];
     }
     return (unsigned char *)v->data + off;
-}
-
-/* A buffer views live in. */
-typedef struct region {
-    unsigned char *base;
-    size_t bytes;
-    kind kind;
-    gm_array *array; /* all but pageable memory */
-} region;
-
-static region region_new(gm_context *ctx, kind kd, int64_t bytes)
-{
-    region r = {NULL, (size_t)(bytes > 0 ? bytes : 1), kd, NULL};
-    int64_t n = (int64_t)r.bytes;
-
-    switch (kd) {
-    case PAGEABLE:
-        r.base = malloc(r.bytes);
-        assert_non_null(r.base);
-        return r;
-    case PINNED:
-        assert_ok(gm_pinned_array(ctx, 1, &n, GM_UINT8, GM_ORDER_C, &r.array));
-        break;
-    case MAPPED:
-        assert_ok(gm_mapped_array(ctx, 1, &n, GM_UINT8, GM_ORDER_C, 0, &r.array));
-        break;
-    case DEVICE:
-        assert_ok(gm_device_array(ctx, 1, &n, GM_UINT8, GM_ORDER_C, &r.array));
-        break;
-    default:
-        assert_ok(gm_managed_array(ctx, 1, &n, GM_UINT8, GM_ORDER_C, &r.array));
-        break;
-    }
-    r.base = gm_array_view(r.array)->data;
-    return r;
-}
-
-static void region_free(region *r)
-{
-    if (r->array != NULL)
-        gm_array_release(&r->array);
-    else
-        free(r->base);
-    r->base = NULL;
-}
-
-/* A view of `r` with the given layout (memory kind and device from the region). */
-static gm_ndview view_in(const region *r, gm_dtype dtype, int ndim, const int64_t *shape,
-                         const int64_t *strides, int64_t offset)
-{
-    gm_ndview v;
-
-    memset(&v, 0, sizeof(v));
-    if (r->array != NULL) {
-        v = *gm_array_view(r->array);
-    } else {
-        v.memory = GM_MEMORY_HOST;
-        v.device_id = -1;
-    }
-    v.data = r->base;
-    v.dtype = dtype;
-    v.ndim = ndim;
-    v.offset = offset;
-    for (int i = 0; i < ndim; i++) {
-        v.shape[i] = shape[i];
-        v.strides[i] = strides[i];
-    }
-    return v;
 }
 
 /* ------------------------------------------------------- random layouts */
@@ -215,14 +144,12 @@ static outcome run_copy(gm_context *ctx, gm_dtype dtype, int ndim, const int64_t
     if (array) { /* the device side is a whole array: its own region */
         assert_ok(gm_device_array(ctx, ndim, shape, dtype, GM_ORDER_C, &dev));
         if (dk == DEVICE) {
-            dr = (region){gm_array_view(dev)->data, (size_t)(size * k > 0 ? size * k : 1), DEVICE,
-                          NULL};
+            dr = (region){gm_array_view(dev)->data, (size_t)(size * k > 0 ? size * k : 1), NULL};
             sr = region_new(ctx, sk, sl->bytes);
             dst = *gm_array_view(dev);
             src = view_in(&sr, dtype, ndim, shape, sl->strides, sl->offset);
         } else {
-            sr = (region){gm_array_view(dev)->data, (size_t)(size * k > 0 ? size * k : 1), DEVICE,
-                          NULL};
+            sr = (region){gm_array_view(dev)->data, (size_t)(size * k > 0 ? size * k : 1), NULL};
             dr = region_new(ctx, dk, dl->bytes);
             src = *gm_array_view(dev);
             dst = view_in(&dr, dtype, ndim, shape, dl->strides, dl->offset);
