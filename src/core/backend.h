@@ -24,7 +24,7 @@
 #include "gpumem/launch.h"
 #include "gpumem/runtime.h"
 
-#define GM_BACKEND_ABI_VERSION 3
+#define GM_BACKEND_ABI_VERSION 4
 
 typedef uint64_t gm_devptr;
 typedef struct gm_backend_ctx gm_backend_ctx;       /* per-context driver state */
@@ -113,6 +113,16 @@ typedef gm_status gm_op_copy(gm_backend_ctx *bctx, const gm_copy_desc *desc,
  * the core decomposes the copy into gm_op_copy pieces or stages it through the host. */
 typedef gm_status gm_op_copy_strided(gm_backend_ctx *bctx, const gm_ndview *dst,
                                      const gm_ndview *src, gm_backend_stream *stream);
+/* OPTIONAL. A synchronous copy of two views the core has checked for gm__copy (valid, alike
+ * in dtype and shape, nonempty, data present, disjoint extents, no broadcast destination; at
+ * least one side device-side), done whole on the views by a backend whose engine takes any
+ * layout without planning (the simulator): it either copies, puts the copy's status in
+ * *status_p and returns true, or declines (a device side it does not plainly own), records
+ * no error and returns false, and the core plans the copy as usual (pitched ops->copy
+ * pieces, copy_strided, staging), which decides and explains. Absent (the stub declines
+ * every copy), every copy is planned. */
+typedef bool gm_op_copy_views(gm_backend_ctx *bctx, const gm_ndview *dst, const gm_ndview *src,
+                              gm_status *status_p);
 /* MANDATORY. Fill bytes with a pattern of 1, 2, 4 or 8 bytes (cuMemsetD8/16/32). */
 typedef gm_status gm_op_memset(gm_backend_ctx *bctx, gm_devptr dst, const void *pattern,
                                size_t pattern_bytes, size_t count, gm_backend_stream *stream);
@@ -263,6 +273,7 @@ typedef struct gm_backend_ops {
     gm_op_pointer_kind *pointer_kind;
     gm_op_copy *copy;
     gm_op_copy_strided *copy_strided;
+    gm_op_copy_views *copy_views;
     gm_op_memset *memset;
     gm_op_stream_create *stream_create;
     gm_op_stream_destroy *stream_destroy;
@@ -300,6 +311,7 @@ gm_op_mem_free_batch gm__unsupported_mem_free_batch; /* frees none (returns 0, n
 gm_op_managed_alloc gm__unsupported_managed_alloc;
 gm_op_pointer_kind gm__unsupported_pointer_kind;
 gm_op_copy_strided gm__unsupported_copy_strided;
+gm_op_copy_views gm__unsupported_copy_views; /* declines every copy (false, no error) */
 gm_op_ipc_get_handle gm__unsupported_ipc_get_handle;
 gm_op_ipc_open gm__unsupported_ipc_open;
 gm_op_ipc_close gm__unsupported_ipc_close;
@@ -315,22 +327,6 @@ extern const gm_backend_ops gm__hsa_backend; /* src/hsa: ROCm HSA runtime, dlope
 /* The CUDA driver API backend (src/cuda/), libcuda.so.1 loaded at init. */
 extern const gm_backend_ops gm__cuda_backend;
 #endif
-
-/*
- * The simulator's synchronous copy (src/host/host_backend.c) of two views the
- * core has checked for gm__copy (valid, alike in dtype and shape, nonempty,
- * data present, disjoint extents, no broadcast destination), at least one
- * side device-side, on a context of gm__host_backend itself: when every
- * device-side view lies inside one live region of that context, it waits as
- * ops->copy and ops->copy_strided do without a stream, copies with
- * gm__host_copy_strided on the views themselves, puts its status in
- * *status_p and returns true; the same checks, barrier and bytes as the
- * pitched ops->copy pieces or the copy_strided call the core would otherwise
- * plan and issue, without that planning. Otherwise it does nothing, records
- * no error and returns false: the core's general path decides and explains.
- */
-bool gm__host_copy_views(gm_backend_ctx *bctx, const gm_ndview *dst, const gm_ndview *src,
-                         gm_status *status_p);
 
 /*
  * The shared strided host copy engine (src/core/hostcopy.c): copy between two

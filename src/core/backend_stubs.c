@@ -39,6 +39,17 @@ gm_status gm__unsupported_copy_strided(gm_backend_ctx *bctx, const gm_ndview *ds
     return unsupported("copy_strided");
 }
 
+/* copy_views: every copy is planned by the core (no error: nothing failed). */
+bool gm__unsupported_copy_views(gm_backend_ctx *bctx, const gm_ndview *dst, const gm_ndview *src,
+                                gm_status *status_p)
+{
+    (void)bctx;
+    (void)dst;
+    (void)src;
+    (void)status_p;
+    return false;
+}
+
 /* ipc_get_handle: no inter-process memory handles. */
 gm_status gm__unsupported_ipc_get_handle(gm_backend_ctx *bctx, gm_devptr ptr, void *handle,
                                          size_t handle_bytes)

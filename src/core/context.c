@@ -331,6 +331,7 @@ static const struct ops_slot {
     {GM__SLOT(pointer_kind)},
     {GM__SLOT(copy)},
     {GM__SLOT(copy_strided)},
+    {GM__SLOT(copy_views)},
     {GM__SLOT(memset)},
     {GM__SLOT(stream_create)},
     {GM__SLOT(stream_destroy)},

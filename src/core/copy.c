@@ -11,10 +11,10 @@
  * index ("pieces"). The strategy, cheapest first:
  *
  *   1. host to host: gm__host_copy_strided (in stream order with a stream);
- *   1b. on the simulator itself (gm__host_backend) without a stream:
- *      gm__host_copy_views, its engine on the views, before any plan (it
+ *   1b. without a stream, the backend's ops->copy_views when it has one
+ *      (the simulator: its engine on the views, before any plan); it
  *      declines when a device side is not plainly its memory, and the steps
- *      below decide and explain);
+ *      below decide and explain;
  *   2. one piece: a single 1-D/2-D/3-D pitched ops->copy;
  *   3. the backend's ops->copy_strided, when it has one;
  *   4. at most GM__DIRECT_MAX_PIECES pieces: that many ops->copy calls;
@@ -778,9 +778,9 @@ static gm_status copy_device(gm_context *ctx, const char *fn, const gm_ndview *d
     copy_plan plan;
     gm_status status = GM_OK;
 
-    /* The simulator's engine takes any layout: no pitched pieces to plan for it. */
-    if (bs == NULL && ctx->ops == &gm__host_backend &&
-        gm__host_copy_views(ctx->bctx, dst, src, &status))
+    /* A backend engine that takes any layout (the simulator's): no pitched pieces to plan. */
+    if (bs == NULL && ctx->ops->copy_views != gm__unsupported_copy_views &&
+        ctx->ops->copy_views(ctx->bctx, dst, src, &status))
         return status;
     plan_build(dst, src, &plan);
     if (plan.pieces == 1)

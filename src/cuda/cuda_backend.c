@@ -407,6 +407,8 @@ const gm_backend_ops gm__cuda_backend = {
     /* The packing kernel between device-side layouts that no pitched copy expresses;
      * GM_ERR_UNSUPPORTED otherwise, and the core uses pitched copies or staging. */
     .copy_strided = scoped_copy_strided,
+    /* Every copy is planned: pitched DMA pieces, the packing kernel or staging. */
+    .copy_views = gm__unsupported_copy_views,
     .memset = scoped_memset,
     .stream_create = scoped_stream_create,
     .stream_destroy = scoped_stream_destroy,

@@ -36,7 +36,7 @@
  * synchronous 1-D copy (what the core issues for dense arrays) takes a
  * shorter path with the same checks: both device sides looked up under one
  * mem_lock, then one memcpy. A synchronous strided copy with a device side
- * reaches the engine on its own views from the core (gm__host_copy_views)
+ * reaches the engine on its own views from the core (the copy_views op)
  * instead of through the pitched pieces the core would plan.
  * Overlapping source and destination give undefined results.
  */
@@ -1085,6 +1085,13 @@ static gm_status host_pointer_kind(gm_backend_ctx *bctx, const void *ptr, int *k
 
 /* ------------------------------------------------------------- copies */
 
+/* Whether [addr, +bytes) lies inside one live region or one loaded module global of this
+ * context (mem_lock held). */
+static bool own_range_locked(host_ctx *c, uintptr_t addr, size_t bytes)
+{
+    return region_find(c, addr, bytes) != NULL || gm__host_module_global(c, addr, bytes);
+}
+
 /* GM_OK if [addr, addr + bytes) lies in memory of this context. */
 static gm_status check_device_range(host_ctx *c, uintptr_t addr, size_t bytes, const char *what,
                                     const char *fn)
@@ -1094,7 +1101,7 @@ static gm_status check_device_range(host_ctx *c, uintptr_t addr, size_t bytes, c
     if (bytes == 0)
         return GM_OK;
     gm__lock_take(&c->mem_lock);
-    ok = region_find(c, addr, bytes) != NULL || gm__host_module_global(c, addr, bytes);
+    ok = own_range_locked(c, addr, bytes);
     gm__lock_give(&c->mem_lock);
     if (!ok) /* another context's portable memory */
         ok = gm__host_span_portable_kind(c, addr, bytes) != GM_MEMORY_HOST;
@@ -1327,28 +1334,28 @@ static gm_status host_copy_strided(gm_backend_ctx *bctx, const gm_ndview *dst, c
 
 /*
  * Whether a device-side view of a copy (device or managed memory; a host-side one
- * passes) lies inside one live region of this context (mem_lock held): what
+ * passes) lies inside this context's own memory (mem_lock held): what
  * check_device_range accepts without looking at other contexts' portable memory.
  */
-static bool view_in_region(host_ctx *c, const gm_ndview *v)
+static bool view_owned(host_ctx *c, const gm_ndview *v)
 {
     int64_t lo = 0, hi = 0;
 
     if (v->memory != GM_MEMORY_DEVICE && v->memory != GM_MEMORY_MANAGED)
         return true;
     return gm__extent_quick(v, gm__dtype_bytes(v->dtype), &lo, &hi) && hi > lo &&
-           region_find(c, (uintptr_t)v->data + (uintptr_t)lo, (size_t)(hi - lo)) != NULL;
+           own_range_locked(c, (uintptr_t)v->data + (uintptr_t)lo, (size_t)(hi - lo));
 }
 
-/* A synchronous copy the core has checked, straight to the host engine (see backend.h). */
-bool gm__host_copy_views(gm_backend_ctx *bctx, const gm_ndview *dst, const gm_ndview *src,
-                         gm_status *status_p)
+/* copy_views: a synchronous copy the core has checked, straight to the engine (backend.h). */
+static bool host_copy_views(gm_backend_ctx *bctx, const gm_ndview *dst, const gm_ndview *src,
+                            gm_status *status_p)
 {
     host_ctx *c = gm__host_ctx(bctx);
     bool inside = false;
 
     gm__lock_take(&c->mem_lock);
-    inside = view_in_region(c, dst) && view_in_region(c, src);
+    inside = view_owned(c, dst) && view_owned(c, src);
     gm__lock_give(&c->mem_lock);
     if (!inside)
         return false;
@@ -1451,6 +1458,7 @@ const gm_backend_ops gm__host_backend = {
     .pointer_kind = host_pointer_kind,
     .copy = host_copy,
     .copy_strided = host_copy_strided,
+    .copy_views = host_copy_views,
     .memset = host_memset,
     .stream_create = gm__host_stream_create,
     .stream_destroy = gm__host_stream_destroy,

@@ -29,6 +29,8 @@ const gm_backend_ops gm__hsa_backend = {
     /* Device-to-device strided copies: one dispatch of the copy_strided kernel (hsa_pack.c);
      * GM_ERR_UNSUPPORTED otherwise, and the core decomposes into pitched copies. */
     .copy_strided = gm__hsa_copy_strided,
+    /* Every copy is planned: pitched DMA pieces, the packing kernel or staging. */
+    .copy_views = gm__unsupported_copy_views,
     .memset = gm__hsa_memset,
     .stream_create = gm__hsa_stream_create,
     .stream_destroy = gm__hsa_stream_destroy,

@@ -35,6 +35,7 @@ static void test_ops_table_complete(void **state)
                           SLOT(pointer_kind),
                           SLOT(copy),
                           SLOT(copy_strided),
+                          SLOT(copy_views),
                           SLOT(memset),
                           SLOT(stream_create),
                           SLOT(stream_destroy),
@@ -76,6 +77,7 @@ static void test_ops_table_complete(void **state)
      * (the core writes constants through module_get_global and an ordinary copy). */
     assert_ptr_not_equal(ops->copy_strided, gm__unsupported_copy_strided);
     assert_ptr_equal(ops->module_set_global, gm__unsupported_module_set_global);
+    assert_ptr_equal(ops->copy_views, gm__unsupported_copy_views); /* copies planned */
 }
 
 /* The X-macro list resolves the versioned symbols cuda.h maps the API names to. */

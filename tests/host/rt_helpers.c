@@ -208,6 +208,8 @@ void rt_fault_reset(void)
     fault_ops.host_device_pointer = f_host_device_pointer;
     fault_ops.copy = f_copy;
     fault_ops.copy_strided = f_copy_strided;
+    /* every copy planned, through f_copy and f_copy_strided (no shortcut past them) */
+    fault_ops.copy_views = gm__unsupported_copy_views;
     fault_ops.memset = f_memset;
     fault_ops.stream_create = f_stream_create;
     fault_ops.stream_destroy = f_stream_destroy;

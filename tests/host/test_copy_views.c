@@ -1,13 +1,14 @@
 /*
  * Tests for the simulator's synchronous strided copies (src/core/copy.c,
- * step 1b; gm__host_copy_views in src/host/host_backend.c): on a context of
- * the host backend itself, a copy with a device side that is not one dense
- * range goes without a stream straight to the host engine on its views
- * instead of through pitched ops->copy pieces or ops->copy_strided.
+ * step 1b; the copy_views op, host_copy_views in src/host/host_backend.c):
+ * on a context of the host backend, a copy with a device side that is not
+ * one dense range goes without a stream straight to the host engine on its
+ * views instead of through pitched ops->copy pieces or ops->copy_strided.
  *
  * Each copy here runs on such a context (the fast path) and on a
  * fault-injection context, whose ops table is a copy of the host backend's
- * and so takes the pitched plan (the general path): random layouts (packed
+ * with copy_views set to the shared stub, and so takes the pitched plan (the
+ * general path): random layouts (packed
  * in any axis order, spaced out, reversed, broadcast sources, extent-1 and
  * empty axes) between pageable, pinned, mapped, device and managed memory,
  * through gm_copy and the array calls, without and with a stream, every
@@ -18,6 +19,7 @@
  * blocking stream before it (the barrier the pitched path has).
  */
 #include <ctype.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -437,6 +439,91 @@ static void test_waits_for_streams(void **state)
     gm_context_destroy(&ctx);
 }
 
+/* ------------------------------------------------------- the op's wiring */
+
+/* The host backend's ops table with copy_views and copy counted. */
+static gm_backend_ops routed_ops;
+static _Atomic int views_asked, views_taken, pitched_copies;
+
+static bool counted_copy_views(gm_backend_ctx *bctx, const gm_ndview *dst, const gm_ndview *src,
+                               gm_status *status_p)
+{
+    bool taken = gm__host_backend.copy_views(bctx, dst, src, status_p);
+
+    atomic_fetch_add(&views_asked, 1);
+    atomic_fetch_add(&views_taken, taken ? 1 : 0);
+    return taken;
+}
+
+static gm_status counted_copy(gm_backend_ctx *bctx, const gm_copy_desc *desc,
+                              gm_backend_stream *stream)
+{
+    atomic_fetch_add(&pitched_copies, 1);
+    return gm__host_backend.copy(bctx, desc, stream);
+}
+
+/*
+ * The core hands a synchronous strided copy with a device side to the
+ * backend's copy_views and issues no pitched piece when it is taken; with a
+ * stream, or for a dense pair, it does not ask; when the op declines (a
+ * device view outside the context's memory) the planned path runs and
+ * explains.
+ */
+static void test_routed_through_op(void **state)
+{
+    float host[128], back[128];
+    int64_t n = 64, every_other = 2 * (int64_t)sizeof(float);
+    gm_context_options options;
+    gm_context *ctx = NULL;
+    gm_array *dev = NULL;
+    gm_stream *stream = NULL;
+    gm_ndview strided, dense, fake;
+
+    (void)state;
+    routed_ops = gm__host_backend;
+    routed_ops.name = "host (copy_views counted)";
+    routed_ops.copy_views = counted_copy_views;
+    routed_ops.copy = counted_copy;
+    gm_context_options_default(&options);
+    assert_ok(gm__context_create_with_ops(&routed_ops, &options, &ctx));
+    assert_ok(gm_device_array(ctx, 1, &n, GM_FLOAT32, GM_ORDER_C, &dev));
+    for (int i = 0; i < 128; i++)
+        host[i] = (float)i;
+    assert_ok(gm_ndview_init(host, GM_FLOAT32, 1, &n, &every_other, GM_ORDER_C, &strided));
+
+    /* synchronous, strided host side: taken, no pitched piece */
+    assert_ok(gm_copy(ctx, gm_array_view(dev), &strided, NULL));
+    assert_int_equal(atomic_load(&views_asked), 1);
+    assert_int_equal(atomic_load(&views_taken), 1);
+    assert_int_equal(atomic_load(&pitched_copies), 0);
+    assert_ok(gm_ndview_init(back, GM_FLOAT32, 1, &n, NULL, GM_ORDER_C, &dense));
+    assert_ok(gm_copy(ctx, &dense, gm_array_view(dev), NULL)); /* dense: one pitched copy */
+    assert_int_equal(atomic_load(&views_asked), 1);
+    assert_int_equal(atomic_load(&pitched_copies), 1);
+    for (int i = 0; i < 64; i++)
+        assert_true(back[i] == (float)(2 * i));
+
+    /* with a stream: not asked (stream order is the backend's copy ops') */
+    assert_ok(gm_stream_create(ctx, 0, &stream));
+    assert_ok(gm_copy(ctx, &strided, gm_array_view(dev), stream));
+    assert_ok(gm_stream_synchronize(stream));
+    assert_int_equal(atomic_load(&views_asked), 1);
+    assert_true(atomic_load(&pitched_copies) > 1);
+    gm_stream_destroy(&stream);
+
+    /* declined: host memory labelled device; the planned path's error */
+    fake = strided;
+    fake.memory = GM_MEMORY_DEVICE;
+    fake.device_id = 0;
+    assert_status(gm_copy(ctx, &fake, &dense, NULL), GM_ERR_INVALID_ARG);
+    assert_message_contains("is not inside device");
+    assert_int_equal(atomic_load(&views_asked), 2);
+    assert_int_equal(atomic_load(&views_taken), 1);
+
+    gm_array_release(&dev);
+    gm_context_destroy(&ctx);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -444,6 +531,7 @@ int main(void)
         cmocka_unit_test_setup(test_array_calls, test_setup),
         cmocka_unit_test_setup(test_outside_memory, test_setup),
         cmocka_unit_test_setup(test_waits_for_streams, test_setup),
+        cmocka_unit_test_setup(test_routed_through_op, test_setup),
     };
 
     return cmocka_run_group_tests(tests, group_setup, NULL);

@@ -167,6 +167,7 @@ static void test_ops_table(void **state)
         (const void *)&OPS->pointer_kind,
         (const void *)&OPS->copy,
         (const void *)&OPS->copy_strided,
+        (const void *)&OPS->copy_views,
         (const void *)&OPS->memset,
         (const void *)&OPS->stream_create,
         (const void *)&OPS->stream_destroy,
@@ -1918,6 +1919,15 @@ static void test_unsupported_stubs(void **state)
     memset(&v, 0, sizeof v);
     assert_status(gm__unsupported_copy_strided(c, &v, &v, NULL), GM_ERR_UNSUPPORTED);
     assert_message_contains("copy_strided");
+    /* copy_views declines without an error: the core plans the copy */
+    {
+        gm_status status = GM_ERR_INTERNAL;
+
+        gm_clear_error();
+        assert_false(gm__unsupported_copy_views(c, &v, &v, &status));
+        assert_int_equal(status, GM_ERR_INTERNAL);
+        assert_int_equal(gm_last_error(), GM_OK);
+    }
     OPS->fini(c);
 }
 

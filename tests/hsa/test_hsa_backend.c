@@ -28,6 +28,7 @@ static void test_ops_table(void **state)
         assert_non_null(slot[i]);
     assert_ptr_equal(hsa_ops->managed_alloc, gm__unsupported_managed_alloc);
     assert_ptr_not_equal(hsa_ops->copy_strided, gm__unsupported_copy_strided); /* hsa_pack.c */
+    assert_ptr_equal(hsa_ops->copy_views, gm__unsupported_copy_views);         /* copies planned */
 }
 
 static void test_device_info(void **state)
