@@ -1701,6 +1701,16 @@ hsa_status_t hsa_amd_memory_lock(void *host_ptr, size_t size, hsa_agent_t *agent
         else
             l->gpu_access |= 1u << gpu;
     }
+    for (const dlock *other = g.locks; other != NULL && st == HSA_STATUS_SUCCESS;
+         other = other->next) {
+        /* ROCr locks it; libhsakmt then finds neither to unlock (hsa_amd_memory_unlock) */
+        if (other->base == (char *)host_ptr && other->size != size) {
+            violation("hsa_amd_memory_lock: %p+%zu: a lock of %zu bytes starts there already; "
+                      "with two sizes at one address libhsakmt can unlock neither",
+                      host_ptr, size, other->size);
+            break;
+        }
+    }
     if (st == HSA_STATUS_SUCCESS) {
         for (const dlock *same = g.locks; same != NULL && l->agent == NULL; same = same->next) {
             if (same->base == (char *)host_ptr && same->size == size)
