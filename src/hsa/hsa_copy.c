@@ -6,12 +6,16 @@
  * (an SDMA rectangle copy) where the runtime offers it and the copy meets its
  * rules (see use_rect), else it is cut into as few contiguous pieces as the
  * pitches allow (rows, planes or one block). Host-to-host copies run as host
- * work in stream order. memset copies a pattern-filled staging buffer
- * from the CPU's fine-grained pool, chunk by chunk. A NULL stream is the
- * synchronous form: the legacy default stream, then a wait. The device
- * side of a copy or memset must lie inside memory the runtime knows
- * (gm__hsa_check_device_range), checked before anything is issued.
+ * work in stream order. Pageable host memory is locked for a copy, unless a
+ * lock of another size starts at its address: then the copy is staged
+ * through a buffer from the CPU's pool (staged_copy). memset copies a
+ * pattern-filled staging buffer from the CPU's fine-grained pool, chunk by
+ * chunk. A NULL stream is the synchronous form: the legacy default stream,
+ * then a wait. The device side of a copy or memset must lie inside memory
+ * the runtime knows (gm__hsa_check_device_range), checked before anything
+ * is issued.
  */
+#include <stdio.h>
 #include <string.h>
 
 #include "hsa_internal.h"
@@ -161,16 +165,18 @@ static gm_status finish(gm_backend_ctx *bctx, gm_backend_stream *stream, gm__hsa
     return status != GM_OK ? status : waited;
 }
 
-/* Resolve the host side of a DMA (locking pageable memory for the operation). */
+/* Resolve the host side of a DMA (locking pageable memory for the operation); *split_p:
+ * it cannot be locked and the copy must be staged (gm__hsa_host_for_dma). */
 static gm_status dma_endpoint(gm_backend_ctx *bctx, gm_copy_side side, gm_devptr addr,
-                              size_t extent, gm__hsa_lock **locked_p, dma_side *out)
+                              size_t extent, gm__hsa_lock **locked_p, bool *split_p, dma_side *out)
 {
     void *agent_addr = (void *)(uintptr_t)addr;
     gm_status status = GM_OK;
 
     out->agent = side_agent(bctx, side);
     if (side == GM_COPY_HOST)
-        status = gm__hsa_host_for_dma(bctx, (void *)(uintptr_t)addr, extent, &agent_addr, locked_p);
+        status = gm__hsa_host_for_dma(bctx, (void *)(uintptr_t)addr, extent, &agent_addr, locked_p,
+                                      split_p);
     out->addr = agent_addr;
     return status;
 }
@@ -315,37 +321,69 @@ static gm_status try_rect(gm_backend_ctx *bctx, gm__hsa_op *op, const gm_copy_de
     return status;
 }
 
-/* A copy with at least one device side: one rectangle, or DMA pieces. Lock held. */
+/*
+ * Begin a DMA operation for d and resolve both sides into *dst and *src.
+ * *split_p: a pageable host side cannot be locked (the copy is to be
+ * staged); no operation is left then. Lock held, never released.
+ */
+static gm_status dma_begin(gm_backend_ctx *bctx, gm_backend_stream *stream, const gm_copy_desc *d,
+                           const copy_plan *plan, dma_side *dst, dma_side *src, bool *split_p,
+                           gm__hsa_op **op_p)
+{
+    size_t last = plan->count - 1;
+    gm__hsa_op *op = NULL;
+    gm_status status = gm__hsa_op_begin(bctx, stream, (hsa_signal_value_t)plan->count, false,
+                                        "hsa_amd_memory_async_copy", &op);
+
+    *split_p = false;
+    if (status != GM_OK)
+        return status;
+    status = dma_endpoint(bctx, d->dst_side, d->dst, dst_offset(plan, last) + plan->width,
+                          &op->locked[0], split_p, dst);
+    if (status == GM_OK && !*split_p)
+        status = dma_endpoint(bctx, d->src_side, d->src, src_offset(plan, last) + plan->width,
+                              &op->locked[1], split_p, src);
+    if (status != GM_OK || *split_p) {
+        gm__hsa_op_abort(bctx, op);
+        return status;
+    }
+    *op_p = op;
+    return GM_OK;
+}
+
+static gm_status staged_copy(gm_backend_ctx *bctx, gm_backend_stream *stream, const gm_copy_desc *d,
+                             bool sync);
+
+/*
+ * A copy with at least one device side: one rectangle, or DMA pieces;
+ * staged when its pageable host side cannot be locked. stage: the staging
+ * buffer of staged_copy's own DMA (pool memory, never staged again), which
+ * the operation holds. Lock held.
+ */
 static gm_status dma_copy(gm_backend_ctx *bctx, gm_backend_stream *stream, const gm_copy_desc *d,
-                          bool sync)
+                          bool sync, gm__hsa_stage *stage)
 {
     copy_plan plan;
     dma_side dst, src;
     gm__hsa_op *op = NULL;
     size_t issued = 0;
-    bool rect = false;
+    bool rect = false, split = false;
     gm_status status = GM_OK;
 
     make_plan(d, &plan);
-    /* Before the operation exists (the wait drops the lock); nothing else locks meanwhile. */
-    if (d->dst_side == GM_COPY_HOST)
-        status = gm__hsa_lock_wait_unsplit(bctx, (const void *)(uintptr_t)d->dst,
-                                           dst_offset(&plan, plan.count - 1) + plan.width, "copy");
-    if (status == GM_OK && d->src_side == GM_COPY_HOST)
-        status = gm__hsa_lock_wait_unsplit(bctx, (const void *)(uintptr_t)d->src,
-                                           src_offset(&plan, plan.count - 1) + plan.width, "copy");
-    if (status == GM_OK)
-        status = gm__hsa_op_begin(bctx, stream, (hsa_signal_value_t)plan.count, false,
-                                  "hsa_amd_memory_async_copy", &op);
+    status = dma_begin(bctx, stream, d, &plan, &dst, &src, &split, &op);
+    if (status == GM_OK && split && stage == NULL)
+        return staged_copy(bctx, stream, d, sync);
+    if (status == GM_OK && split)
+        status = gm__error(GM_ERR_INTERNAL, "copy: the staging buffer %p would need staging",
+                           stage->buf);
     if (status != GM_OK)
         return status;
-    status = dma_endpoint(bctx, d->dst_side, d->dst, dst_offset(&plan, plan.count - 1) + plan.width,
-                          &op->locked[0], &dst);
-    if (status == GM_OK)
-        status = dma_endpoint(bctx, d->src_side, d->src,
-                              src_offset(&plan, plan.count - 1) + plan.width, &op->locked[1], &src);
-    if (status == GM_OK)
-        status = try_rect(bctx, op, d, &plan, dst, src, &rect);
+    if (stage != NULL) {
+        op->stage = stage;
+        stage->refs++;
+    }
+    status = try_rect(bctx, op, d, &plan, dst, src, &rect);
     if (rect)
         return finish(bctx, stream, op, 1, status == GM_OK ? 1 : 0, status, sync);
     if (status == GM_OK)
@@ -353,9 +391,14 @@ static gm_status dma_copy(gm_backend_ctx *bctx, gm_backend_stream *stream, const
     return finish(bctx, stream, op, plan.count, issued, status, sync);
 }
 
-/* A host-to-host copy as host work in stream order. Lock held. */
+/*
+ * A host-to-host copy as host work in stream order. stage: the staging
+ * buffer it reads or writes (staged_copy), held by the operation;
+ * pass_failure: a failed dependency fails it too (see gm__hsa_work). Lock
+ * held.
+ */
 static gm_status host_copy(gm_backend_ctx *bctx, gm_backend_stream *stream, const gm_copy_desc *d,
-                           bool sync)
+                           bool sync, gm__hsa_stage *stage, bool pass_failure)
 {
     gm__hsa_work *work = gm__calloc(1, sizeof(*work));
     gm__hsa_op *op = NULL;
@@ -366,13 +409,107 @@ static gm_status host_copy(gm_backend_ctx *bctx, gm_backend_stream *stream, cons
     work->kind = GM_HSA_WORK_MEMCPY;
     work->copy = *d;
     work->sync = sync;
+    work->pass_failure = pass_failure;
     status = gm__hsa_op_begin(bctx, stream, 1, true, "host copy", &op);
     if (status != GM_OK) {
         gm__free(work);
         return status;
     }
+    if (stage != NULL) {
+        op->stage = stage;
+        stage->refs++;
+    }
     status = gm__hsa_host_work(bctx, stream, work, op);
     return finish(bctx, stream, op, 1, status == GM_OK ? 1 : 0, status, sync);
+}
+
+/* A staging buffer of `bytes` from the CPU's pool, reachable by the GPU; one reference, for
+ * pageable memory at host. */
+static gm_status stage_new(gm_backend_ctx *bctx, size_t bytes, const void *host,
+                           gm__hsa_stage **stage_p)
+{
+    gm__hsa_stage *stage = gm__calloc(1, sizeof(*stage));
+    char detail[GM_HSA_ERROR_TEXT];
+    gm_status status = GM_OK;
+
+    if (stage == NULL)
+        return gm__error(GM_ERR_NO_MEMORY, "copy: no memory for a staging buffer");
+    status = gm__hsa_host_pool_alloc(bctx, bctx->host_pool, bctx->host_pool_needs_access, bytes,
+                                     &stage->buf);
+    if (status != GM_OK) {
+        snprintf(detail, sizeof(detail), "%s", gm_last_error_message());
+        gm__free(stage);
+        return gm__error(status,
+                         "copy: no staging buffer of %zu bytes for pageable memory at %p, which "
+                         "cannot be locked (a lock of another size starts there): %s",
+                         bytes, host, detail);
+    }
+    stage->refs = 1;
+    *stage_p = stage;
+    return GM_OK;
+}
+
+void gm__hsa_stage_unref(gm_backend_ctx *bctx, gm__hsa_stage *stage)
+{
+    if (stage == NULL || --stage->refs > 0)
+        return;
+    (void)GM_HSA_CALL(&bctx->api, hsa_amd_memory_pool_free, (stage->buf));
+    gm__free(stage);
+}
+
+/*
+ * A copy whose pageable host side cannot be locked: a lock of another size
+ * starts at its address (another context's pending copy, a registration
+ * the range runs past, a pending copy of this context's of another length),
+ * and a second registration there could never be unlocked (libhsakmt finds
+ * the one to unlock by address alone). Nothing waits for that lock to go
+ * (here, possibly in a stream callback, the copies holding it may wait for
+ * the caller): the host side goes through a packed staging buffer from the
+ * CPU's pool, in stream order, both operations holding it. To the device:
+ * host work copies the rows into it (a failed dependency fails that work,
+ * so the DMA does not start, as it would not have unstaged), then the DMA.
+ * From the device: the DMA, then host work copies the rows out (a failure
+ * of the DMA skips it; a synchronous caller gets that failure, not the
+ * stream). Lock held (released only while host work waits for queue room).
+ */
+static gm_status staged_copy(gm_backend_ctx *bctx, gm_backend_stream *stream, const gm_copy_desc *d,
+                             bool sync)
+{
+    bool to_host = d->dst_side == GM_COPY_HOST;
+    gm_copy_desc dma = *d, rows = *d;
+    gm__hsa_stage *stage = NULL;
+    gm_status status = stage_new(bctx, d->width_bytes * d->height * d->depth,
+                                 (const void *)(uintptr_t)(to_host ? d->dst : d->src), &stage);
+
+    if (status != GM_OK)
+        return status;
+    if (to_host) {
+        dma.dst = (gm_devptr)(uintptr_t)stage->buf;
+        dma.dst_pitch = d->width_bytes;
+        dma.dst_height = d->height;
+        rows.src = dma.dst;
+        rows.src_side = GM_COPY_HOST;
+        rows.src_pitch = d->width_bytes;
+        rows.src_height = d->height;
+        status = dma_copy(bctx, stream, &dma, false, stage);
+        if (status == GM_OK) /* the DMA is the stream's last operation: the lock was held */
+            stream->ops_tail->reported = sync;
+        if (status == GM_OK)
+            status = host_copy(bctx, stream, &rows, sync, stage, false);
+    } else {
+        rows.dst = (gm_devptr)(uintptr_t)stage->buf;
+        rows.dst_side = GM_COPY_HOST;
+        rows.dst_pitch = d->width_bytes;
+        rows.dst_height = d->height;
+        dma.src = rows.dst;
+        dma.src_pitch = d->width_bytes;
+        dma.src_height = d->height;
+        status = host_copy(bctx, stream, &rows, false, stage, true);
+        if (status == GM_OK)
+            status = dma_copy(bctx, stream, &dma, sync, stage);
+    }
+    gm__hsa_stage_unref(bctx, stage);
+    return status;
 }
 
 /* Issue a checked, non-empty copy on its stream (NULL: synchronously). */
@@ -385,9 +522,9 @@ static gm_status issue_copy(gm_backend_ctx *bctx, const gm_copy_desc *desc,
     pthread_mutex_lock(&bctx->lock);
     stream = gm__hsa_stream_resolve(bctx, stream);
     if (desc->dst_side == GM_COPY_HOST && desc->src_side == GM_COPY_HOST)
-        status = host_copy(bctx, stream, desc, sync);
+        status = host_copy(bctx, stream, desc, sync, NULL, false);
     else
-        status = dma_copy(bctx, stream, desc, sync);
+        status = dma_copy(bctx, stream, desc, sync, NULL);
     pthread_mutex_unlock(&bctx->lock);
     return status;
 }

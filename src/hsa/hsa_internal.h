@@ -27,7 +27,9 @@
  * own work item, the stream's error slot (its own mutex) and the signal they
  * complete. The runtime's GPU memory-fault handler touches only the failure
  * fields (queue_failed...) of the contexts in its process-wide registry,
- * under the registry's own mutex (hsa_fault.c).
+ * under the registry's own mutex (hsa_fault.c). Host memory locked for
+ * copies and registrations are process-wide, under hsa_memory.c's registry
+ * mutex, which is taken after bctx->lock, never before.
  */
 #ifndef GPUMEM_SRC_HSA_HSA_INTERNAL_H
 #define GPUMEM_SRC_HSA_HSA_INTERNAL_H
@@ -75,21 +77,30 @@ typedef enum gm__hsa_work_kind {
 typedef struct gm__hsa_work gm__hsa_work;
 
 /*
- * Pageable host memory this context locked (hsa_amd_memory_lock) for DMA,
- * shared by the operations using it (under bctx->lock). A range inside an
- * entry reuses it: no second registration at one address, which libhsakmt
- * could not tell apart when unlocking (it finds registrations by address). A
- * longer range at the same address needs a second registration there; the
- * entry then unlocks all of them together, once no operation uses any.
+ * Pageable host memory a context locked (hsa_amd_memory_lock) for DMA,
+ * shared by that context's operations using it. Every context's entries are
+ * in one process-wide list with the registrations (hsa_memory.c, under its
+ * registry mutex), as page-locking is the process's: a range inside one of
+ * the context's entries reuses it, and no lock of another size is ever taken
+ * where any lock (a copy's of any context, a registration) starts, which
+ * libhsakmt could not tell apart when unlocking (it finds a registration to
+ * unlock by address alone): such a copy is staged instead (hsa_copy.c).
  */
 typedef struct gm__hsa_lock {
-    struct gm__hsa_lock *next;
-    char *base;      /* every registration of the entry starts here */
-    size_t size;     /* bytes of its largest registration */
-    char *agent;     /* that registration's agent address */
-    unsigned nlocks; /* registrations at base, each undone by one hsa_amd_memory_unlock */
-    unsigned users;  /* operations using it */
+    struct gm__hsa_lock *next;   /* the process-wide list */
+    const gm_backend_ctx *owner; /* the context whose operations use it */
+    char *base;                  /* the registration's address */
+    size_t size;                 /* and size */
+    char *agent;                 /* its agent address */
+    unsigned users;              /* operations using it (owner's lock) */
 } gm__hsa_lock;
+
+/* A staging buffer from the CPU's pool shared by the operations of one staged copy
+ * (refs under bctx->lock); the last reference frees it. */
+typedef struct gm__hsa_stage {
+    void *buf;
+    unsigned refs;
+} gm__hsa_stage;
 
 /* One stream operation: its completion signal and what it holds until done. */
 typedef struct gm__hsa_op {
@@ -101,6 +112,7 @@ typedef struct gm__hsa_op {
     void *kernarg;           /* kernarg-pool buffer to free or recycle */
     bool kernarg_pooled;     /* kernarg is GM_HSA_KERNARG_BYTES long: recycle it */
     void *staging;           /* host-pool staging buffer to free */
+    gm__hsa_stage *stage;    /* a staged copy's shared staging buffer (a reference) */
     gm__hsa_lock *locked[2]; /* pageable memory locked for it (references) */
     gm__hsa_work *work;      /* host work to free */
     bool reported;           /* a synchronous caller returns its failure (not the stream) */
@@ -217,7 +229,6 @@ struct gm_backend_ctx {
     gm__hsa_thread_stream *thread_streams; /* of the live threads that used theirs */
     gm__thread_watch exit_watch;           /* retires an exiting thread's stream */
     gm__hsa_ipc_map *ipc_maps;
-    gm__hsa_lock *locks; /* pageable memory locked for DMA */
     gm__hsa_sig *cache[GM_HSA_SIGNAL_CACHE];
     int ncache;
     gm__hsa_sig *zero;                    /* a signal that is always 0 (no dependency) */
@@ -317,6 +328,8 @@ struct gm__hsa_work {
     gm_backend_callback_fn callback; /* CALLBACK */
     void *user;
     gm_copy_desc copy; /* MEMCPY */
+    bool pass_failure; /* a skipped step completes done with the failed dependency's value
+                          (staging rows a DMA then copies: it must not start either) */
     bool sync;         /* for a synchronous call, which reports a skip (gm__hsa_op_finish_sync) */
 };
 
@@ -357,24 +370,22 @@ gm_status gm__hsa_host_pool_alloc(gm_backend_ctx *bctx, hsa_amd_memory_pool_t po
                                   size_t bytes, void **ptr_p);
 /* Detach IPC imports still open (context teardown). Lock held. */
 void gm__hsa_ipc_detach_all(gm_backend_ctx *bctx);
-/* The agent address of host memory for a DMA: registered or pool memory as is, pageable
- * memory locked (*locked_p receives a reference to release with gm__hsa_lock_release when
- * the operation is done; NULL when nothing was locked). Lock held. */
+/*
+ * The agent address of host memory for a DMA: registered or pool memory as
+ * is, pageable memory locked (*locked_p receives a reference to release with
+ * gm__hsa_lock_release when the operation is done; NULL when nothing was
+ * locked). *split_p (nothing locked, *agent_p unset): the range is pageable
+ * and a lock of another size starts at its address (any context's copy, a
+ * registration it runs past), so locking it would make two registrations
+ * there that libhsakmt could never unlock; the caller stages the copy. Lock
+ * held.
+ */
 gm_status gm__hsa_host_for_dma(gm_backend_ctx *bctx, void *host, size_t extent, void **agent_p,
-                               gm__hsa_lock **locked_p);
+                               gm__hsa_lock **locked_p, bool *split_p);
 /* Drop an operation's reference; the last one unlocks the memory. Lock held. */
 void gm__hsa_lock_release(gm_backend_ctx *bctx, gm__hsa_lock *lock);
-/*
- * Wait until locking pageable [host, host + extent) would not add a second
- * registration, of another size, at an address where one of the context's
- * copy locks starts (libhsakmt could then unlock neither): until the copies
- * using that lock are done and reaped. The lock is released while waiting
- * (as gm__hsa_queue_wait_room does: call it before the operation exists);
- * GM_ERR_STATE inside a stream callback, the context's error when it fails
- * meanwhile. `what` names the caller. Lock held.
- */
-gm_status gm__hsa_lock_wait_unsplit(gm_backend_ctx *bctx, const void *host, size_t extent,
-                                    const char *what);
+/* Drop a reference to a staging buffer; the last one frees it. Lock held. */
+void gm__hsa_stage_unref(gm_backend_ctx *bctx, gm__hsa_stage *stage);
 /* Sleep a little while waiting for the device: yield first, then 50 us naps. */
 void gm__hsa_back_off(unsigned *rounds);
 /* GM_OK when [addr, addr + bytes), the device side of an operation, lies inside one block

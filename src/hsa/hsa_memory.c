@@ -202,7 +202,7 @@ static void *agent_address(const hsa_amd_pointer_info_t *info, const void *host)
 
 static bool registered_agent(const char *host, size_t extent, void **agent_p);
 static gm_status wait_unsplit(gm_backend_ctx *bctx, const void *host, size_t extent,
-                              bool registering, const char *what);
+                              const char *what);
 static bool registered_host(const char *agent, size_t extent);
 
 /*
@@ -239,7 +239,7 @@ gm_status gm__hsa_host_device_pointer(gm_backend_ctx *bctx, void *host, gm_devpt
  * cuMemHostRegister and the simulator refuse it). ROCr would count a second
  * lock of the same range and keep the memory locked past the first
  * deregistration. The backend's own locks of pageable memory for a copy
- * (bctx->locks) are not registrations and are not recorded here.
+ * (copy_locks below) are not registrations and are not recorded here.
  */
 typedef struct registration {
     struct registration *next;
@@ -251,6 +251,15 @@ typedef struct registration {
 
 static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
 static registration *registry; /* under registry_lock */
+/* Pageable memory every context locked for its copies (under registry_lock, taken after a
+ * context's lock): a lock starts at no address where one of another size does. */
+static gm__hsa_lock *copy_locks;
+
+/* Whether [p, p + extent) lies inside [base, base + bytes). */
+static bool inside(const char *p, size_t extent, const char *base, size_t bytes)
+{
+    return p >= base && (size_t)(p - base) <= bytes && extent <= bytes - (size_t)(p - base);
+}
 
 /* The first registration meeting [base, base + bytes), or NULL. registry_lock held. */
 static registration *registered_overlap(const char *base, size_t bytes)
@@ -290,13 +299,38 @@ static gm_status already_registered(const gm_backend_ctx *bctx, const char *ptr,
 }
 
 /*
+ * GM_ERR_STATE when a copy holds pageable memory at ptr locked for a range of
+ * another size than a registration's `bytes`: a second registration there
+ * could never be unlocked (libhsakmt finds the one to unlock by address
+ * alone). This context's own such locks were waited for (wait_unsplit);
+ * another context's go only when that context reaps its copies, which
+ * waiting here cannot make happen. registry_lock held.
+ */
+static gm_status copy_lock_conflict(const gm_backend_ctx *bctx, const char *ptr, size_t bytes)
+{
+    for (const gm__hsa_lock *l = copy_locks; l != NULL; l = l->next) {
+        if (l->base == ptr && l->size != bytes)
+            return gm__error(GM_ERR_STATE,
+                             "host_register: [%p, +%zu): %s context holds %p locked for a "
+                             "pending copy of %zu bytes, and a second page lock of another size "
+                             "at one address could never be unlocked (libhsakmt finds the one to "
+                             "unlock by address alone); synchronize that context's streams first",
+                             (const void *)ptr, bytes, l->owner == bctx ? "this" : "another",
+                             (const void *)ptr, l->size);
+    }
+    return GM_OK;
+}
+
+/*
  * ROC's register: page-lock existing host memory for every GPU (PORTABLE or
  * not: any context's copies use registered memory as it is, and the kernel
  * driver maps a locked range only for the GPUs it was locked for) with
  * hsa_amd_memory_lock, so copies use it directly and the device can address
  * it, at the agent address the lock returns (kept with the registration:
  * the GPU uses it, the CPU the host address). Memory any context registered
- * (any byte of the range) is GM_ERR_STATE.
+ * (any byte of the range) is GM_ERR_STATE, and so is memory another
+ * context's pending copy locked at ptr for a range of another size
+ * (copy_lock_conflict); this context's own such copies are waited for.
  */
 gm_status gm__hsa_host_register(gm_backend_ctx *bctx, void *ptr, size_t bytes, unsigned flags)
 {
@@ -314,12 +348,14 @@ gm_status gm__hsa_host_register(gm_backend_ctx *bctx, void *ptr, size_t bytes, u
     /* A pending copy's lock of another size at ptr goes first (libhsakmt could unlock
      * neither); held from the wait to the lock so that no copy locks there meanwhile. */
     pthread_mutex_lock(&bctx->lock);
-    status = wait_unsplit(bctx, ptr, bytes, true, "host_register");
+    status = wait_unsplit(bctx, ptr, bytes, "host_register");
     pthread_mutex_lock(&registry_lock);
     other = status == GM_OK ? registered_overlap(ptr, bytes) : NULL;
     if (other != NULL)
         status = already_registered(bctx, ptr, bytes, other);
-    else if (status == GM_OK)
+    if (status == GM_OK)
+        status = copy_lock_conflict(bctx, ptr, bytes);
+    if (status == GM_OK)
         status = GM_HSA_CALL(&bctx->api, hsa_amd_memory_lock,
                              (ptr, bytes, bctx->gpus, (int)bctx->ngpus, &agent_ptr));
     if (status == GM_OK) {
@@ -485,49 +521,46 @@ gm_status gm__hsa_pointer_kind(gm_backend_ctx *bctx, const void *ptr, int *kind_
     return GM_OK;
 }
 
-/* The context's lock entry holding [host, host + extent), or NULL. Lock held. */
+/* The context's copy lock holding [host, host + extent), or NULL. registry_lock held. */
 static gm__hsa_lock *covering_lock(const gm_backend_ctx *bctx, const char *host, size_t extent)
 {
-    for (gm__hsa_lock *l = bctx->locks; l != NULL; l = l->next) {
-        if (host >= l->base && (size_t)(host - l->base) <= l->size &&
-            extent <= l->size - (size_t)(host - l->base))
+    for (gm__hsa_lock *l = copy_locks; l != NULL; l = l->next) {
+        if (l->owner == bctx && inside(host, extent, l->base, l->size))
             return l;
     }
     return NULL;
 }
 
-/* The context's lock entry starting at host, or NULL. Lock held. */
-static gm__hsa_lock *lock_at(const gm_backend_ctx *bctx, const char *host)
+/*
+ * Whether a lock of another size than `extent` starts at host: any context's
+ * copy lock, or a registration. libhsakmt keys a userptr registration by
+ * address and size but finds the one hsa_amd_memory_unlock undoes by address
+ * alone (ROCT fmm.c: vm_find_object(addr, 0) answers none when two of
+ * different sizes start there), and ROCr's MemoryRegion::Unlock ignores the
+ * thunk's status, so neither could ever be unlocked. One of the same size is
+ * fine (the driver counts it). registry_lock held.
+ */
+static bool other_size_at(const char *host, size_t extent)
 {
-    gm__hsa_lock *l = bctx->locks;
-
-    while (l != NULL && l->base != host)
-        l = l->next;
-    return l;
+    for (const gm__hsa_lock *l = copy_locks; l != NULL; l = l->next) {
+        if (l->base == host && l->size != extent)
+            return true;
+    }
+    for (const registration *r = registry; r != NULL; r = r->next) {
+        if (r->base == host && r->bytes != extent)
+            return true;
+    }
+    return false;
 }
 
-/*
- * Lock [host, host + extent) for the context's GPU into a new entry. Never a
- * second registration at an entry's address: libhsakmt keys a userptr
- * registration by address and size but finds it for hsa_amd_memory_unlock
- * by address alone (ROCT fmm.c: vm_find_object(addr, 0) answers none when
- * two registrations of different sizes start there) and ROCr's
- * MemoryRegion::Unlock ignores the thunk's status, so neither would ever be
- * unlocked. Callers wait for such an entry to go first
- * (gm__hsa_lock_wait_unsplit).
- */
+/* Lock [host, host + extent) for the context's GPU into a new entry (other_size_at is
+ * false). registry_lock held: the check and the lock are one step for the process. */
 static gm_status lock_range(gm_backend_ctx *bctx, char *host, size_t extent, gm__hsa_lock **lock_p)
 {
-    gm__hsa_lock *l = NULL;
+    gm__hsa_lock *l = gm__calloc(1, sizeof(*l));
     void *agent = NULL;
     gm_status status = GM_OK;
 
-    if (lock_at(bctx, host) != NULL)
-        return gm__error(GM_ERR_STATE,
-                         "copy: [%p, +%zu) would be a second lock of another size at %p, which "
-                         "the runtime could not unlock (the copy did not wait for the first)",
-                         (void *)host, extent, (void *)host);
-    l = gm__calloc(1, sizeof(*l));
     if (l == NULL)
         return gm__error(GM_ERR_NO_MEMORY, "copy: no memory to track locked host memory");
     status = GM_HSA_CALL(&bctx->api, hsa_amd_memory_lock, (host, extent, &bctx->gpu, 1, &agent));
@@ -535,42 +568,41 @@ static gm_status lock_range(gm_backend_ctx *bctx, char *host, size_t extent, gm_
         gm__free(l);
         return status;
     }
+    l->owner = bctx;
     l->base = host;
     l->size = extent;
     l->agent = agent;
-    l->nlocks = 1;
-    l->next = bctx->locks;
-    bctx->locks = l;
+    l->next = copy_locks;
+    copy_locks = l;
     *lock_p = l;
     return GM_OK;
 }
 
-/*
- * Whether locking [host, host + extent) would add a registration of another
- * size at the address of one of the context's copy locks: a copy's when that
- * lock does not hold the range (else the copy uses it), a registration's
- * (`registering`) when the sizes differ. Lock held.
- */
-static bool lock_split(const gm_backend_ctx *bctx, const char *host, size_t extent,
-                       bool registering)
+/* Whether one of this context's copy locks starts at host with another size than extent. */
+static bool own_split(const gm_backend_ctx *bctx, const char *host, size_t extent)
 {
-    const gm__hsa_lock *l = lock_at(bctx, host);
+    bool split = false;
 
-    if (l == NULL)
-        return false;
-    if (registering)
-        return l->size != extent;
-    return covering_lock(bctx, host, extent) == NULL && !registered_agent(host, extent, NULL);
+    pthread_mutex_lock(&registry_lock);
+    for (const gm__hsa_lock *l = copy_locks; l != NULL && !split; l = l->next)
+        split = l->owner == bctx && l->base == host && l->size != extent;
+    pthread_mutex_unlock(&registry_lock);
+    return split;
 }
 
-/* gm__hsa_lock_wait_unsplit, for a copy or (registering) a registration. Lock held. */
+/*
+ * Wait until registering [host, host + extent) would not add a registration
+ * of another size at the address of one of this context's copy locks: until
+ * the copies using it are done and reaped. The lock is released while
+ * waiting; GM_ERR_STATE inside a stream callback (those copies may wait for
+ * it), the context's error when it fails meanwhile. Lock held.
+ */
 static gm_status wait_unsplit(gm_backend_ctx *bctx, const void *host, size_t extent,
-                              bool registering, const char *what)
+                              const char *what)
 {
     unsigned rounds = 0;
 
-    while (lock_split(bctx, host, extent, registering)) {
-        /* Inside a stream callback the copies holding that lock may wait for the callback. */
+    while (own_split(bctx, host, extent)) {
         if (gm__hsa_handler_stream != NULL)
             return gm__error(GM_ERR_STATE,
                              "%s: host memory at %p is locked for a pending copy of another "
@@ -592,16 +624,17 @@ static gm_status wait_unsplit(gm_backend_ctx *bctx, const void *host, size_t ext
     return GM_OK;
 }
 
-gm_status gm__hsa_lock_wait_unsplit(gm_backend_ctx *bctx, const void *host, size_t extent,
-                                    const char *what)
+/* registered_agent with registry_lock held. */
+static bool registered_locked(const char *host, size_t extent, void **agent_p)
 {
-    return wait_unsplit(bctx, host, extent, false, what);
-}
-
-/* Whether [p, p + extent) lies inside [base, base + bytes). */
-static bool inside(const char *p, size_t extent, const char *base, size_t bytes)
-{
-    return p >= base && (size_t)(p - base) <= bytes && extent <= bytes - (size_t)(p - base);
+    for (const registration *r = registry; r != NULL; r = r->next) {
+        if (inside(host, extent, r->base, r->bytes)) {
+            if (agent_p != NULL)
+                *agent_p = r->agent + (host - r->base);
+            return true;
+        }
+    }
+    return false;
 }
 
 /* Whether host range [host, host + extent) lies inside one range a context registered;
@@ -611,11 +644,7 @@ static bool registered_agent(const char *host, size_t extent, void **agent_p)
     bool found = false;
 
     pthread_mutex_lock(&registry_lock);
-    for (const registration *r = registry; r != NULL && !found; r = r->next) {
-        found = inside(host, extent, r->base, r->bytes);
-        if (found && agent_p != NULL)
-            *agent_p = r->agent + (host - r->base);
-    }
+    found = registered_locked(host, extent, agent_p);
     pthread_mutex_unlock(&registry_lock);
     return found;
 }
@@ -634,62 +663,82 @@ static bool registered_host(const char *agent, size_t extent)
 }
 
 /*
+ * Host memory no lock of the context's holds: registered memory at its
+ * registration's agent address, pool memory as the runtime maps it, other
+ * memory locked now (*lock_p), including memory another context locked for
+ * a copy of the same range (ROCr counts nested locks) - unless a lock of
+ * another size starts at host (*split_p). registry_lock held.
+ */
+static gm_status host_unlocked(gm_backend_ctx *bctx, char *host, size_t extent, void **agent_p,
+                               gm__hsa_lock **lock_p, bool *split_p)
+{
+    hsa_amd_pointer_info_t info;
+    gm_status status = GM_OK;
+
+    if (registered_locked(host, extent, agent_p))
+        return GM_OK;
+    memset(&info, 0, sizeof(info));
+    info.size = sizeof(info);
+    status = GM_HSA_CALL(&bctx->api, hsa_amd_pointer_info, (host, &info, NULL, NULL, NULL));
+    if (status != GM_OK)
+        return status;
+    if (info.type != HSA_EXT_POINTER_TYPE_UNKNOWN && info.type != HSA_EXT_POINTER_TYPE_LOCKED &&
+        (uintptr_t)host + extent <= (uintptr_t)info.hostBaseAddress + info.sizeInBytes) {
+        *agent_p = agent_address(&info, host);
+        return GM_OK;
+    }
+    if (other_size_at(host, extent)) {
+        *split_p = true;
+        return GM_OK;
+    }
+    return lock_range(bctx, host, extent, lock_p);
+}
+
+/*
  * The address a DMA engine uses for host memory (never the host address of
  * locked memory: the GPU reaches locked pages at the agent address
  * hsa_amd_memory_lock returned): pageable memory this context already
- * locked, for a range inside that lock, at that lock's agent address;
- * registered memory at its registration's agent address; pool memory as
- * the runtime maps it; other pageable memory is locked now, including
- * memory another context locked for a copy of its own (or another library
- * locked), which can be unlocked under this context's copy: ROCr counts
- * nested locks. A lock is held (*locked_p, a reference) for the copy's
+ * locked, for a range inside that lock, at that lock's agent address; else
+ * host_unlocked. A lock is held (*locked_p, a reference) for the copy's
  * lifetime. Lock held.
  */
 gm_status gm__hsa_host_for_dma(gm_backend_ctx *bctx, void *host, size_t extent, void **agent_p,
-                               gm__hsa_lock **locked_p)
+                               gm__hsa_lock **locked_p, bool *split_p)
 {
-    hsa_amd_pointer_info_t info;
-    gm__hsa_lock *lock = covering_lock(bctx, host, extent);
+    gm__hsa_lock *lock = NULL;
     gm_status status = GM_OK;
 
     *locked_p = NULL;
-    if (lock == NULL) {
-        if (registered_agent(host, extent, agent_p))
-            return GM_OK;
-        memset(&info, 0, sizeof(info));
-        info.size = sizeof(info);
-        status = GM_HSA_CALL(&bctx->api, hsa_amd_pointer_info, (host, &info, NULL, NULL, NULL));
-        if (status != GM_OK)
-            return status;
-        if (info.type != HSA_EXT_POINTER_TYPE_UNKNOWN && info.type != HSA_EXT_POINTER_TYPE_LOCKED &&
-            (uintptr_t)host + extent <= (uintptr_t)info.hostBaseAddress + info.sizeInBytes) {
-            *agent_p = agent_address(&info, host);
-            return GM_OK;
-        }
-        status = lock_range(bctx, host, extent, &lock);
-        if (status != GM_OK)
-            return status;
+    *split_p = false;
+    pthread_mutex_lock(&registry_lock);
+    lock = covering_lock(bctx, host, extent);
+    if (lock == NULL)
+        status = host_unlocked(bctx, host, extent, agent_p, &lock, split_p);
+    if (status == GM_OK && lock != NULL) {
+        lock->users++;
+        *agent_p = lock->agent + ((char *)host - lock->base);
+        *locked_p = lock;
     }
-    lock->users++;
-    *agent_p = lock->agent + ((char *)host - lock->base);
-    *locked_p = lock;
-    return GM_OK;
+    pthread_mutex_unlock(&registry_lock);
+    return status;
 }
 
 void gm__hsa_lock_release(gm_backend_ctx *bctx, gm__hsa_lock *lock)
 {
-    gm__hsa_lock **link = &bctx->locks;
+    gm__hsa_lock **link = &copy_locks;
 
-    if (--lock->users > 0)
-        return;
-    while (lock->nlocks > 0) { /* every registration at base; any order is fine now */
+    pthread_mutex_lock(&registry_lock);
+    if (--lock->users == 0) {
+        /* unlocked and unlisted in one step: no lock of another size starts at base between */
         (void)GM_HSA_CALL(&bctx->api, hsa_amd_memory_unlock, (lock->base));
-        lock->nlocks--;
+        while (*link != NULL && *link != lock)
+            link = &(*link)->next;
+        if (*link == lock)
+            *link = lock->next;
+    } else {
+        lock = NULL; /* still used */
     }
-    while (*link != NULL && *link != lock)
-        link = &(*link)->next;
-    if (*link == lock)
-        *link = lock->next;
+    pthread_mutex_unlock(&registry_lock);
     gm__free(lock);
 }
 

@@ -150,6 +150,7 @@ static void release_op(gm_backend_ctx *bctx, gm__hsa_op *op)
         (void)GM_HSA_CALL(&bctx->api, hsa_amd_memory_pool_free, (op->kernarg));
     if (op->staging != NULL)
         (void)GM_HSA_CALL(&bctx->api, hsa_amd_memory_pool_free, (op->staging));
+    gm__hsa_stage_unref(bctx, op->stage);
     for (int i = 0; i < 2; i++) {
         if (op->locked[i] != NULL)
             gm__hsa_lock_release(bctx, op->locked[i]);
@@ -674,6 +675,8 @@ static bool work_handler(hsa_signal_value_t value, void *arg)
     /* Read before the end below (the context's table may be gone once done is 0). */
     void (*complete)(hsa_signal_t, hsa_signal_value_t) = w->api->hsa_signal_store_screlease;
     hsa_signal_t done = w->done;
+    /* staging rows a DMA copies next: that DMA must not start after a failure either */
+    hsa_signal_value_t result = value < 0 && w->pass_failure ? value : 0;
     gm_status upstream = GM_OK;
     gm_status status = GM_OK;
 
@@ -694,7 +697,7 @@ static bool work_handler(hsa_signal_value_t value, void *arg)
     /* Last touch of w: once done is 0 a reaper may free it, and a waiter may end the
      * context (hence `complete`, read above). */
     atomic_fetch_add_explicit(&gm__hsa_handlers_ended, 1, memory_order_release);
-    complete(done, 0);
+    complete(done, result);
     return false;
 }
 

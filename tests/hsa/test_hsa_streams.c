@@ -775,6 +775,19 @@ static void test_synchronize_releases(void **state)
     free(b);
 }
 
+/* Whether dev holds n bytes equal to expect's (read back synchronously). */
+static bool device_equals(gm_backend_ctx *bctx, gm_devptr dev, const void *expect, size_t n)
+{
+    char *back = calloc(1, n);
+    bool same = false;
+
+    assert_non_null(back);
+    hsa_test_to_host(bctx, back, dev, n);
+    same = memcmp(back, expect, n) == 0;
+    free(back);
+    return same;
+}
+
 /*
  * Two streams copy from one pageable buffer at the same address, the first
  * copy finishing first (in-order DMA engine, 20 ms per copy). A range inside
@@ -783,8 +796,8 @@ static void test_synchronize_releases(void **state)
  * size but finds one to unlock by address alone, and with two of different
  * sizes at the address it finds neither (ROCr's hsa_amd_memory_unlock still
  * returns success, so both stay locked for good; the double records that).
- * So the longer copy waits until the first one is done and its lock gone,
- * then locks its own range. Either way the memory stays locked until the
+ * So the longer copy is staged through a pool buffer, without waiting and
+ * without a lock of its own. Either way the memory stays locked until the
  * last copy using it is done: reaping the first copy must not unlock what the
  * second one is moving (the double records an unlock under a pending or
  * running copy), and nothing stays locked at the end.
@@ -798,8 +811,11 @@ static void test_shared_pageable_locks(void **state)
     char *page = calloc(1, 16384);
     gm_devptr d1 = 0, d2 = 0;
     hsa_double_live live;
+    long pool = 0, locks = 0, unlocks = 0;
 
     (void)state;
+    for (int i = 0; i < 16384; i++)
+        page[i] = (char)(i * 7 + 1);
     hsa_double_config_default(&cfg);
     cfg.copy_delay_us = 20000;
     cfg.copies_in_order = 1;
@@ -809,19 +825,27 @@ static void test_shared_pageable_locks(void **state)
     assert_ok(hsa_ops->stream_create(bctx, GM_STREAM_NON_BLOCKING, &s));
     assert_ok(hsa_ops->stream_create(bctx, GM_STREAM_NON_BLOCKING, &t));
     for (int i = 0; i < 2; i++) {
+        hsa_double_get_live(&live);
+        pool = live.pool_allocations;
+        locks = hsa_double_calls("hsa_amd_memory_lock");
+        unlocks = hsa_double_calls("hsa_amd_memory_unlock");
         assert_ok(copy_async(bctx, s, GM_COPY_DEVICE, (void *)(uintptr_t)d1, GM_COPY_HOST, page,
                              sizes[i][0]));
         assert_ok(copy_async(bctx, t, GM_COPY_DEVICE, (void *)(uintptr_t)d2, GM_COPY_HOST, page,
                              sizes[i][1]));
         hsa_double_get_live(&live);
-        assert_int_equal(live.locks, 1); /* reused; the longer one's own, after the first */
-        assert_int_equal(hsa_double_calls("hsa_amd_memory_lock"), i == 0 ? 1 : 3);
-        assert_int_equal(hsa_double_calls("hsa_amd_memory_unlock"), i == 0 ? 0 : 2);
+        assert_int_equal(live.locks, 1); /* reused; the first copy's only, the longer staged */
+        assert_int_equal(live.pool_allocations, pool + i); /* the staging buffer */
+        assert_int_equal(hsa_double_calls("hsa_amd_memory_lock"), locks + 1);
+        assert_int_equal(hsa_double_calls("hsa_amd_memory_unlock"), unlocks);
         assert_ok(hsa_ops->stream_synchronize(bctx, s));
-        assert_true(is_locked(page));
+        assert_true(is_locked(page) == (i == 0)); /* the shorter copy still uses the lock */
         assert_ok(hsa_ops->stream_synchronize(bctx, t));
         hsa_double_get_live(&live);
         assert_int_equal(live.locks, 0);
+        assert_int_equal(live.pool_allocations, pool);
+        assert_true(device_equals(bctx, d1, page, sizes[i][0]));
+        assert_true(device_equals(bctx, d2, page, sizes[i][1]));
         hsa_test_assert_no_violations();
     }
     assert_ok(hsa_ops->stream_destroy(bctx, s));
