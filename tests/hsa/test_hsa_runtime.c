@@ -580,6 +580,64 @@ static void test_register_part_of_pageable_copy(void **state)
 }
 
 /*
+ * Copies that start where gm_register registered half of a buffer and run
+ * past it (the whole buffer), both ways, on a stream and synchronously: a
+ * lock of the copy's own there would be a second registration of another
+ * size at one address, which libhsakmt could never unlock (the double
+ * records it), so the copies are staged; the registration stays the only
+ * lock and the data arrive.
+ */
+static void test_copy_past_registration(void **state)
+{
+    gm_context *ctx = open_context(1.0, 100);
+    int64_t n = 1 << 16, half = 1 << 15;
+    unsigned char *host = aligned_alloc(4096, (size_t)n), *back = aligned_alloc(4096, (size_t)n);
+    gm_host_scope *scope = NULL, *back_scope = NULL;
+    gm_array *dev = NULL;
+    gm_stream *s = NULL;
+    gm_ndview hv, bv, part, back_part;
+    long during = 0;
+
+    (void)state;
+    assert_non_null(host);
+    assert_non_null(back);
+    for (int64_t i = 0; i < n; i++)
+        host[i] = (unsigned char)(i * 7 + 1);
+    memset(back, 0, (size_t)n);
+    assert_ok(gm_ndview_init(host, GM_UINT8, 1, &n, NULL, GM_ORDER_C, &hv));
+    assert_ok(gm_ndview_init(back, GM_UINT8, 1, &n, NULL, GM_ORDER_C, &bv));
+    assert_ok(gm_ndview_init(host, GM_UINT8, 1, &half, NULL, GM_ORDER_C, &part));
+    assert_ok(gm_ndview_init(back, GM_UINT8, 1, &half, NULL, GM_ORDER_C, &back_part));
+    assert_ok(gm_device_array(ctx, 1, &n, GM_UINT8, GM_ORDER_C, &dev));
+    assert_ok(gm_stream_create(ctx, GM_STREAM_NON_BLOCKING, &s));
+    assert_ok(gm_register(ctx, 1, &part, &scope));
+    assert_ok(gm_register(ctx, 1, &back_part, &back_scope));
+    assert_ok(gm_array_copy_to_device(dev, &hv, s));
+    assert_ok(gm_array_copy_to_host(dev, &bv, s));
+    during = live_locks();
+    assert_ok(gm_stream_synchronize(s));
+    assert_int_equal(during, 2); /* the two registrations only */
+    assert_memory_equal(back, host, (size_t)n);
+    hsa_test_assert_no_violations();
+
+    memset(back, 0, (size_t)n);
+    assert_ok(gm_array_memset(dev, 0, NULL));
+    assert_ok(gm_array_copy_to_device(dev, &hv, NULL));
+    assert_ok(gm_array_copy_to_host(dev, &bv, NULL));
+    assert_memory_equal(back, host, (size_t)n);
+    assert_int_equal(live_locks(), 2);
+    hsa_test_assert_no_violations();
+    assert_ok(gm_deregister(&scope));
+    assert_ok(gm_deregister(&back_scope));
+    assert_int_equal(live_locks(), 0);
+    gm_array_release(&dev);
+    gm_stream_destroy(&s);
+    close_context(ctx);
+    free(host);
+    free(back);
+}
+
+/*
  * gm_copy to and from a device view running 512 bytes past a 1 KiB device
  * array, synchronously and on a stream: GM_ERR_INVALID_ARG naming the range
  * and the allocation, as on the simulator and CUDA; nothing is written.
@@ -1091,6 +1149,7 @@ int main(void)
         cmocka_unit_test(test_register_twice_refused),
         cmocka_unit_test(test_register_over_pageable_copy),
         cmocka_unit_test(test_register_part_of_pageable_copy),
+        cmocka_unit_test(test_copy_past_registration),
         cmocka_unit_test(test_copy_past_allocation_refused),
         cmocka_unit_test(test_failed_staged_fill_keeps_its_job),
         cmocka_unit_test(test_destroy_with_callback_that_never_runs),

@@ -856,6 +856,240 @@ static void test_shared_pageable_locks(void **state)
     free(page);
 }
 
+/* A second context on the double test_open reset (device 0 too). */
+static gm_backend_ctx *open_second(void)
+{
+    gm_backend_init_args args = {0, 0};
+    gm_backend_ctx *b = NULL;
+
+    assert_ok(hsa_ops->init(&args, &b));
+    return b;
+}
+
+/*
+ * Page-locking is the process's, so the locks of two contexts' copies meet
+ * at one address: context b copying 8 KiB from where context a's pending
+ * copy locked 4 KiB cannot lock there (a second registration of another
+ * size, which libhsakmt could never unlock: the double records it) and is
+ * staged through a pool buffer instead, in both directions; one of the same
+ * length locks again (the driver counts it). Registering 8 KiB there from b
+ * meanwhile is GM_ERR_STATE naming the other context's copy (b cannot make
+ * a's copies go), and succeeds once a synchronized. The data arrive either
+ * way, nothing waits for the other context, nothing stays locked.
+ */
+static void test_pageable_locks_across_contexts(void **state)
+{
+    hsa_double_config cfg;
+    gm_backend_ctx *a = NULL, *b = NULL;
+    gm_backend_stream *sa = NULL, *sb = NULL;
+    char *page = aligned_alloc(4096, 16384), *out = aligned_alloc(4096, 16384);
+    gm_devptr da = 0, db = 0, db2 = 0;
+    hsa_double_live live;
+
+    (void)state;
+    assert_non_null(page);
+    assert_non_null(out);
+    for (int i = 0; i < 16384; i++)
+        page[i] = (char)(i * 13 + 5);
+    memset(out, 0, 16384);
+    hsa_double_config_default(&cfg);
+    cfg.copy_delay_us = 20000;
+    cfg.copies_in_order = 1;
+    a = hsa_test_open(&cfg, 0);
+    b = open_second();
+    assert_ok(hsa_ops->mem_alloc(a, 16384, &da));
+    assert_ok(hsa_ops->mem_alloc(b, 16384, &db));
+    assert_ok(hsa_ops->mem_alloc(b, 16384, &db2));
+    assert_ok(hsa_ops->stream_create(a, GM_STREAM_NON_BLOCKING, &sa));
+    assert_ok(hsa_ops->stream_create(b, GM_STREAM_NON_BLOCKING, &sb));
+
+    /* to the device: a locks 4 KiB at page; b's 8 KiB are staged, b's 4 KiB lock again */
+    assert_ok(copy_async(a, sa, GM_COPY_DEVICE, (void *)(uintptr_t)da, GM_COPY_HOST, page, 4096));
+    assert_ok(copy_async(b, sb, GM_COPY_DEVICE, (void *)(uintptr_t)db, GM_COPY_HOST, page, 8192));
+    assert_ok(copy_async(b, sb, GM_COPY_DEVICE, (void *)(uintptr_t)db2, GM_COPY_HOST, page, 4096));
+    hsa_double_get_live(&live);
+    assert_int_equal(live.locks, 2);
+    hsa_test_assert_no_violations();
+
+    /* registering another size where a's copy holds a lock: refused, at once */
+    assert_status(hsa_ops->host_register(b, page, 8192, 0), GM_ERR_STATE);
+    assert_message_contains("another context holds");
+    hsa_test_assert_no_violations();
+    assert_ok(hsa_ops->stream_synchronize(b, sb));
+    assert_ok(hsa_ops->stream_synchronize(a, sa));
+    hsa_double_get_live(&live);
+    assert_int_equal(live.locks, 0);
+    assert_true(device_equals(a, da, page, 4096));
+    assert_true(device_equals(b, db, page, 8192));
+    assert_true(device_equals(b, db2, page, 4096));
+
+    /* from the device: a locks 4 KiB of out; b's 8 KiB (the same bytes) are staged */
+    assert_ok(copy_async(a, sa, GM_COPY_HOST, out, GM_COPY_DEVICE, (void *)(uintptr_t)da, 4096));
+    assert_ok(copy_async(b, sb, GM_COPY_HOST, out, GM_COPY_DEVICE, (void *)(uintptr_t)db, 8192));
+    hsa_double_get_live(&live);
+    assert_int_equal(live.locks, 1);
+    assert_ok(hsa_ops->stream_synchronize(b, sb));
+    assert_ok(hsa_ops->stream_synchronize(a, sa));
+    assert_memory_equal(out, page, 8192);
+    hsa_test_assert_no_violations();
+
+    /* a synchronized: b registers 8 KiB; a's copies at page use it or are staged */
+    assert_ok(hsa_ops->host_register(b, page, 8192, 0));
+    assert_ok(copy_async(a, sa, GM_COPY_DEVICE, (void *)(uintptr_t)da, GM_COPY_HOST, page, 12288));
+    hsa_double_get_live(&live);
+    assert_int_equal(live.locks, 1); /* the registration only */
+    assert_ok(hsa_ops->stream_synchronize(a, sa));
+    assert_true(device_equals(a, da, page, 12288));
+    assert_ok(hsa_ops->host_unregister(b, page));
+    hsa_double_get_live(&live);
+    assert_int_equal(live.locks, 0);
+    hsa_test_assert_no_violations();
+
+    assert_ok(hsa_ops->stream_destroy(a, sa));
+    assert_ok(hsa_ops->stream_destroy(b, sb));
+    assert_ok(hsa_ops->mem_free(a, da));
+    assert_ok(hsa_ops->mem_free(b, db));
+    assert_ok(hsa_ops->mem_free(b, db2));
+    hsa_ops->fini(b);
+    hsa_test_close(a);
+    free(page);
+    free(out);
+}
+
+/*
+ * A copy starting where the user registered a shorter range and running
+ * past it, in both directions, on a stream and synchronously: a lock of its
+ * own there would be a second registration of another size, which libhsakmt
+ * could never unlock, so it is staged; the registration is the only lock
+ * meanwhile and the data arrive. A range inside the registration uses it.
+ */
+static void test_copy_past_registration(void **state)
+{
+    hsa_double_config cfg;
+    gm_backend_ctx *bctx = NULL;
+    gm_backend_stream *s = NULL;
+    char *page = aligned_alloc(4096, 16384), *out = aligned_alloc(4096, 16384);
+    gm_devptr dev = 0;
+    hsa_double_live live;
+    long locks = 0;
+
+    (void)state;
+    assert_non_null(page);
+    assert_non_null(out);
+    for (int i = 0; i < 16384; i++)
+        page[i] = (char)(i * 3 + 11);
+    memset(out, 0, 16384);
+    hsa_double_config_default(&cfg);
+    cfg.copy_delay_us = 5000;
+    bctx = hsa_test_open(&cfg, 0);
+    assert_ok(hsa_ops->mem_alloc(bctx, 16384, &dev));
+    assert_ok(hsa_ops->stream_create(bctx, GM_STREAM_DEFAULT, &s));
+    assert_ok(hsa_ops->host_register(bctx, page, 4096, 0));
+    assert_ok(hsa_ops->host_register(bctx, out, 4096, 0));
+    locks = hsa_double_calls("hsa_amd_memory_lock");
+
+    assert_ok(
+        copy_async(bctx, s, GM_COPY_DEVICE, (void *)(uintptr_t)dev, GM_COPY_HOST, page, 16384));
+    assert_ok(
+        copy_async(bctx, s, GM_COPY_HOST, out, GM_COPY_DEVICE, (void *)(uintptr_t)dev, 16384));
+    hsa_double_get_live(&live);
+    assert_int_equal(live.locks, 2); /* the registrations */
+    assert_ok(hsa_ops->stream_synchronize(bctx, s));
+    assert_memory_equal(out, page, 16384);
+
+    memset(out, 0, 16384);
+    assert_ok(
+        copy_async(bctx, NULL, GM_COPY_DEVICE, (void *)(uintptr_t)dev, GM_COPY_HOST, page, 8192));
+    assert_ok(
+        copy_async(bctx, NULL, GM_COPY_HOST, out, GM_COPY_DEVICE, (void *)(uintptr_t)dev, 8192));
+    assert_memory_equal(out, page, 8192);
+    assert_ok(copy_async(bctx, NULL, GM_COPY_HOST, out, GM_COPY_DEVICE, (void *)(uintptr_t)dev,
+                         2048)); /* inside: the registration as it is */
+    assert_int_equal(hsa_double_calls("hsa_amd_memory_lock"), locks);
+    hsa_test_assert_no_violations();
+
+    assert_ok(hsa_ops->host_unregister(bctx, page));
+    assert_ok(hsa_ops->host_unregister(bctx, out));
+    assert_ok(hsa_ops->stream_destroy(bctx, s));
+    assert_ok(hsa_ops->mem_free(bctx, dev));
+    hsa_test_close(bctx);
+    free(page);
+    free(out);
+}
+
+/* The pageable copy a stream callback makes (copy_in_callback). */
+typedef struct callback_copy {
+    gm_backend_ctx *bctx;
+    gm_backend_stream *stream;
+    gm_devptr dev;
+    char *host;
+    gm_status status;
+    long locks; /* live locks right after it */
+} callback_copy;
+
+static gm_status copy_in_callback(void *user)
+{
+    callback_copy *c = user;
+    hsa_double_live live;
+
+    c->status = copy_async(c->bctx, c->stream, GM_COPY_DEVICE, (void *)(uintptr_t)c->dev,
+                           GM_COPY_HOST, c->host, 8192);
+    hsa_double_get_live(&live);
+    c->locks = live.locks;
+    return GM_OK;
+}
+
+/*
+ * Inside a stream callback nothing may wait: a copy there of 8 KiB at an
+ * address where a pending copy of the context locked 4 KiB is staged, not
+ * refused and not waited for.
+ */
+static void test_split_copy_in_callback(void **state)
+{
+    hsa_double_config cfg;
+    gm_backend_ctx *bctx = NULL;
+    gm_backend_stream *s = NULL, *t = NULL, *u = NULL;
+    char *page = aligned_alloc(4096, 16384);
+    gm_devptr d1 = 0, d2 = 0;
+    callback_copy c;
+
+    (void)state;
+    assert_non_null(page);
+    for (int i = 0; i < 16384; i++)
+        page[i] = (char)(i * 5 + 3);
+    hsa_double_config_default(&cfg);
+    cfg.copy_delay_us = 50000;
+    bctx = hsa_test_open(&cfg, 0);
+    assert_ok(hsa_ops->mem_alloc(bctx, 16384, &d1));
+    assert_ok(hsa_ops->mem_alloc(bctx, 16384, &d2));
+    assert_ok(hsa_ops->stream_create(bctx, GM_STREAM_NON_BLOCKING, &s));
+    assert_ok(hsa_ops->stream_create(bctx, GM_STREAM_NON_BLOCKING, &t));
+    assert_ok(hsa_ops->stream_create(bctx, GM_STREAM_NON_BLOCKING, &u));
+    memset(&c, 0, sizeof(c));
+    c.bctx = bctx;
+    c.stream = u;
+    c.dev = d2;
+    c.host = page;
+    c.status = GM_ERR_NOT_READY; /* until the callback ran */
+    assert_ok(copy_async(bctx, s, GM_COPY_DEVICE, (void *)(uintptr_t)d1, GM_COPY_HOST, page, 4096));
+    assert_ok(hsa_ops->stream_enqueue_host(bctx, t, copy_in_callback, &c, NULL));
+    assert_ok(hsa_ops->stream_synchronize(bctx, t));
+    assert_ok(c.status);
+    assert_int_equal(c.locks, 1); /* staged: no lock of its own */
+    assert_ok(hsa_ops->stream_synchronize(bctx, u));
+    assert_ok(hsa_ops->stream_synchronize(bctx, s));
+    assert_true(device_equals(bctx, d1, page, 4096));
+    assert_true(device_equals(bctx, d2, page, 8192));
+    hsa_test_assert_no_violations();
+    assert_ok(hsa_ops->stream_destroy(bctx, s));
+    assert_ok(hsa_ops->stream_destroy(bctx, t));
+    assert_ok(hsa_ops->stream_destroy(bctx, u));
+    assert_ok(hsa_ops->mem_free(bctx, d1));
+    assert_ok(hsa_ops->mem_free(bctx, d2));
+    hsa_test_close(bctx);
+    free(page);
+}
+
 /* ------------------------------------------- dependencies from several streams */
 
 /* Resume the paused double once `call` was made `count` times since the reset: the
@@ -2147,6 +2381,9 @@ int main(void)
         cmocka_unit_test(test_queue_wraps),
         cmocka_unit_test(test_synchronize_releases),
         cmocka_unit_test(test_shared_pageable_locks),
+        cmocka_unit_test(test_pageable_locks_across_contexts),
+        cmocka_unit_test(test_copy_past_registration),
+        cmocka_unit_test(test_split_copy_in_callback),
         cmocka_unit_test(test_host_work_after_two_streams),
         cmocka_unit_test(test_host_work_merge_refused),
         cmocka_unit_test(test_merge_refused_keeps_barrier_dependencies), /* may _exit */
