@@ -971,6 +971,7 @@ static void test_copy_past_registration(void **state)
     char *page = aligned_alloc(4096, 16384), *out = aligned_alloc(4096, 16384);
     gm_devptr dev = 0;
     hsa_double_live live;
+    gm_copy_desc d;
     long locks = 0;
 
     (void)state;
@@ -1005,6 +1006,26 @@ static void test_copy_past_registration(void **state)
     assert_memory_equal(out, page, 8192);
     assert_ok(copy_async(bctx, NULL, GM_COPY_HOST, out, GM_COPY_DEVICE, (void *)(uintptr_t)dev,
                          2048)); /* inside: the registration as it is */
+    assert_int_equal(hsa_double_calls("hsa_amd_memory_lock"), locks);
+    hsa_test_assert_no_violations();
+
+    /* pitched: 20 rows of 100 bytes, host pitch 300 (5.8 KiB from page), device pitch 256 */
+    memset(out, 0, 16384);
+    d = hsa_test_copy1d(GM_COPY_DEVICE, dev, GM_COPY_HOST, (gm_devptr)(uintptr_t)page, 100);
+    d.height = 20;
+    d.dst_pitch = 256;
+    d.src_pitch = 300;
+    assert_ok(hsa_ops->copy(bctx, &d, s));
+    d = hsa_test_copy1d(GM_COPY_HOST, (gm_devptr)(uintptr_t)out, GM_COPY_DEVICE, dev, 100);
+    d.height = 20;
+    d.dst_pitch = 300;
+    d.src_pitch = 256;
+    assert_ok(hsa_ops->copy(bctx, &d, s));
+    assert_ok(hsa_ops->stream_synchronize(bctx, s));
+    for (int y = 0; y < 20; y++) {
+        assert_memory_equal(out + y * 300, page + y * 300, 100);
+        assert_int_equal(out[y * 300 + 100], 0); /* between the rows: untouched */
+    }
     assert_int_equal(hsa_double_calls("hsa_amd_memory_lock"), locks);
     hsa_test_assert_no_violations();
 
