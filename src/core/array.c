@@ -340,13 +340,29 @@ static void array_drop(gm_array *array)
     gm__dealloc_entry *entry = buffer->entry;
     bool queue = entry != NULL && gm__dealloc_would_queue(entry);
     bool in_block = array->in_block, alone = buffer->block == NULL, last = false, due = false;
+    bool kept = true;
+    /* A block's entry that may wait long goes as a copy, its block back to the pool at once
+     * (gm__dealloc_copy_wanted); a reference count above 1 or no memory: the entry itself. */
+    gm__dealloc_entry *copy =
+        queue && entry == buffer->block && entry->bookkeeping == NULL &&
+                atomic_load_explicit(&buffer->refcount, memory_order_acquire) == 1 &&
+                gm__dealloc_copy_wanted(&ctx->queue)
+            ? gm__malloc(sizeof(*copy))
+            : NULL;
 
     gm__lock_take(&ctx->queue.lock);
     gm__list_unlink(&array->link); /* the array is relisted or freed next */
     last = ref_drop_last(&buffer->refcount);
-    if (last && queue)
+    if (last && queue && copy != NULL) {
+        due = gm__dealloc_push_copy_locked(&ctx->queue, entry, copy, &kept);
+        copy = NULL;
+    } else if (last && queue) {
         due = gm__dealloc_push_locked(&ctx->queue, entry);
+    }
     gm__lock_give(&ctx->queue.lock);
+    gm__free(copy); /* not used */
+    if (!kept)
+        gm__dealloc_block_free(entry);
     if (due)
         gm__dealloc_flush_due(ctx);
     if (last && queue && alone)

@@ -202,6 +202,29 @@ bool gm__dealloc_push_locked(gm__dealloc_queue *q, gm__dealloc_entry *entry)
     return flush_due_locked(q);
 }
 
+/* Whether a pooled block's entry is better queued as a copy (runtime_internal.h). */
+bool gm__dealloc_copy_wanted(const gm__dealloc_queue *q)
+{
+    return atomic_load_explicit(&q->defer_depth, memory_order_relaxed) > 0 ||
+           q->max_count >= POOL_MAX; /* set at creation */
+}
+
+/* Queue a copy of a pooled block's entry and pool the block (queue lock held). */
+bool gm__dealloc_push_copy_locked(gm__dealloc_queue *q, gm__dealloc_entry *block,
+                                  gm__dealloc_entry *copy, bool *block_kept_p)
+{
+    *copy = *block;
+    copy->pooled = false; /* freed alone when done */
+    *block_kept_p = pool_push(q, block);
+    return gm__dealloc_push_locked(q, copy);
+}
+
+/* Free a pooled block that is neither queued nor pooled. */
+void gm__dealloc_block_free(gm__dealloc_entry *block)
+{
+    entry_free(block);
+}
+
 /* Append an entry; return whether an automatic flush is due. */
 static bool push(gm__dealloc_queue *q, gm__dealloc_entry *entry)
 {

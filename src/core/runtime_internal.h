@@ -205,6 +205,21 @@ bool gm__dealloc_would_queue(const gm__dealloc_entry *entry);
 bool gm__dealloc_push_locked(gm__dealloc_queue *queue, gm__dealloc_entry *entry);
 void gm__dealloc_flush_due(gm_context *ctx);
 
+/*
+ * A pooled block's entry may wait long in the queue: inside defer_cleanup,
+ * or under a count bound past what the pool keeps. Held there, each entry
+ * keeps its whole ~1.2 KiB block, and each new array takes a cold new one.
+ * Whether to queue a compact copy of the entry instead (read without the
+ * lock; a hint). Then gm__dealloc_push_copy_locked queues `copy` (a
+ * gm__malloc'd entry, taken over) with the block's entry's contents and
+ * puts the block in the pool; false in *block_kept_p: the pool is full,
+ * free the block (gm__dealloc_block_free) once the lock is released.
+ */
+bool gm__dealloc_copy_wanted(const gm__dealloc_queue *queue);
+bool gm__dealloc_push_copy_locked(gm__dealloc_queue *queue, gm__dealloc_entry *block,
+                                  gm__dealloc_entry *copy, bool *block_kept_p);
+void gm__dealloc_block_free(gm__dealloc_entry *block);
+
 /* Free an entry's resource at once, to undo an allocation; the entry stays the caller's. */
 gm_status gm__dealloc_free_now(gm_context *ctx, const gm__dealloc_entry *entry);
 

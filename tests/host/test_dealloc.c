@@ -372,6 +372,92 @@ static void test_defer_nesting(void **state)
     gm_context_destroy(&ctx);
 }
 
+/*
+ * An array's memory that waits long in the queue (inside defer_cleanup, or
+ * under a count bound past the 64 spare blocks kept) is queued without its
+ * array's block, which the next array takes at once: device and pinned
+ * arrays, the last reference being a view's, more releases than the pool
+ * keeps; the counts and bytes pending stay exact, and every byte comes back
+ * when the scope ends. Outside those cases the block waits with its memory.
+ */
+static void test_waiting_memory_frees_its_block(void **state)
+{
+    gm_context_options o = rt_options(2, 10.0, BIG);
+    gm_context *ctx = NULL;
+    gm_array *a = NULL, *b = NULL, *view = NULL, *many[70];
+    gm_index_item half = GM_IDX_SLICE(0, 50, 1);
+    int64_t free0 = 0, free1 = 0, total = 0;
+    gm_dealloc_stats s;
+    void *was = NULL;
+
+    (void)state;
+    assert_ok(gm_context_create(&o, &ctx));
+    assert_ok(gm_context_memory_info(ctx, &free0, &total));
+    /* outside: the block waits with its memory (a count bound of 2) */
+    a = device_bytes(ctx, 100);
+    was = a;
+    gm_array_release(&a);
+    b = device_bytes(ctx, 100);
+    assert_ptr_not_equal(b, was);
+    gm_array_release(&b);
+    assert_ok(gm_deallocations_flush(ctx));
+
+    assert_ok(gm_defer_cleanup_begin(ctx));
+    a = device_bytes(ctx, 100);
+    was = a;
+    gm_array_release(&a);
+    b = device_bytes(ctx, 200);
+    assert_ptr_equal(b, was);
+    gm_array_release(&b);
+    a = pinned_bytes(ctx, 4096);
+    was = a;
+    gm_array_release(&a);
+    b = pinned_bytes(ctx, 4096);
+    assert_ptr_equal(b, was);
+    gm_array_release(&b);
+    /* the last reference a view's */
+    a = device_bytes(ctx, 100);
+    was = a;
+    assert_ok(gm_array_getitem(a, 1, &half, &view));
+    gm_array_release(&a);
+    gm_array_release(&view);
+    b = device_bytes(ctx, 300);
+    assert_ptr_equal(b, was);
+    gm_array_release(&b);
+    s = rt_stats(ctx);
+    assert_int_equal(s.pending_count, 6);
+    assert_int_equal(s.pending_device_bytes, 100 + 200 + 100 + 300);
+    assert_int_equal(s.pending_pinned_bytes, 2 * 4096);
+    /* more than the pool keeps */
+    for (int i = 0; i < 70; i++)
+        many[i] = device_bytes(ctx, 1000 + i);
+    for (int i = 0; i < 70; i++)
+        gm_array_release(&many[i]);
+    s = rt_stats(ctx);
+    assert_int_equal(s.pending_count, 76);
+    assert_int_equal(s.pending_device_bytes, 700 + 70 * 1000 + 69 * 70 / 2);
+    assert_ok(gm_defer_cleanup_end(ctx));
+    s = rt_stats(ctx);
+    assert_int_equal(s.pending_count, 0);
+    assert_int_equal(s.pending_device_bytes, 0);
+    assert_int_equal(s.pending_pinned_bytes, 0);
+    assert_ok(gm_context_memory_info(ctx, &free1, &total));
+    assert_int_equal(free1, free0);
+    gm_context_destroy(&ctx);
+
+    /* a count bound past the pool: the same without a scope */
+    o = rt_options(100, 10.0, BIG);
+    assert_ok(gm_context_create(&o, &ctx));
+    a = device_bytes(ctx, 100);
+    was = a;
+    gm_array_release(&a);
+    b = device_bytes(ctx, 100);
+    assert_ptr_equal(b, was);
+    gm_array_release(&b);
+    assert_int_equal(rt_stats(ctx).pending_count, 2);
+    gm_context_destroy(&ctx);
+}
+
 /* A flush stops at the first failing deallocation and keeps exact accounting. */
 static void test_flush_stops_at_failure(void **state)
 {
@@ -1168,6 +1254,7 @@ int main(void)
         cmocka_unit_test_setup(test_oom_inside_defer, test_setup),
         cmocka_unit_test_setup(test_oom_registration, test_setup),
         cmocka_unit_test_setup(test_defer_nesting, test_setup),
+        cmocka_unit_test_setup(test_waiting_memory_frees_its_block, test_setup),
         cmocka_unit_test_setup(test_flush_stops_at_failure, test_setup),
         cmocka_unit_test_setup(test_failed_flush_not_counted, test_setup),
         cmocka_unit_test_setup(test_flush_settles_large_mixed_batch, test_setup),
