@@ -3,7 +3,7 @@
  *   - an allocate/release pair of a device array through the deallocation
  *     queue, against malloc/free of the same size (target: <= 2x);
  *   - the same through defer_cleanup (nothing freed until the scope ends);
- *   - gm_pointer_kind (Numba's is_cuda_array) of a host and a device pointer
+ *   - gm_pointer_kind (what gm_is_device_pointer asks) of a host and a device pointer
  *     among many live device arrays;
  *   - a gm_pin / gm_host_scope_end pair of one buffer while 100, 1,000 and
  *     10,000 other registered ranges stay alive (GM_HOST_MLOCK=0 unless set:
