@@ -372,6 +372,20 @@ static void test_defer_nesting(void **state)
     gm_context_destroy(&ctx);
 }
 
+/* Release a new array of n1 bytes from make, then make one of n2: whether it took the same
+ * block (the same gm_array) is `same`. */
+static void check_next_takes_block(gm_context *ctx, gm_array *(*make)(gm_context *, int64_t),
+                                   int64_t n1, int64_t n2, bool same)
+{
+    gm_array *a = make(ctx, n1), *b = NULL;
+    void *was = a;
+
+    gm_array_release(&a);
+    b = make(ctx, n2);
+    assert_true((b == was) == same);
+    gm_array_release(&b);
+}
+
 /*
  * An array's memory that waits long in the queue (inside defer_cleanup, or
  * under a count bound past the 64 spare blocks kept) is queued without its
@@ -394,27 +408,12 @@ static void test_waiting_memory_frees_its_block(void **state)
     assert_ok(gm_context_create(&o, &ctx));
     assert_ok(gm_context_memory_info(ctx, &free0, &total));
     /* outside: the block waits with its memory (a count bound of 2) */
-    a = device_bytes(ctx, 100);
-    was = a;
-    gm_array_release(&a);
-    b = device_bytes(ctx, 100);
-    assert_ptr_not_equal(b, was);
-    gm_array_release(&b);
+    check_next_takes_block(ctx, device_bytes, 100, 100, false);
     assert_ok(gm_deallocations_flush(ctx));
 
     assert_ok(gm_defer_cleanup_begin(ctx));
-    a = device_bytes(ctx, 100);
-    was = a;
-    gm_array_release(&a);
-    b = device_bytes(ctx, 200);
-    assert_ptr_equal(b, was);
-    gm_array_release(&b);
-    a = pinned_bytes(ctx, 4096);
-    was = a;
-    gm_array_release(&a);
-    b = pinned_bytes(ctx, 4096);
-    assert_ptr_equal(b, was);
-    gm_array_release(&b);
+    check_next_takes_block(ctx, device_bytes, 100, 200, true);
+    check_next_takes_block(ctx, pinned_bytes, 4096, 4096, true);
     /* the last reference a view's */
     a = device_bytes(ctx, 100);
     was = a;
@@ -448,12 +447,7 @@ static void test_waiting_memory_frees_its_block(void **state)
     /* a count bound past the pool: the same without a scope */
     o = rt_options(100, 10.0, BIG);
     assert_ok(gm_context_create(&o, &ctx));
-    a = device_bytes(ctx, 100);
-    was = a;
-    gm_array_release(&a);
-    b = device_bytes(ctx, 100);
-    assert_ptr_equal(b, was);
-    gm_array_release(&b);
+    check_next_takes_block(ctx, device_bytes, 100, 100, true);
     assert_int_equal(rt_stats(ctx).pending_count, 2);
     gm_context_destroy(&ctx);
 }
