@@ -771,9 +771,11 @@ GM_API gm_status gm_pointer_kind(gm_context *ctx, const void *ptr, gm_memory_kin
 
 /**
  * @brief Whether `ptr` is device memory (GM_MEMORY_DEVICE or
- *        GM_MEMORY_MANAGED per gm_pointer_kind()); the C counterpart of
- *        Numba's is_cuda_array. Pinned and mapped host memory are not device
- *        memory (gm_array_device_view() gives their device side).
+ *        GM_MEMORY_MANAGED per gm_pointer_kind()); the nearest C
+ *        counterpart of Numba's is_cuda_array, which asks an object (for the
+ *        CUDA Array Interface) where this asks a pointer. Pinned and mapped
+ *        host memory are not device memory (gm_array_device_view() gives
+ *        their device side).
  * @return as gm_pointer_kind(); *is_p is written only on success.
  */
 GM_API gm_status gm_is_device_pointer(gm_context *ctx, const void *ptr, bool *is_p);
