@@ -79,7 +79,10 @@ static gm_status allocate_memory(gm_context *ctx, const char *fn, gm_memory_kind
  * buffer and the buffer's queue entry (a pooled entry, runtime_internal.h).
  * Its parts end in order: the array (its last release unlists it), the
  * buffer (its last reference releases the entry), then the entry (once the
- * queue has freed the memory), which hands the block back to the pool. A
+ * queue has freed the memory), which hands the block back to the pool.
+ * Where the memory may wait long in the queue (defer_cleanup, a count bound
+ * past the pool's size: gm__dealloc_copy_wanted), a copy of the entry is
+ * queued instead and the block goes back to the pool with the buffer. A
  * buffer without memory leaves the entry unused and hands the block back
  * itself. Between uses a block's descriptor keeps zeros past its ndim.
  *
