@@ -255,6 +255,18 @@ static registration *registry; /* under registry_lock */
  * context's lock): a lock starts at no address where one of another size does. */
 static gm__hsa_lock *copy_locks;
 
+/* A copy lock (of `owner`'s; NULL: any context's) starting at host with another size than
+ * extent, or NULL. registry_lock held. */
+static const gm__hsa_lock *other_size_lock(const gm_backend_ctx *owner, const char *host,
+                                           size_t extent)
+{
+    for (const gm__hsa_lock *l = copy_locks; l != NULL; l = l->next) {
+        if (l->base == host && l->size != extent && (owner == NULL || l->owner == owner))
+            return l;
+    }
+    return NULL;
+}
+
 /* Whether [p, p + extent) lies inside [base, base + bytes). */
 static bool inside(const char *p, size_t extent, const char *base, size_t bytes)
 {
@@ -308,17 +320,17 @@ static gm_status already_registered(const gm_backend_ctx *bctx, const char *ptr,
  */
 static gm_status copy_lock_conflict(const gm_backend_ctx *bctx, const char *ptr, size_t bytes)
 {
-    for (const gm__hsa_lock *l = copy_locks; l != NULL; l = l->next) {
-        if (l->base == ptr && l->size != bytes)
-            return gm__error(GM_ERR_STATE,
-                             "host_register: [%p, +%zu): %s context holds %p locked for a "
-                             "pending copy of %zu bytes, and a second page lock of another size "
-                             "at one address could never be unlocked (libhsakmt finds the one to "
-                             "unlock by address alone); synchronize that context's streams first",
-                             (const void *)ptr, bytes, l->owner == bctx ? "this" : "another",
-                             (const void *)ptr, l->size);
-    }
-    return GM_OK;
+    const gm__hsa_lock *l = other_size_lock(NULL, ptr, bytes);
+
+    if (l == NULL)
+        return GM_OK;
+    return gm__error(GM_ERR_STATE,
+                     "host_register: [%p, +%zu): %s context holds %p locked for a "
+                     "pending copy of %zu bytes, and a second page lock of another size "
+                     "at one address could never be unlocked (libhsakmt finds the one to "
+                     "unlock by address alone); synchronize that context's streams first",
+                     (const void *)ptr, bytes, l->owner == bctx ? "this" : "another",
+                     (const void *)ptr, l->size);
 }
 
 /*
@@ -542,10 +554,8 @@ static gm__hsa_lock *covering_lock(const gm_backend_ctx *bctx, const char *host,
  */
 static bool other_size_at(const char *host, size_t extent)
 {
-    for (const gm__hsa_lock *l = copy_locks; l != NULL; l = l->next) {
-        if (l->base == host && l->size != extent)
-            return true;
-    }
+    if (other_size_lock(NULL, host, extent) != NULL)
+        return true;
     for (const registration *r = registry; r != NULL; r = r->next) {
         if (r->base == host && r->bytes != extent)
             return true;
@@ -584,8 +594,7 @@ static bool own_split(const gm_backend_ctx *bctx, const char *host, size_t exten
     bool split = false;
 
     pthread_mutex_lock(&registry_lock);
-    for (const gm__hsa_lock *l = copy_locks; l != NULL && !split; l = l->next)
-        split = l->owner == bctx && l->base == host && l->size != extent;
+    split = other_size_lock(bctx, host, extent) != NULL;
     pthread_mutex_unlock(&registry_lock);
     return split;
 }
